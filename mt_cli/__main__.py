@@ -1,0 +1,3 @@
+from mt_cli.cli import main
+
+main()

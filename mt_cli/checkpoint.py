@@ -1,0 +1,90 @@
+"""The checkpoint file: one self-describing dict that rebuilds the model with nothing else.
+
+    {"format": 1, "config": {...}, "tokenizer": {"joint": bytes} | {"src": ..., "tgt": ...},
+     "model": state_dict, "train_state": {...} (resumable checkpoints only)}
+
+It holds only tensors, numbers, strings, bytes, lists and dicts, and is always read with
+torch.load(weights_only=True), so loading a file can never run code.
+"""
+
+from __future__ import annotations
+
+import pickle
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from mt_cli.config import Config, from_dict, to_dict
+from mt_cli.errors import MtError
+from mt_cli.files import atomic_open
+from mt_cli.model import Transformer, build_model
+from mt_cli.tokenizer import Tokenizer
+
+FORMAT_VERSION = 1
+
+
+@dataclass
+class Checkpoint:
+    config: Config
+    tokenizer: Tokenizer
+    model_state: dict[str, torch.Tensor]
+    train_state: dict[str, Any] | None
+
+    def build_model(self, device: str | torch.device = "cpu") -> Transformer:
+        model = build_model(self.config.model)
+        model.load_state_dict(self.model_state)
+        return model.to(device).eval()
+
+
+def save(
+    path: Path,
+    cfg: Config,
+    tokenizer: Tokenizer,
+    model_state: dict[str, torch.Tensor],
+    train_state: dict[str, Any] | None = None,
+) -> None:
+    """Write atomically: a kill mid-save leaves the previous file whole."""
+    payload: dict[str, Any] = {
+        "format": FORMAT_VERSION,
+        "config": to_dict(cfg),
+        "tokenizer": tokenizer.to_state(),
+        "model": {k: v.detach().cpu() for k, v in model_state.items()},
+    }
+    if train_state is not None:
+        payload["train_state"] = train_state
+    with atomic_open(Path(path), "wb") as f:
+        torch.save(payload, f)
+
+
+def load(path: Path) -> Checkpoint:
+    path = Path(path)
+    if not path.is_file():
+        raise MtError(f"{path}: checkpoint not found")
+    with open(path, "rb") as f:
+        if f.read(4) != b"PK\x03\x04":  # torch.save writes a zip archive
+            raise MtError(f"{path}: not an mt checkpoint (expected a file written by `mt train`)")
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError:
+        raise MtError(
+            f"{path}: refused: the file holds Python objects, not only weights (an mt checkpoint never does)"
+        ) from None
+    except (RuntimeError, EOFError, zipfile.BadZipFile, OSError, ValueError) as e:
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise MtError(f"{path}: not a readable mt checkpoint (truncated or not a checkpoint: {reason})") from None
+    if not isinstance(payload, dict) or "format" not in payload or "model" not in payload:
+        raise MtError(f"{path}: not an mt checkpoint (no format version or weights inside)")
+    if payload["format"] > FORMAT_VERSION:
+        raise MtError(
+            f"{path}: checkpoint format {payload['format']} is newer than this mt reads ({FORMAT_VERSION}); "
+            "upgrade mt"
+        )
+    return Checkpoint(
+        config=from_dict(payload["config"], where=f"{path} config"),
+        tokenizer=Tokenizer.from_state(payload["tokenizer"]),
+        model_state=payload["model"],
+        train_state=payload.get("train_state"),
+    )

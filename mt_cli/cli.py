@@ -1,0 +1,193 @@
+"""The `mt` command: one thin Typer command per verb, each calling one library function."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from mt_cli.errors import MtError
+
+app = typer.Typer(
+    help="mt: train, run and score Transformer translation models.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+tokenizer_app = typer.Typer(help="SentencePiece tokenizers.", no_args_is_help=True)
+app.add_typer(tokenizer_app, name="tokenizer")
+
+
+def friendly(fn):
+    """Turn the library's MtError into one line on stderr and exit code 1, never a traceback."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except MtError as e:
+            typer.echo(f"mt: error: {e}", err=True)
+            raise typer.Exit(1) from None
+        except KeyboardInterrupt:
+            typer.echo("mt: interrupted", err=True)
+            raise typer.Exit(130) from None
+
+    return wrapper
+
+
+def err(message: str) -> None:
+    typer.echo(message, err=True)
+
+
+ExistingFile = Annotated[Path, typer.Option(help="A UTF-8 text file, one sentence per line.")]
+Device = Annotated[str, typer.Option(help="auto (CUDA, then MPS, then CPU), cpu, cuda, cuda:N or mps.")]
+
+
+@tokenizer_app.command("train")
+@friendly
+def tokenizer_train(
+    src: ExistingFile,
+    tgt: ExistingFile,
+    out: Annotated[Path, typer.Option(help="Folder to write the SentencePiece model(s) into.")],
+    vocab_size: Annotated[int, typer.Option(help="Pieces in each vocabulary.")] = 8000,
+    model_type: Annotated[str, typer.Option(help="unigram or bpe.")] = "unigram",
+    separate: Annotated[bool, typer.Option("--separate", help="One model per side instead of a joint one.")] = False,
+    character_coverage: Annotated[
+        Optional[float], typer.Option(help="Default: 0.9995 for mostly-CJK text, else 1.0.")
+    ] = None,
+) -> None:
+    """Train a SentencePiece tokenizer on both sides of a parallel corpus (joint by default)."""
+    from mt_cli.config import TokenizerConfig
+    from mt_cli.data import read_parallel
+    from mt_cli.tokenizer import train_tokenizer
+
+    cfg = TokenizerConfig(vocab_size, model_type, not separate, character_coverage)
+    corpus = read_parallel(src, tgt)
+    tok = train_tokenizer(corpus.src, corpus.tgt, cfg)
+    tok.save(out)
+    err(f"wrote {out} ({'joint' if tok.joint else 'separate'}: {tok.src_vocab_size}/{tok.tgt_vocab_size} pieces)")
+
+
+@app.command()
+@friendly
+def train(
+    train_src: ExistingFile,
+    train_tgt: ExistingFile,
+    valid_src: ExistingFile,
+    valid_tgt: ExistingFile,
+    out: Annotated[Path, typer.Option(help="Run folder: best.pt, last.pt, log.jsonl. Rerun to resume.")],
+    tokenizer: Annotated[
+        Optional[Path], typer.Option(help="Tokenizer folder; without it one is trained into OUT/tokenizer.")
+    ] = None,
+    preset: Annotated[Optional[str], typer.Option(help="Model size: tiny, small, base or big.")] = None,
+    config: Annotated[Optional[Path], typer.Option(help="YAML config (sections model/tokenizer/train/decode).")] = None,
+    max_steps: Annotated[Optional[int], typer.Option(help="Stop after this many updates.")] = None,
+    max_epochs: Annotated[Optional[int], typer.Option(help="Stop after this many epochs.")] = None,
+    max_minutes: Annotated[Optional[float], typer.Option(help="Stop after this much training time.")] = None,
+    batch_tokens: Annotated[Optional[int], typer.Option(help="Padded tokens per batch.")] = None,
+    seed: Annotated[Optional[int], typer.Option(help="Random seed.")] = None,
+    device: Annotated[Optional[str], typer.Option(help="auto, cpu, cuda, cuda:N or mps.")] = None,
+    set_: Annotated[
+        Optional[list[str]], typer.Option("--set", help="Override any field: --set model.dropout=0 (repeatable).")
+    ] = None,
+) -> None:
+    """Train a Transformer; writes OUT/best.pt (best validation BLEU), OUT/last.pt and OUT/log.jsonl."""
+    from mt_cli.config import build_config
+    from mt_cli.train import TrainPaths
+    from mt_cli.train import train as run_training
+
+    given = {
+        "max_steps": max_steps,
+        "max_epochs": max_epochs,
+        "max_minutes": max_minutes,
+        "batch_tokens": batch_tokens,
+        "seed": seed,
+        "device": device,
+    }
+    options = {"train": {k: v for k, v in given.items() if v is not None}}
+    cfg = build_config(preset, config, options, set_)
+    paths = TrainPaths(train_src, train_tgt, valid_src, valid_tgt, out, tokenizer)
+    run_training(paths, cfg, log=err)
+
+
+@app.command()
+@friendly
+def translate(
+    checkpoint: Annotated[Path, typer.Option(help="A checkpoint written by `mt train` (best.pt).")],
+    input: Annotated[Optional[Path], typer.Argument(help="Text to translate; stdin when absent.")] = None,
+    output: Annotated[Optional[Path], typer.Option(help="Where to write; stdout when absent.")] = None,
+    beam: Annotated[Optional[int], typer.Option(help="Beam size; 1 is greedy.")] = None,
+    batch_size: Annotated[Optional[int], typer.Option(help="Sentences decoded together.")] = None,
+    max_len_ratio: Annotated[Optional[float], typer.Option(help="Output length limit per source token.")] = None,
+    length_penalty: Annotated[Optional[float], typer.Option(help="Alpha in score / length**alpha.")] = None,
+    device: Device = "auto",
+) -> None:
+    """Translate a file (or stdin) line by line: one output line for every input line."""
+    from mt_cli.translate import translate_file
+
+    n = translate_file(
+        checkpoint,
+        input,
+        output,
+        device,
+        beam=beam,
+        batch_size=batch_size,
+        max_len_ratio=max_len_ratio,
+        length_penalty=length_penalty,
+    )
+    if output is not None:
+        err(f"translated {n} lines into {output}")
+
+
+@app.command()
+@friendly
+def evaluate(
+    ref: Annotated[list[Path], typer.Option(help="Reference file; repeat for several references.")],
+    hyp: Annotated[Optional[Path], typer.Option(help="Hypothesis file (system output).")] = None,
+    checkpoint: Annotated[Optional[Path], typer.Option(help="Translate --src with this model first.")] = None,
+    src: Annotated[Optional[Path], typer.Option(help="Source file, with --checkpoint.")] = None,
+    metrics: Annotated[str, typer.Option(help="Comma-separated: bleu, chrf, ter.")] = "bleu,chrf",
+    tokenize: Annotated[Optional[str], typer.Option(help="sacrebleu tokenizer; default zh for Chinese, else 13a.")] = None,
+    beam: Annotated[Optional[int], typer.Option(help="Beam size, with --checkpoint.")] = None,
+    device: Device = "auto",
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Score hypotheses against references with sacrebleu (BLEU, chrF; TER via --metrics)."""
+    from mt_cli.evaluate import evaluate_run, format_report
+
+    chosen = tuple(m.strip() for m in metrics.split(",") if m.strip())
+    result = evaluate_run(hyp, ref, checkpoint, src, chosen, tokenize, beam, device)
+    if as_json:
+        typer.echo(json.dumps({k: v for k, v in result.items() if k != "text"}))
+    else:
+        typer.echo(format_report(result))
+
+
+@app.command()
+@friendly
+def quickstart(
+    data: Annotated[
+        Optional[Path], typer.Option(help="Local Multi30k folder; without it the files come from the HF hub.")
+    ] = None,
+    out: Annotated[Path, typer.Option(help="Run folder.")] = Path("checkpoints/quickstart-de-en"),
+    max_minutes: Annotated[float, typer.Option(help="Training time.")] = 20.0,
+    device: Device = "auto",
+) -> None:
+    """Train German->English on Multi30k with the small preset, then translate and score test2016."""
+    from mt_cli.quickstart import run_quickstart
+
+    result = run_quickstart(data, out, max_minutes, device, log=err)
+    typer.echo(f"test2016 de->en: BLEU {result['bleu']:.2f}, chrF {result['chrf']:.2f}")
+    typer.echo(result["signature"]["bleu"])
+
+
+def main() -> None:
+    app(prog_name="mt")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,266 @@
+"""Typed, frozen configuration: model, tokenizer, training and decoding.
+
+Defaults live in the dataclasses below and nowhere else. A config is built in layers:
+dataclass defaults <- preset <- YAML file <- CLI options <- `--set a.b=v` overrides,
+and each layer is checked when the dataclasses are built.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from mt_cli.errors import MtError
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Transformer shape. Laid out like Hugging Face's MarianMTModel so export is a weight copy."""
+
+    d_model: int = 256
+    n_heads: int = 4
+    ffn_dim: int = 1024
+    enc_layers: int = 3
+    dec_layers: int = 3
+    dropout: float = 0.1
+    attention_dropout: float = 0.0
+    activation_dropout: float = 0.0
+    pre_norm: bool = False  # the paper (and Marian) normalise after the residual add
+    tie_embeddings: bool = True  # source, target and output share one matrix when the vocab is joint
+    max_positions: int = 1024
+    # Filled in from the tokenizer when a model is built for training; 0 means "not yet known".
+    src_vocab_size: int = 0
+    tgt_vocab_size: int = 0
+    shared_vocab: bool = True  # one joint tokenizer for both sides
+
+    def __post_init__(self) -> None:
+        for name in ("d_model", "n_heads", "ffn_dim", "enc_layers", "dec_layers", "max_positions"):
+            _check(getattr(self, name) > 0, f"model.{name} must be positive")
+        _check(
+            self.d_model % self.n_heads == 0,
+            f"model.d_model ({self.d_model}) must be divisible by model.n_heads ({self.n_heads})",
+        )
+        _check(self.d_model % 2 == 0, "model.d_model must be even for sinusoidal positions")
+        for name in ("dropout", "attention_dropout", "activation_dropout"):
+            _check(0.0 <= getattr(self, name) < 1.0, f"model.{name} must be in [0, 1)")
+
+
+@dataclass(frozen=True)
+class TokenizerConfig:
+    vocab_size: int = 8000
+    model_type: str = "unigram"
+    joint: bool = True
+    # None: 0.9995 when the text is mostly CJK, 1.0 otherwise.
+    character_coverage: float | None = None
+
+    def __post_init__(self) -> None:
+        _check(self.vocab_size > 0, "tokenizer.vocab_size must be positive")
+        _check(
+            self.model_type in ("unigram", "bpe"),
+            f"tokenizer.model_type must be 'unigram' or 'bpe', not {self.model_type!r}",
+        )
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    batch_tokens: int = 4096  # padded source or target tokens per batch, whichever is larger
+    max_steps: int = 0  # 0: no limit
+    max_epochs: int = 0  # 0: no limit
+    max_minutes: float = 0.0  # 0: no limit; counts training time, validation included
+    lr: float = 1e-3  # peak learning rate, reached at the end of warmup
+    warmup_steps: int = 800
+    label_smoothing: float = 0.1
+    clip_norm: float = 1.0  # 0: no clipping
+    weight_decay: float = 0.0
+    adam_betas: tuple[float, float] = (0.9, 0.98)
+    adam_eps: float = 1e-9
+    max_len: int = 256  # training pairs with a longer side (in tokens) are dropped
+    valid_every: int = 500  # steps between validations; a final one always runs
+    log_every: int = 50
+    seed: int = 1
+    device: str = "auto"
+    # bf16 autocast: "auto" uses it on CUDA only; on this CPU it was not reliably faster.
+    amp: str = "auto"
+    threads: int = 0  # 0: PyTorch's default
+
+    def __post_init__(self) -> None:
+        _check(self.batch_tokens > 0, "train.batch_tokens must be positive")
+        for name in ("max_steps", "max_epochs", "max_minutes", "warmup_steps", "weight_decay"):
+            _check(getattr(self, name) >= 0, f"train.{name} must not be negative")
+        _check(self.lr > 0, "train.lr must be positive")
+        _check(0.0 <= self.label_smoothing < 1.0, "train.label_smoothing must be in [0, 1)")
+        _check(self.max_len > 1, "train.max_len must be at least 2")
+        _check(self.valid_every > 0 and self.log_every > 0, "train.valid_every and log_every must be positive")
+        _check(
+            self.device in ("auto", "cpu", "cuda", "mps") or self.device.startswith("cuda:"),
+            f"train.device must be auto, cpu, cuda or mps, not {self.device!r}",
+        )
+        _check(self.amp in ("auto", "bf16", "off"), f"train.amp must be auto, bf16 or off, not {self.amp!r}")
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    beam: int = 5
+    length_penalty: float = 1.0  # score / length**alpha, as fairseq and Hugging Face do
+    max_len_ratio: float = 1.5  # output may run to ratio * source length + max_len_offset tokens
+    max_len_offset: int = 10
+    batch_size: int = 64  # sentences per decoding batch
+
+    def __post_init__(self) -> None:
+        _check(self.beam >= 1, f"decode.beam must be at least 1, not {self.beam}")
+        _check(self.batch_size >= 1, "decode.batch_size must be at least 1")
+        _check(self.max_len_ratio > 0, "decode.max_len_ratio must be positive")
+        _check(self.length_penalty >= 0, "decode.length_penalty must not be negative")
+
+
+@dataclass(frozen=True)
+class Config:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    decode: DecodeConfig = field(default_factory=DecodeConfig)
+
+
+# Presets override ModelConfig defaults only; everything else keeps its one default above.
+PRESETS: dict[str, dict[str, dict[str, Any]]] = {
+    "tiny": {"model": {"d_model": 32, "n_heads": 2, "ffn_dim": 64, "enc_layers": 1, "dec_layers": 1}},
+    "small": {"model": {}},  # the dataclass defaults: 256-d, 4 heads, 3+3 layers, for Multi30k on a CPU
+    "base": {"model": {"d_model": 512, "n_heads": 8, "ffn_dim": 2048, "enc_layers": 6, "dec_layers": 6}},
+    "big": {
+        "model": {
+            "d_model": 1024,
+            "n_heads": 16,
+            "ffn_dim": 4096,
+            "enc_layers": 6,
+            "dec_layers": 6,
+            "dropout": 0.3,
+        }
+    },
+}
+
+
+def _check(ok: bool, message: str) -> None:
+    if not ok:
+        raise MtError(f"bad config: {message}")
+
+
+def to_dict(cfg: Config) -> dict[str, Any]:
+    """Plain dict (lists for tuples) for checkpoints, YAML and JSON."""
+
+    def plain(x: Any) -> Any:
+        if isinstance(x, dict):
+            return {k: plain(v) for k, v in x.items()}
+        if isinstance(x, tuple):
+            return [plain(v) for v in x]
+        return x
+
+    return plain(dataclasses.asdict(cfg))
+
+
+def from_dict(data: dict[str, Any], where: str = "config") -> Config:
+    """Build and check a Config from nested dicts; unknown keys are errors, not silently ignored."""
+    sections = {}
+    for f in dataclasses.fields(Config):
+        section_cls = _section_classes()[f.name]
+        values = dict(data.get(f.name) or {})
+        sections[f.name] = _build_section(section_cls, values, f"{where}: {f.name}")
+    unknown = set(data) - set(sections) - {"preset"}
+    if unknown:
+        raise MtError(f"{where}: unknown section(s) {sorted(unknown)}; expected {sorted(sections)}")
+    return Config(**sections)
+
+
+def _section_classes() -> dict[str, type]:
+    return {"model": ModelConfig, "tokenizer": TokenizerConfig, "train": TrainConfig, "decode": DecodeConfig}
+
+
+def _build_section(cls: type, values: dict[str, Any], where: str) -> Any:
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = set(values) - names
+    if unknown:
+        raise MtError(f"{where}: unknown field(s) {sorted(unknown)}; known: {sorted(names)}")
+    coerced = {k: _coerce(v, hints[k], f"{where}.{k}") for k, v in values.items()}
+    return cls(**coerced)
+
+
+def _coerce(value: Any, hint: Any, where: str) -> Any:
+    """Check a YAML value against a field's type; ints are accepted where floats are expected."""
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin is typing.Union or origin is types.UnionType:
+        if value is None and type(None) in args:
+            return None
+        hint = next(a for a in args if a is not type(None))
+        origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)) or len(value) != len(args):
+            raise MtError(f"{where} must be a list of {len(args)} values, not {value!r}")
+        return tuple(_coerce(v, a, where) for v, a in zip(value, args))
+    if hint is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, bool) != (hint is bool) or not isinstance(value, hint):
+        raise MtError(f"{where} must be of type {hint.__name__}, not {value!r}")
+    return value
+
+
+def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    out = {k: dict(v) if isinstance(v, dict) else v for k, v in base.items()}
+    for k, v in extra.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = {**out[k], **v}
+        else:
+            out[k] = v
+    return out
+
+
+def parse_set(item: str) -> dict[str, Any]:
+    """`model.dropout=0` -> {"model": {"dropout": 0}}; the value is read as YAML."""
+    key, sep, raw = item.partition("=")
+    parts = key.strip().split(".")
+    if not sep or len(parts) != 2 or not all(parts):
+        raise MtError(f"--set {item!r}: expected SECTION.FIELD=VALUE, e.g. --set model.dropout=0")
+    try:
+        value = yaml.safe_load(raw)
+    except yaml.YAMLError:
+        value = raw
+    return {parts[0]: {parts[1]: value}}
+
+
+def load_yaml(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise MtError(f"{path}: config file not found")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as e:
+        raise MtError(f"{path}: not valid YAML ({e})".replace("\n", " ")) from None
+    if not isinstance(data, dict):
+        raise MtError(f"{path}: expected a mapping of sections (model, tokenizer, train, decode)")
+    return data
+
+
+def build_config(
+    preset: str | None = None,
+    yaml_path: Path | None = None,
+    options: dict[str, Any] | None = None,
+    sets: list[str] | None = None,
+) -> Config:
+    """Layer preset, YAML, CLI options (nested dict) and --set overrides, then check the result."""
+    data: dict[str, Any] = {}
+    file_data = load_yaml(yaml_path) if yaml_path else {}
+    preset = preset or file_data.get("preset")
+    if preset is not None:
+        if preset not in PRESETS:
+            raise MtError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
+        data = _merge(data, PRESETS[preset])
+    data = _merge(data, file_data)
+    data = _merge(data, options or {})
+    for item in sets or []:
+        data = _merge(data, parse_set(item))
+    return from_dict(data, where=str(yaml_path) if yaml_path else "config")

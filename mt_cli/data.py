@@ -1,0 +1,154 @@
+"""Parallel corpora: strict reading, cleaning with counts, and length-bucketed token batches."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+import torch
+
+from mt_cli.errors import MtError
+from mt_cli.files import atomic_write_text
+from mt_cli.tokenizer import BOS, EOS, PAD
+
+
+def read_lines(path: Path) -> list[str]:
+    """All lines of a UTF-8 text file, without line endings; a BOM and CRLF endings are removed.
+
+    Undecodable bytes stop the run with the file and line named, rather than being guessed at.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise MtError(f"{path}: file not found")
+    with open(path, "rb") as f:
+        return list(iter_text_lines(f, str(path)))
+
+
+def iter_text_lines(stream: BinaryIO, name: str) -> Iterator[str]:
+    """Decode a binary stream line by line, so a huge file or stdin never sits in memory whole."""
+    for lineno, raw in enumerate(stream, start=1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise MtError(
+                f"{name}:{lineno}: not valid UTF-8 (byte 0x{raw[e.start]:02x} at column {e.start + 1}); "
+                "convert the file to UTF-8, e.g. with iconv"
+            ) from None
+        if lineno == 1:
+            line = line.removeprefix("\ufeff")
+        yield line.rstrip("\r\n")
+
+
+@dataclass(frozen=True)
+class Corpus:
+    src: list[str]
+    tgt: list[str]
+    dropped_empty: int = 0
+
+
+def read_parallel(src_path: Path, tgt_path: Path) -> Corpus:
+    """Line-aligned source and target files; pairs with an empty side are dropped and counted."""
+    src, tgt = read_lines(src_path), read_lines(tgt_path)
+    if len(src) != len(tgt):
+        raise MtError(
+            f"{src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}; "
+            "parallel files must be line-aligned"
+        )
+    keep = [i for i, (s, t) in enumerate(zip(src, tgt)) if s.strip() and t.strip()]
+    if not keep:
+        raise MtError(f"{src_path} / {tgt_path}: no sentence pairs with text on both sides")
+    return Corpus([src[i] for i in keep], [tgt[i] for i in keep], dropped_empty=len(src) - len(keep))
+
+
+@dataclass(frozen=True)
+class Pairs:
+    """Token ids of a corpus: sources end with EOS; targets carry neither BOS nor EOS."""
+
+    src: list[list[int]]
+    tgt: list[list[int]]
+    dropped_long: int = 0
+
+
+def filter_long(src: list[list[int]], tgt: list[list[int]], max_len: int) -> Pairs:
+    keep = [i for i in range(len(src)) if len(src[i]) <= max_len and len(tgt[i]) + 1 <= max_len]
+    return Pairs([src[i] for i in keep], [tgt[i] for i in keep], dropped_long=len(src) - len(keep))
+
+
+def make_batches(pairs: Pairs, batch_tokens: int, seed: int) -> list[list[int]]:
+    """Group similar lengths so little is padding; a batch holds at most `batch_tokens` padded tokens.
+
+    The order is random but fixed by `seed`, so an epoch can be replayed exactly on resume.
+    """
+    rng = random.Random(seed)
+    order = list(range(len(pairs.src)))
+    rng.shuffle(order)  # random tie-breaking, so buckets differ between epochs
+    order.sort(key=lambda i: (len(pairs.src[i]), len(pairs.tgt[i])))
+    batches: list[list[int]] = []
+    batch: list[int] = []
+    longest = 0
+    for i in order:
+        size = max(len(pairs.src[i]), len(pairs.tgt[i]) + 1)
+        if batch and max(longest, size) * (len(batch) + 1) > batch_tokens:
+            batches.append(batch)
+            batch, longest = [], 0
+        batch.append(i)
+        longest = max(longest, size)
+    if batch:
+        batches.append(batch)
+    rng.shuffle(batches)
+    return batches
+
+
+def pad(seqs: list[list[int]]) -> torch.Tensor:
+    """Right-pad id lists into a (B, T) tensor."""
+    out = torch.full((len(seqs), max(len(s) for s in seqs)), PAD, dtype=torch.long)
+    for row, seq in enumerate(seqs):
+        out[row, : len(seq)] = torch.tensor(seq, dtype=torch.long)
+    return out
+
+
+def collate(pairs: Pairs, indices: list[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Teacher forcing: the decoder reads BOS + target and predicts target + EOS."""
+    src = pad([pairs.src[i] for i in indices])
+    tgt_in = pad([[BOS] + pairs.tgt[i] for i in indices])
+    tgt_out = pad([pairs.tgt[i] + [EOS] for i in indices])
+    return src, tgt_in, tgt_out
+
+
+# Multi30k as the quickstart gets it: hub split -> file stem used by the local copy.
+MULTI30K_HUB = "bentrevett/multi30k"
+MULTI30K_SPLITS = {"train": "train", "validation": "val", "test": "test2016"}
+
+
+def fetch_multi30k(out_dir: Path, local_dir: Path | None = None) -> Path:
+    """Return a folder holding {train,val,test2016}.{de,en}.
+
+    With `local_dir` the files are used where they lie; otherwise they come from the Hugging Face
+    hub through `datasets` and are written to `out_dir` once.
+    """
+    stems = MULTI30K_SPLITS.values()
+    wanted = [f"{stem}.{lang}" for stem in stems for lang in ("de", "en")]
+    if local_dir is not None:
+        missing = [name for name in wanted if not (Path(local_dir) / name).is_file()]
+        if missing:
+            raise MtError(f"{local_dir}: missing {', '.join(missing)}; expected Multi30k text files")
+        return Path(local_dir)
+    if all((out_dir / name).is_file() for name in wanted):
+        return out_dir
+    import datasets
+
+    try:
+        ds = datasets.load_dataset(MULTI30K_HUB)
+    except Exception as e:  # network errors come in many types; all mean the same to the user
+        raise MtError(
+            f"could not load {MULTI30K_HUB} from the Hugging Face hub ({type(e).__name__}); "
+            "pass --data DIR with local Multi30k files instead"
+        ) from None
+    for split, stem in MULTI30K_SPLITS.items():
+        for lang in ("de", "en"):
+            lines = [text.replace("\n", " ") for text in ds[split][lang]]
+            atomic_write_text(out_dir / f"{stem}.{lang}", "\n".join(lines) + "\n")
+    return out_dir

@@ -1,0 +1,86 @@
+"""Corpus-level scores with sacrebleu, always reported with sacrebleu's signature."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from sacrebleu.metrics import BLEU, CHRF, TER
+
+from mt_cli.data import read_lines
+from mt_cli.errors import MtError
+from mt_cli.tokenizer import is_mostly_cjk
+
+METRICS = ("bleu", "chrf", "ter")
+
+
+def bleu_tokenizer(refs: list[str]) -> str:
+    """sacrebleu's `zh` tokenizer for Chinese references, its default `13a` for everything else."""
+    return "zh" if is_mostly_cjk(refs) else "13a"
+
+
+def score(
+    hyps: list[str], refs: list[list[str]], metrics: tuple[str, ...] = ("bleu", "chrf"), tokenize: str | None = None
+) -> dict[str, Any]:
+    """Score hypotheses against one or more reference streams, each as long as `hyps`."""
+    unknown = set(metrics) - set(METRICS)
+    if unknown:
+        raise MtError(f"unknown metric(s) {sorted(unknown)}; choose from {', '.join(METRICS)}")
+    tokenize = tokenize or bleu_tokenizer(refs[0])
+    scorers = {"bleu": BLEU(tokenize=tokenize), "chrf": CHRF(), "ter": TER()}
+    result: dict[str, Any] = {"signature": {}, "text": {}}
+    for name in metrics:
+        scorer = scorers[name]
+        s = scorer.corpus_score(hyps, refs)
+        result[name] = round(s.score, 2)
+        result["signature"][name] = str(scorer.get_signature())
+        result["text"][name] = s.format()
+    return result
+
+
+def score_files(
+    hyp_path: Path, ref_paths: list[Path], metrics: tuple[str, ...] = ("bleu", "chrf"), tokenize: str | None = None
+) -> dict[str, Any]:
+    hyps = read_lines(hyp_path)
+    refs = [read_lines(p) for p in ref_paths]
+    for path, ref in zip(ref_paths, refs):
+        if len(ref) != len(hyps):
+            raise MtError(
+                f"{hyp_path} has {len(hyps)} lines but {path} has {len(ref)}; "
+                "hypotheses and references must be line-aligned"
+            )
+    return score(hyps, refs, metrics, tokenize)
+
+
+def format_report(result: dict[str, Any]) -> str:
+    """One line per metric: score text and signature, as `sacrebleu` prints them."""
+    names = [m for m in METRICS if m in result]
+    return "\n".join(f"{result['text'][m]}  ({result['signature'][m]})" for m in names)
+
+
+def evaluate_run(
+    hyp_path: Path | None,
+    ref_paths: list[Path],
+    checkpoint_path: Path | None = None,
+    src_path: Path | None = None,
+    metrics: tuple[str, ...] = ("bleu", "chrf"),
+    tokenize: str | None = None,
+    beam: int | None = None,
+    device: str = "auto",
+) -> dict[str, Any]:
+    """Score a hypothesis file, or translate `src_path` with a checkpoint first and score that."""
+    if (hyp_path is None) == (checkpoint_path is None):
+        raise MtError("give either --hyp FILE, or --checkpoint CKPT with --src FILE")
+    if checkpoint_path is None:
+        return score_files(hyp_path, ref_paths, metrics, tokenize)
+    if src_path is None:
+        raise MtError("--checkpoint needs --src FILE: the source text to translate")
+    from mt_cli.translate import load_for_decoding, translate_lines
+
+    model, tokenizer, cfg = load_for_decoding(checkpoint_path, device, {"beam": beam})
+    src = read_lines(src_path)
+    refs = [read_lines(p) for p in ref_paths]
+    for path, ref in zip(ref_paths, refs):
+        if len(ref) != len(src):
+            raise MtError(f"{src_path} has {len(src)} lines but {path} has {len(ref)}; they must be line-aligned")
+    return score(translate_lines(model, tokenizer, src, cfg), refs, metrics, tokenize)

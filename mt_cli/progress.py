@@ -1,0 +1,64 @@
+"""Training progress on stderr: a live bar in a terminal, plain log lines anywhere else."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from mt_cli.config import Config
+
+UNITS = 1000  # the bar runs in thousandths of whichever limit (steps, epochs, minutes) ends the run first
+
+
+class TrainProgress:
+    def __init__(self, cfg: Config) -> None:
+        self.cfg = cfg
+        self.console = Console(stderr=True)
+        self.live = self.console.is_terminal
+        self.bar = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            console=self.console,
+            disable=not self.live,
+        )
+        self.task = self.bar.add_task("starting", total=UNITS if self._has_limit() else None)
+
+    def _has_limit(self) -> bool:
+        t = self.cfg.train
+        return t.max_steps > 0 or t.max_epochs > 0 or t.max_minutes > 0
+
+    def fraction(self, state) -> float:
+        t = self.cfg.train
+        parts = []
+        if t.max_steps:
+            parts.append(state.step / t.max_steps)
+        if t.max_minutes:
+            parts.append(state.elapsed_s / (t.max_minutes * 60))
+        if t.max_epochs:
+            parts.append(state.epoch / t.max_epochs)
+        return min(max(parts, default=0.0), 1.0)
+
+    def update(self, state, entry: dict[str, Any]) -> None:
+        text = (
+            f"step {entry['step']} | epoch {entry['epoch']} | loss {entry['loss']:.3f} | "
+            f"lr {entry['lr']:.2e} | {entry['tokens_per_s']:.0f} tok/s"
+        )
+        if self.live:
+            self.bar.update(self.task, completed=self.fraction(state) * UNITS, description=text)
+        else:
+            self.console.print(text, highlight=False)
+
+    def note(self, message: str) -> None:
+        self.console.print(message, highlight=False)
+
+    def __enter__(self) -> TrainProgress:
+        self.bar.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.bar.__exit__(*exc)

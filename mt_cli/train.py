@@ -1,0 +1,297 @@
+"""Training: the loss and learning-rate schedule as pure functions, then one readable loop."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from mt_cli import checkpoint
+from mt_cli.config import Config, to_dict
+from mt_cli.data import Pairs, collate, filter_long, make_batches, read_parallel
+from mt_cli.errors import MtError
+from mt_cli.evaluate import score
+from mt_cli.files import atomic_write_text
+from mt_cli.model import Transformer, build_model
+from mt_cli.progress import TrainProgress
+from mt_cli.runtime import autocast, resolve_device, set_threads, use_bf16
+from mt_cli.search import translate_ids
+from mt_cli.tokenizer import PAD, Tokenizer, train_tokenizer
+
+
+def lr_at(step: int, peak: float, warmup: int) -> float:
+    """Linear warmup to `peak`, then decay with 1/sqrt(step): the paper's schedule, scaled to its peak.
+
+    `step` counts from 1 (the first update).
+    """
+    step = max(step, 1)
+    if warmup == 0:
+        return peak
+    return peak * min(step / warmup, math.sqrt(warmup / step))
+
+
+def label_smoothed_loss(logits: Tensor, target: Tensor, smoothing: float, pad_id: int = PAD) -> tuple[Tensor, Tensor]:
+    """Summed label-smoothed cross-entropy and summed NLL over non-pad positions.
+
+    logits (B, T, V), target (B, T). The smoothed target puts 1 - eps on the gold token and eps
+    spread evenly over the whole vocabulary (as torch's cross_entropy does).
+    """
+    lprobs = F.log_softmax(logits.float(), dim=-1)
+    keep = target != pad_id
+    nll = -lprobs.gather(-1, target.unsqueeze(-1)).squeeze(-1)
+    uniform = -lprobs.mean(dim=-1)
+    loss = (1.0 - smoothing) * nll + smoothing * uniform
+    return loss[keep].sum(), nll[keep].sum()
+
+
+@dataclass
+class TrainPaths:
+    train_src: Path
+    train_tgt: Path
+    valid_src: Path
+    valid_tgt: Path
+    out: Path
+    tokenizer: Path | None = None
+
+
+@dataclass
+class TrainState:
+    """Where a run stands; with the RNG and optimizer states it is what `last.pt` resumes from."""
+
+    step: int = 0
+    epoch: int = 0
+    batch_in_epoch: int = 0  # batches of this epoch already trained on
+    elapsed_s: float = 0.0
+    best_bleu: float = -1.0
+    best_step: int = 0
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class Validation:
+    loss: float
+    nll: float
+    bleu: float
+
+
+def get_tokenizer(paths: TrainPaths, cfg: Config, log) -> Tokenizer:
+    """The given tokenizer, the run's own (when resuming), or a new one trained into RUN/tokenizer."""
+    if paths.tokenizer is not None:
+        return Tokenizer.load(paths.tokenizer)
+    own = paths.out / "tokenizer"
+    if own.is_dir():
+        return Tokenizer.load(own)
+    log(f"training a {cfg.tokenizer.vocab_size}-piece tokenizer into {own}")
+    corpus = read_parallel(paths.train_src, paths.train_tgt)
+    tokenizer = train_tokenizer(corpus.src, corpus.tgt, cfg.tokenizer)
+    tokenizer.save(own)
+    return tokenizer
+
+
+def encode_corpus(src_path: Path, tgt_path: Path, tokenizer: Tokenizer, max_len: int | None, log) -> Pairs:
+    """Token ids of a parallel corpus; training pairs longer than `max_len` are dropped and counted."""
+    corpus = read_parallel(src_path, tgt_path)
+    src, tgt = tokenizer.encode_src(corpus.src), tokenizer.encode_tgt(corpus.tgt)
+    pairs = filter_long(src, tgt, max_len) if max_len else Pairs(src, tgt)
+    dropped = f"dropped {corpus.dropped_empty} with an empty side"
+    if max_len:
+        dropped += f", {pairs.dropped_long} longer than {max_len} tokens"
+    log(f"{src_path} / {tgt_path}: {len(pairs.src)} pairs ({dropped})")
+    return pairs
+
+
+def validate(
+    model: Transformer, tokenizer: Tokenizer, pairs: Pairs, refs: list[str], cfg: Config, device, bf16: bool
+) -> Validation:
+    """Validation loss with teacher forcing, and BLEU of the same decoding `mt translate` does."""
+    model.eval()
+    loss_sum = nll_sum = 0.0
+    n_tokens = 0
+    with torch.inference_mode(), autocast(bf16, device):
+        for batch in make_batches(pairs, cfg.train.batch_tokens, seed=0):
+            src, tgt_in, tgt_out = (t.to(device) for t in collate(pairs, batch))
+            loss, nll = label_smoothed_loss(model(src, tgt_in), tgt_out, cfg.train.label_smoothing)
+            loss_sum, nll_sum = loss_sum + loss.item(), nll_sum + nll.item()
+            n_tokens += int((tgt_out != PAD).sum())
+        hyps = tokenizer.decode_tgt(translate_ids(model, pairs.src, cfg.decode))
+    model.train()
+    bleu = score(hyps, [refs], metrics=("bleu",))["bleu"]
+    return Validation(loss_sum / n_tokens, nll_sum / n_tokens, bleu)
+
+
+def _rng_state() -> dict[str, Any]:
+    state = {"python": random.getstate(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def _set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def _save(path: Path, cfg, tokenizer, model, optimizer=None, state: TrainState | None = None) -> None:
+    train_state = None
+    if state is not None:
+        train_state = {**vars(state), "optimizer": optimizer.state_dict(), "rng": _rng_state()}
+    checkpoint.save(path, cfg, tokenizer, model.state_dict(), train_state)
+
+
+def _resume(path: Path, cfg: Config, model, optimizer, log) -> TrainState:
+    ckpt = checkpoint.load(path)
+    if ckpt.train_state is None:
+        raise MtError(f"{path}: holds no training state to resume from; use a new --out folder")
+    for section in ("model", "tokenizer"):
+        if getattr(ckpt.config, section) != getattr(cfg, section):
+            raise MtError(
+                f"{path}: the run was started with a different {section} config; "
+                "rerun with the same settings or use a new --out folder"
+            )
+    model.load_state_dict(ckpt.model_state)
+    ts = dict(ckpt.train_state)
+    optimizer.load_state_dict(ts.pop("optimizer"))
+    _set_rng_state(ts.pop("rng"))
+    state = TrainState(**ts)
+    log(f"resuming {path} at step {state.step} (epoch {state.epoch + 1}, best BLEU {state.best_bleu:.2f})")
+    return state
+
+
+def _done(state: TrainState, cfg: Config) -> bool:
+    t = cfg.train
+    return (
+        (t.max_steps > 0 and state.step >= t.max_steps)
+        or (t.max_epochs > 0 and state.epoch >= t.max_epochs)
+        or (t.max_minutes > 0 and state.elapsed_s >= t.max_minutes * 60)
+    )
+
+
+def train(paths: TrainPaths, cfg: Config, log=print) -> TrainState:
+    """Train a model into `paths.out`: best.pt, last.pt, log.jsonl, config.yaml, tokenizer/."""
+    t = cfg.train
+    device = resolve_device(t.device)
+    set_threads(t.threads)
+    paths.out.mkdir(parents=True, exist_ok=True)
+    tokenizer = get_tokenizer(paths, cfg, log)
+    cfg = replace(
+        cfg,
+        model=replace(
+            cfg.model,
+            src_vocab_size=tokenizer.src_vocab_size,
+            tgt_vocab_size=tokenizer.tgt_vocab_size,
+            shared_vocab=tokenizer.joint,
+        ),
+    )
+    train_pairs = encode_corpus(paths.train_src, paths.train_tgt, tokenizer, t.max_len, log)
+    valid_pairs = encode_corpus(paths.valid_src, paths.valid_tgt, tokenizer, None, log)
+    valid_refs = read_parallel(paths.valid_src, paths.valid_tgt).tgt
+
+    random.seed(t.seed)
+    torch.manual_seed(t.seed)
+    model = build_model(cfg.model).to(device)
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=t.lr, betas=t.adam_betas, eps=t.adam_eps, weight_decay=t.weight_decay
+    )
+    last_path, best_path = paths.out / "last.pt", paths.out / "best.pt"
+    state = _resume(last_path, cfg, model, optimizer, log) if last_path.is_file() else TrainState()
+    atomic_write_text(paths.out / "config.yaml", _yaml(cfg))
+    bf16 = use_bf16(t.amp, device)
+    n_params = sum(p.numel() for p in model.parameters())
+    log(f"model: {n_params / 1e6:.1f}M parameters on {device}{' with bf16 autocast' if bf16 else ''}")
+
+    with open(paths.out / "log.jsonl", "a", encoding="utf-8") as log_file, TrainProgress(cfg) as progress:
+
+        def record(entry: dict[str, Any]) -> None:
+            log_file.write(json.dumps(entry) + "\n")
+            log_file.flush()
+
+        def run_validation() -> None:
+            v = validate(model, tokenizer, valid_pairs, valid_refs, cfg, device, bf16)
+            entry = {"step": state.step, "valid_loss": v.loss, "valid_nll": v.nll, "valid_bleu": v.bleu}
+            record(entry)
+            state.history.append(entry)
+            improved = v.bleu > state.best_bleu
+            if improved:
+                state.best_bleu, state.best_step = v.bleu, state.step
+                _save(best_path, cfg, tokenizer, model)
+            _save(last_path, cfg, tokenizer, model, optimizer, state)
+            progress.note(
+                f"step {state.step}: valid loss {v.loss:.3f}, BLEU {v.bleu:.2f}"
+                f"{' (best, saved)' if improved else f' (best {state.best_bleu:.2f} at {state.best_step})'}"
+            )
+
+        model.train()
+        window = {"loss": 0.0, "tokens": 0, "start": time.perf_counter()}
+        last_valid_step = state.history[-1]["step"] if state.history else -1
+        clock = time.perf_counter()
+        try:
+            while not _done(state, cfg):
+                batches = make_batches(train_pairs, t.batch_tokens, seed=t.seed + state.epoch)
+                while state.batch_in_epoch < len(batches) and not _done(state, cfg):
+                    batch = batches[state.batch_in_epoch]
+                    src, tgt_in, tgt_out = (x.to(device) for x in collate(train_pairs, batch))
+                    with autocast(bf16, device):
+                        logits = model(src, tgt_in)
+                    loss_sum, _ = label_smoothed_loss(logits, tgt_out, t.label_smoothing)
+                    n_tokens = int((tgt_out != PAD).sum())
+                    (loss_sum / n_tokens).backward()
+                    if t.clip_norm > 0:
+                        torch.nn.utils.clip_grad_norm_(model.parameters(), t.clip_norm)
+                    lr = lr_at(state.step + 1, t.lr, t.warmup_steps)
+                    for group in optimizer.param_groups:
+                        group["lr"] = lr
+                    optimizer.step()
+                    optimizer.zero_grad(set_to_none=True)
+                    state.step += 1
+                    state.batch_in_epoch += 1
+                    now = time.perf_counter()
+                    state.elapsed_s += now - clock
+                    clock = now
+                    window["loss"] += loss_sum.item()
+                    window["tokens"] += n_tokens
+                    if state.step % t.log_every == 0:
+                        secs = now - window["start"]
+                        entry = {
+                            "step": state.step,
+                            "epoch": state.epoch + 1,
+                            "loss": window["loss"] / window["tokens"],
+                            "lr": lr,
+                            "tokens_per_s": window["tokens"] / max(secs, 1e-9),
+                            "elapsed_s": round(state.elapsed_s, 1),
+                        }
+                        record(entry)
+                        progress.update(state, entry)
+                        window = {"loss": 0.0, "tokens": 0, "start": now}
+                    if state.step % t.valid_every == 0:
+                        run_validation()
+                        last_valid_step = state.step
+                        now = time.perf_counter()
+                        state.elapsed_s += now - clock
+                        clock = now
+                        window["start"] = now
+                if state.batch_in_epoch >= len(batches):
+                    state.epoch += 1
+                    state.batch_in_epoch = 0
+            if last_valid_step != state.step:
+                run_validation()
+        except KeyboardInterrupt:
+            _save(last_path, cfg, tokenizer, model, optimizer, state)
+            raise MtError(f"interrupted at step {state.step}; {last_path} saved, rerun the same command to resume")
+    log(f"done: {state.step} steps; best validation BLEU {state.best_bleu:.2f} at step {state.best_step} ({best_path})")
+    return state
+
+
+def _yaml(cfg: Config) -> str:
+    import yaml
+
+    return yaml.safe_dump(to_dict(cfg), sort_keys=False)
