@@ -79,8 +79,7 @@ def load(path: Path) -> Checkpoint:
         raise MtError(f"{path}: not an mt checkpoint (no format version or weights inside)")
     if payload["format"] > FORMAT_VERSION:
         raise MtError(
-            f"{path}: checkpoint format {payload['format']} is newer than this mt reads ({FORMAT_VERSION}); "
-            "upgrade mt"
+            f"{path}: checkpoint format {payload['format']} is newer than this mt reads ({FORMAT_VERSION}); upgrade mt"
         )
     return Checkpoint(
         config=from_dict(payload["config"], where=f"{path} config"),

@@ -6,7 +6,7 @@ import functools
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -57,7 +57,7 @@ def tokenizer_train(
     model_type: Annotated[str, typer.Option(help="unigram or bpe.")] = "unigram",
     separate: Annotated[bool, typer.Option("--separate", help="One model per side instead of a joint one.")] = False,
     character_coverage: Annotated[
-        Optional[float], typer.Option(help="Default: 0.9995 for mostly-CJK text, else 1.0.")
+        float | None, typer.Option(help="Default: 0.9995 for mostly-CJK text, else 1.0.")
     ] = None,
 ) -> None:
     """Train a SentencePiece tokenizer on both sides of a parallel corpus (joint by default)."""
@@ -81,18 +81,18 @@ def train(
     valid_tgt: ExistingFile,
     out: Annotated[Path, typer.Option(help="Run folder: best.pt, last.pt, log.jsonl. Rerun to resume.")],
     tokenizer: Annotated[
-        Optional[Path], typer.Option(help="Tokenizer folder; without it one is trained into OUT/tokenizer.")
+        Path | None, typer.Option(help="Tokenizer folder; without it one is trained into OUT/tokenizer.")
     ] = None,
-    preset: Annotated[Optional[str], typer.Option(help="Model size: tiny, small, base or big.")] = None,
-    config: Annotated[Optional[Path], typer.Option(help="YAML config (sections model/tokenizer/train/decode).")] = None,
-    max_steps: Annotated[Optional[int], typer.Option(help="Stop after this many updates.")] = None,
-    max_epochs: Annotated[Optional[int], typer.Option(help="Stop after this many epochs.")] = None,
-    max_minutes: Annotated[Optional[float], typer.Option(help="Stop after this much training time.")] = None,
-    batch_tokens: Annotated[Optional[int], typer.Option(help="Padded tokens per batch.")] = None,
-    seed: Annotated[Optional[int], typer.Option(help="Random seed.")] = None,
-    device: Annotated[Optional[str], typer.Option(help="auto, cpu, cuda, cuda:N or mps.")] = None,
+    preset: Annotated[str | None, typer.Option(help="Model size: tiny, small, base or big.")] = None,
+    config: Annotated[Path | None, typer.Option(help="YAML config (sections model/tokenizer/train/decode).")] = None,
+    max_steps: Annotated[int | None, typer.Option(help="Stop after this many updates.")] = None,
+    max_epochs: Annotated[int | None, typer.Option(help="Stop after this many epochs.")] = None,
+    max_minutes: Annotated[float | None, typer.Option(help="Stop after this much training time.")] = None,
+    batch_tokens: Annotated[int | None, typer.Option(help="Padded tokens per batch.")] = None,
+    seed: Annotated[int | None, typer.Option(help="Random seed.")] = None,
+    device: Annotated[str | None, typer.Option(help="auto, cpu, cuda, cuda:N or mps.")] = None,
     set_: Annotated[
-        Optional[list[str]], typer.Option("--set", help="Override any field: --set model.dropout=0 (repeatable).")
+        list[str] | None, typer.Option("--set", help="Override any field: --set model.dropout=0 (repeatable).")
     ] = None,
 ) -> None:
     """Train a Transformer; writes OUT/best.pt (best validation BLEU), OUT/last.pt and OUT/log.jsonl."""
@@ -118,12 +118,12 @@ def train(
 @friendly
 def translate(
     checkpoint: Annotated[Path, typer.Option(help="A checkpoint written by `mt train` (best.pt).")],
-    input: Annotated[Optional[Path], typer.Argument(help="Text to translate; stdin when absent.")] = None,
-    output: Annotated[Optional[Path], typer.Option(help="Where to write; stdout when absent.")] = None,
-    beam: Annotated[Optional[int], typer.Option(help="Beam size; 1 is greedy.")] = None,
-    batch_size: Annotated[Optional[int], typer.Option(help="Sentences decoded together.")] = None,
-    max_len_ratio: Annotated[Optional[float], typer.Option(help="Output length limit per source token.")] = None,
-    length_penalty: Annotated[Optional[float], typer.Option(help="Alpha in score / length**alpha.")] = None,
+    input: Annotated[Path | None, typer.Argument(help="Text to translate; stdin when absent.")] = None,
+    output: Annotated[Path | None, typer.Option(help="Where to write; stdout when absent.")] = None,
+    beam: Annotated[int | None, typer.Option(help="Beam size; 1 is greedy.")] = None,
+    batch_size: Annotated[int | None, typer.Option(help="Sentences decoded together.")] = None,
+    max_len_ratio: Annotated[float | None, typer.Option(help="Output length limit per source token.")] = None,
+    length_penalty: Annotated[float | None, typer.Option(help="Alpha in score / length**alpha.")] = None,
     device: Device = "auto",
 ) -> None:
     """Translate a file (or stdin) line by line: one output line for every input line."""
@@ -147,12 +147,12 @@ def translate(
 @friendly
 def evaluate(
     ref: Annotated[list[Path], typer.Option(help="Reference file; repeat for several references.")],
-    hyp: Annotated[Optional[Path], typer.Option(help="Hypothesis file (system output).")] = None,
-    checkpoint: Annotated[Optional[Path], typer.Option(help="Translate --src with this model first.")] = None,
-    src: Annotated[Optional[Path], typer.Option(help="Source file, with --checkpoint.")] = None,
+    hyp: Annotated[Path | None, typer.Option(help="Hypothesis file (system output).")] = None,
+    checkpoint: Annotated[Path | None, typer.Option(help="Translate --src with this model first.")] = None,
+    src: Annotated[Path | None, typer.Option(help="Source file, with --checkpoint.")] = None,
     metrics: Annotated[str, typer.Option(help="Comma-separated: bleu, chrf, ter.")] = "bleu,chrf",
-    tokenize: Annotated[Optional[str], typer.Option(help="sacrebleu tokenizer; default zh for Chinese, else 13a.")] = None,
-    beam: Annotated[Optional[int], typer.Option(help="Beam size, with --checkpoint.")] = None,
+    tokenize: Annotated[str | None, typer.Option(help="sacrebleu tokenizer; default zh for Chinese, else 13a.")] = None,
+    beam: Annotated[int | None, typer.Option(help="Beam size, with --checkpoint.")] = None,
     device: Device = "auto",
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
@@ -167,11 +167,24 @@ def evaluate(
         typer.echo(format_report(result))
 
 
+@app.command("config")
+@friendly
+def show_config(
+    preset: Annotated[str | None, typer.Option(help="Model size: tiny, small, base or big.")] = None,
+    config: Annotated[Path | None, typer.Option(help="YAML config to layer on the preset.")] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", help="Override a field (repeatable).")] = None,
+) -> None:
+    """Print the full resolved config as YAML: every field, with the value a run would use."""
+    from mt_cli.config import build_config, to_yaml
+
+    typer.echo(to_yaml(build_config(preset, config, None, set_)), nl=False)
+
+
 @app.command()
 @friendly
 def quickstart(
     data: Annotated[
-        Optional[Path], typer.Option(help="Local Multi30k folder; without it the files come from the HF hub.")
+        Path | None, typer.Option(help="Local Multi30k folder; without it the files come from the HF hub.")
     ] = None,
     out: Annotated[Path, typer.Option(help="Run folder.")] = Path("checkpoints/quickstart-de-en"),
     max_minutes: Annotated[float, typer.Option(help="Training time.")] = 20.0,

@@ -74,7 +74,7 @@ class TrainConfig:
     max_epochs: int = 0  # 0: no limit
     max_minutes: float = 0.0  # 0: no limit; counts training time, validation included
     lr: float = 1e-3  # peak learning rate, reached at the end of warmup
-    warmup_steps: int = 800
+    warmup_steps: int = 400
     label_smoothing: float = 0.1
     clip_norm: float = 1.0  # 0: no clipping
     weight_decay: float = 0.0
@@ -163,6 +163,10 @@ def to_dict(cfg: Config) -> dict[str, Any]:
     return plain(dataclasses.asdict(cfg))
 
 
+def to_yaml(cfg: Config) -> str:
+    return yaml.safe_dump(to_dict(cfg), sort_keys=False)
+
+
 def from_dict(data: dict[str, Any], where: str = "config") -> Config:
     """Build and check a Config from nested dicts; unknown keys are errors, not silently ignored."""
     sections = {}
@@ -205,6 +209,11 @@ def _coerce(value: Any, hint: Any, where: str) -> Any:
         return tuple(_coerce(v, a, where) for v, a in zip(value, args))
     if hint is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
+    if hint is float and isinstance(value, str):
+        try:  # YAML 1.1 reads 5e-4 (no dot) as a string
+            return float(value)
+        except ValueError:
+            pass
     if isinstance(value, bool) != (hint is bool) or not isinstance(value, hint):
         raise MtError(f"{where} must be of type {hint.__name__}, not {value!r}")
     return value

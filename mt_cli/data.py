@@ -54,8 +54,7 @@ def read_parallel(src_path: Path, tgt_path: Path) -> Corpus:
     src, tgt = read_lines(src_path), read_lines(tgt_path)
     if len(src) != len(tgt):
         raise MtError(
-            f"{src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}; "
-            "parallel files must be line-aligned"
+            f"{src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}; parallel files must be line-aligned"
         )
     keep = [i for i, (s, t) in enumerate(zip(src, tgt)) if s.strip() and t.strip()]
     if not keep:
@@ -123,14 +122,13 @@ MULTI30K_HUB = "bentrevett/multi30k"
 MULTI30K_SPLITS = {"train": "train", "validation": "val", "test": "test2016"}
 
 
-def fetch_multi30k(out_dir: Path, local_dir: Path | None = None) -> Path:
+def fetch_multi30k(out_dir: Path, local_dir: Path | None = None, dataset: str = MULTI30K_HUB) -> Path:
     """Return a folder holding {train,val,test2016}.{de,en}.
 
-    With `local_dir` the files are used where they lie; otherwise they come from the Hugging Face
-    hub through `datasets` and are written to `out_dir` once.
+    With `local_dir` the text files are used where they lie. Otherwise `dataset` (a hub name, or a
+    local folder in the same layout) is loaded through `datasets` and written to `out_dir` once.
     """
-    stems = MULTI30K_SPLITS.values()
-    wanted = [f"{stem}.{lang}" for stem in stems for lang in ("de", "en")]
+    wanted = [f"{stem}.{lang}" for stem in MULTI30K_SPLITS.values() for lang in ("de", "en")]
     if local_dir is not None:
         missing = [name for name in wanted if not (Path(local_dir) / name).is_file()]
         if missing:
@@ -141,14 +139,16 @@ def fetch_multi30k(out_dir: Path, local_dir: Path | None = None) -> Path:
     import datasets
 
     try:
-        ds = datasets.load_dataset(MULTI30K_HUB)
-    except Exception as e:  # network errors come in many types; all mean the same to the user
+        ds = datasets.load_dataset(dataset)
+    except Exception as e:  # network and hub errors come in many types; all mean the same here
         raise MtError(
-            f"could not load {MULTI30K_HUB} from the Hugging Face hub ({type(e).__name__}); "
-            "pass --data DIR with local Multi30k files instead"
+            f"could not load {dataset} through `datasets` ({type(e).__name__}: {str(e)[:200]}); "
+            "pass --data DIR with local Multi30k text files instead"
         ) from None
     for split, stem in MULTI30K_SPLITS.items():
+        if split not in ds:
+            raise MtError(f"{dataset}: has no {split!r} split (found {', '.join(ds)})")
         for lang in ("de", "en"):
-            lines = [text.replace("\n", " ") for text in ds[split][lang]]
+            lines = [" ".join(text.split()) for text in ds[split][lang]]
             atomic_write_text(out_dir / f"{stem}.{lang}", "\n".join(lines) + "\n")
     return out_dir

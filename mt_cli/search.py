@@ -59,9 +59,7 @@ def greedy_search(model: Transformer, src: Tensor, max_lens: Tensor) -> list[lis
 
 
 @torch.inference_mode()
-def beam_search(
-    model: Transformer, src: Tensor, max_lens: Tensor, beam: int, length_penalty: float
-) -> list[list[int]]:
+def beam_search(model: Transformer, src: Tensor, max_lens: Tensor, beam: int, length_penalty: float) -> list[list[int]]:
     """src (B, S) padded ids -> the best finished hypothesis per sentence, by score / length**alpha."""
     b, k, dev = src.size(0), beam, src.device
     src_mask = src != PAD

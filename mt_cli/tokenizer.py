@@ -138,4 +138,3 @@ def train_tokenizer(src_lines: list[str], tgt_lines: list[str], cfg: TokenizerCo
     if cfg.joint:
         return Tokenizer(train_sentencepiece(src_lines + tgt_lines, cfg))
     return Tokenizer(train_sentencepiece(src_lines, cfg), train_sentencepiece(tgt_lines, cfg))
-

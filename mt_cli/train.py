@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from mt_cli import checkpoint
-from mt_cli.config import Config, to_dict
+from mt_cli.config import Config, to_yaml
 from mt_cli.data import Pairs, collate, filter_long, make_batches, read_parallel
 from mt_cli.errors import MtError
 from mt_cli.evaluate import score
@@ -204,7 +204,7 @@ def train(paths: TrainPaths, cfg: Config, log=print) -> TrainState:
     )
     last_path, best_path = paths.out / "last.pt", paths.out / "best.pt"
     state = _resume(last_path, cfg, model, optimizer, log) if last_path.is_file() else TrainState()
-    atomic_write_text(paths.out / "config.yaml", _yaml(cfg))
+    atomic_write_text(paths.out / "config.yaml", to_yaml(cfg))
     bf16 = use_bf16(t.amp, device)
     n_params = sum(p.numel() for p in model.parameters())
     log(f"model: {n_params / 1e6:.1f}M parameters on {device}{' with bf16 autocast' if bf16 else ''}")
@@ -286,12 +286,8 @@ def train(paths: TrainPaths, cfg: Config, log=print) -> TrainState:
                 run_validation()
         except KeyboardInterrupt:
             _save(last_path, cfg, tokenizer, model, optimizer, state)
-            raise MtError(f"interrupted at step {state.step}; {last_path} saved, rerun the same command to resume")
+            raise MtError(
+                f"interrupted at step {state.step}; {last_path} saved, rerun the same command to resume"
+            ) from None
     log(f"done: {state.step} steps; best validation BLEU {state.best_bleu:.2f} at step {state.best_step} ({best_path})")
     return state
-
-
-def _yaml(cfg: Config) -> str:
-    import yaml
-
-    return yaml.safe_dump(to_dict(cfg), sort_keys=False)

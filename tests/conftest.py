@@ -1,0 +1,84 @@
+"""Tiny corpora and models made inside the tests: nothing is downloaded, everything runs on a CPU."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+import torch
+
+from mt_cli.config import ModelConfig, TokenizerConfig
+from mt_cli.model import Transformer, build_model
+from mt_cli.tokenizer import Tokenizer, train_tokenizer
+
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+# A toy language pair: word-for-word German-like to English, so a tiny model can learn it.
+LEXICON = {
+    "ein": "a", "hund": "dog", "mann": "man", "frau": "woman", "kind": "child", "sieht": "sees",
+    "hat": "has", "rot": "red", "blau": "blue", "gross": "big", "klein": "small", "ball": "ball",
+    "haus": "house", "und": "and", "der": "the", "läuft": "runs", "schnell": "fast", "baum": "tree",
+}  # fmt: skip
+
+
+def make_pairs(n: int, seed: int = 0) -> tuple[list[str], list[str]]:
+    rng = random.Random(seed)
+    words = sorted(LEXICON)
+    src, tgt = [], []
+    for _ in range(n):
+        sent = [rng.choice(words) for _ in range(rng.randint(2, 7))]
+        src.append(" ".join(sent).capitalize() + ".")
+        tgt.append(" ".join(LEXICON[w] for w in sent).capitalize() + ".")
+    return src, tgt
+
+
+def write_lines(path: Path, lines: list[str]) -> Path:
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="session")
+def corpus() -> tuple[list[str], list[str]]:
+    return make_pairs(400)
+
+
+@pytest.fixture(scope="session")
+def tokenizer(corpus) -> Tokenizer:
+    src, tgt = corpus
+    return train_tokenizer(src, tgt, TokenizerConfig(vocab_size=120))
+
+
+@pytest.fixture(scope="session")
+def corpus_files(tmp_path_factory, corpus) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("corpus")
+    src, tgt = corpus
+    vsrc, vtgt = make_pairs(20, seed=1)
+    return {
+        "train_src": write_lines(d / "train.de", src),
+        "train_tgt": write_lines(d / "train.en", tgt),
+        "valid_src": write_lines(d / "valid.de", vsrc),
+        "valid_tgt": write_lines(d / "valid.en", vtgt),
+    }
+
+
+def tiny_config(tokenizer: Tokenizer, **overrides) -> ModelConfig:
+    fields = dict(
+        d_model=32,
+        n_heads=4,
+        ffn_dim=64,
+        enc_layers=2,
+        dec_layers=2,
+        dropout=0.0,
+        src_vocab_size=tokenizer.src_vocab_size,
+        tgt_vocab_size=tokenizer.tgt_vocab_size,
+        shared_vocab=tokenizer.joint,
+    )
+    fields.update(overrides)
+    return ModelConfig(**fields)
+
+
+@pytest.fixture
+def tiny_model(tokenizer) -> Transformer:
+    torch.manual_seed(0)
+    return build_model(tiny_config(tokenizer)).eval()

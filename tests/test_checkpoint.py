@@ -1,0 +1,91 @@
+import pytest
+import torch
+
+from conftest import tiny_config
+from mt_cli import checkpoint
+from mt_cli.config import Config
+from mt_cli.data import pad
+from mt_cli.errors import MtError
+from mt_cli.tokenizer import BOS
+
+
+def _save(tmp_path, model, tokenizer, name="model.pt"):
+    path = tmp_path / name
+    cfg = Config(model=model.cfg)
+    checkpoint.save(path, cfg, tokenizer, model.state_dict())
+    return path
+
+
+def test_save_then_load_gives_identical_outputs(tiny_model, tokenizer, tmp_path):
+    path = _save(tmp_path, tiny_model, tokenizer)
+    loaded = checkpoint.load(path)
+    model = loaded.build_model()
+    src = pad(tokenizer.encode_src(["Ein hund läuft.", "Der mann sieht ein haus."]))
+    tgt = pad([[BOS] + ids for ids in tokenizer.encode_tgt(["A dog runs.", "The man sees a house."])])
+    with torch.no_grad():
+        assert torch.equal(tiny_model(src, tgt), model(src, tgt))
+    assert loaded.config.model == tiny_model.cfg
+    assert loaded.tokenizer.encode_src(["Ein hund."]) == tokenizer.encode_src(["Ein hund."])
+
+
+def test_a_text_file_is_not_taken_for_a_checkpoint(tmp_path):
+    path = tmp_path / "notes.txt"
+    path.write_text("hello\n")
+    with pytest.raises(MtError, match="notes.txt: not an mt checkpoint"):
+        checkpoint.load(path)
+
+
+def test_a_truncated_checkpoint_gets_a_clear_error(tiny_model, tokenizer, tmp_path):
+    path = _save(tmp_path, tiny_model, tokenizer)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(MtError, match="model.pt: not a readable mt checkpoint"):
+        checkpoint.load(path)
+
+
+class Payload:
+    def __reduce__(self):
+        import pathlib
+
+        return (pathlib.Path.touch, (pathlib.Path(self.marker),))
+
+
+def test_a_checkpoint_carrying_a_pickle_payload_is_refused_and_the_payload_never_runs(tmp_path):
+    marker = tmp_path / "payload-ran"
+    payload = Payload()
+    payload.marker = str(marker)
+    path = tmp_path / "evil.pt"
+    torch.save({"format": 1, "model": {}, "x": payload}, path)
+    with pytest.raises(MtError, match="refused"):
+        checkpoint.load(path)
+    assert not marker.exists()
+    # The payload is live: a plain unpickler runs it, so the refusal above is what kept it from running.
+    torch.load(path, weights_only=False)
+    assert marker.exists()
+
+
+def test_a_checkpoint_from_a_newer_format_is_refused(tiny_model, tokenizer, tmp_path, monkeypatch):
+    monkeypatch.setattr(checkpoint, "FORMAT_VERSION", 99)
+    path = _save(tmp_path, tiny_model, tokenizer)
+    monkeypatch.setattr(checkpoint, "FORMAT_VERSION", 1)
+    with pytest.raises(MtError, match="format 99 is newer"):
+        checkpoint.load(path)
+
+
+def test_a_missing_checkpoint_is_named(tmp_path):
+    with pytest.raises(MtError, match="nope.pt: checkpoint not found"):
+        checkpoint.load(tmp_path / "nope.pt")
+
+
+def test_saving_over_a_checkpoint_is_atomic_no_temporary_files_remain(tiny_model, tokenizer, tmp_path):
+    _save(tmp_path, tiny_model, tokenizer)
+    _save(tmp_path, tiny_model, tokenizer)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.pt"]
+
+
+def test_model_config_round_trips_through_the_checkpoint(tokenizer, tmp_path):
+    from mt_cli.model import build_model
+
+    model = build_model(tiny_config(tokenizer, pre_norm=True, tie_embeddings=False))
+    loaded = checkpoint.load(_save(tmp_path, model, tokenizer))
+    assert loaded.config.model.pre_norm and not loaded.config.model.tie_embeddings

@@ -1,0 +1,112 @@
+"""The `mt` command end to end, as a user runs it, on a tiny corpus made here."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from conftest import write_lines
+from mt_cli.cli import app
+
+
+def mt(*args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
+    proc = subprocess.run(
+        [sys.executable, "-m", "mt_cli", *map(str, args)], input=stdin, capture_output=True, text=True, timeout=600
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"mt {' '.join(map(str, args))} failed:\n{proc.stderr}")
+    return proc
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory, corpus_files):
+    """tokenizer train -> train: the first half of the chain, shared by the tests below."""
+    d = tmp_path_factory.mktemp("cli")
+    f = corpus_files
+    mt("tokenizer", "train", "--src", f["train_src"], "--tgt", f["train_tgt"], "--vocab-size", 100, "--out", d / "tok")
+    assert (d / "tok" / "joint.model").is_file()
+    mt(
+        "train",
+        "--train-src", f["train_src"], "--train-tgt", f["train_tgt"],
+        "--valid-src", f["valid_src"], "--valid-tgt", f["valid_tgt"],
+        "--out", d / "run", "--tokenizer", d / "tok", "--preset", "tiny",
+        "--max-steps", 30, "--batch-tokens", 400, "--device", "cpu",
+        "--set", "train.valid_every=15", "--set", "decode.beam=2",
+    )  # fmt: skip
+    return d
+
+
+def test_the_cli_chain_runs_end_to_end(trained_run, corpus_files):
+    run = trained_run / "run"
+    assert (run / "best.pt").is_file() and (run / "last.pt").is_file()
+    hyp = trained_run / "hyp.en"
+    mt("translate", "--checkpoint", run / "best.pt", corpus_files["valid_src"], "--output", hyp, "--beam", 3)
+    n_src = len(corpus_files["valid_src"].read_text().splitlines())
+    assert len(hyp.read_text().splitlines()) == n_src
+    scored = json.loads(mt("evaluate", "--hyp", hyp, "--ref", corpus_files["valid_tgt"], "--json").stdout)
+    assert isinstance(scored["bleu"], float) and isinstance(scored["chrf"], float)
+    direct = mt(
+        "evaluate", "--checkpoint", run / "best.pt", "--src", corpus_files["valid_src"],
+        "--ref", corpus_files["valid_tgt"], "--beam", 3, "--json",
+    )  # fmt: skip
+    assert json.loads(direct.stdout)["bleu"] == scored["bleu"]
+
+
+def test_translate_reads_stdin_and_keeps_one_line_per_input_line(trained_run):
+    text = "Ein hund läuft.\n\n   \nDer mann sieht ein haus.\n" + "ein " * 600 + "\n\x00\x07 🙂 שלום\n"
+    out = mt("translate", "--checkpoint", trained_run / "run" / "best.pt", "--beam", 2, stdin=text).stdout
+    lines = out.split("\n")
+    assert lines[-1] == "" and len(lines) - 1 == 6
+    assert lines[1] == "" and lines[2] == ""
+    assert lines[0] != ""
+
+
+def test_train_without_a_tokenizer_trains_one_into_the_run(tmp_path, corpus_files):
+    f = corpus_files
+    mt(
+        "train", "--train-src", f["train_src"], "--train-tgt", f["train_tgt"],
+        "--valid-src", f["valid_src"], "--valid-tgt", f["valid_tgt"], "--out", tmp_path / "run",
+        "--preset", "tiny", "--max-steps", 2, "--set", "tokenizer.vocab_size=90", "--device", "cpu",
+    )  # fmt: skip
+    assert (tmp_path / "run" / "tokenizer" / "joint.model").is_file()
+
+
+runner = CliRunner()
+
+
+def _fails_with_one_line(args, expected: str) -> None:
+    result = runner.invoke(app, [str(a) for a in args])
+    assert result.exit_code != 0
+    assert "Traceback" not in result.output
+    assert expected in result.output, result.output
+
+
+def test_bad_input_gets_one_clear_line_and_a_nonzero_exit(tmp_path, corpus_files):
+    f = corpus_files
+    short = write_lines(tmp_path / "short.en", ["one", "two"])
+    common = ["--valid-src", f["valid_src"], "--valid-tgt", f["valid_tgt"], "--out", tmp_path / "r"]
+    _fails_with_one_line(
+        ["train", "--train-src", tmp_path / "missing.de", "--train-tgt", short, *common], "missing.de: file not found"
+    )
+    _fails_with_one_line(["train", "--train-src", f["train_src"], "--train-tgt", short, *common], "has 2")
+    latin = tmp_path / "latin.de"
+    latin.write_bytes(b"ok\n\xe9t\xe9\n")
+    _fails_with_one_line(["tokenizer", "train", "--src", latin, "--tgt", latin, "--out", tmp_path / "t"], "latin.de:2")
+    _fails_with_one_line(["translate", "--checkpoint", f["train_src"]], "not an mt checkpoint")
+    _fails_with_one_line(["train", "--train-src", f["train_src"], "--train-tgt", f["train_tgt"], *common,
+                          "--set", "decode.beam=-1"], "beam must be at least 1")  # fmt: skip
+    _fails_with_one_line(["evaluate", "--hyp", short, "--ref", f["valid_tgt"]], "has 2 lines")
+    _fails_with_one_line(["tokenizer", "train", "--src", short, "--tgt", short, "--out", tmp_path / "t",
+                          "--vocab-size", 0], "vocab_size must be positive")  # fmt: skip
+    _fails_with_one_line(["translate", "--bogus"], "No such option")
+
+
+def test_empty_corpus_is_refused(tmp_path, corpus_files):
+    empty = write_lines(tmp_path / "empty", [])
+    _fails_with_one_line(["tokenizer", "train", "--src", empty, "--tgt", empty, "--out", tmp_path / "t"], "no sentence")
+
+
+def test_python_dash_m_and_help_work():
+    assert "translate" in mt("--help").stdout

@@ -1,0 +1,50 @@
+import pytest
+
+from mt_cli.config import PRESETS, Config, build_config, from_dict, to_dict
+from mt_cli.errors import MtError
+
+
+def test_layers_apply_in_order_preset_yaml_options_then_set(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("preset: base\nmodel:\n  dropout: 0.2\ntrain:\n  lr: 0.0005\n  max_steps: 10\n")
+    cfg = build_config(None, path, {"train": {"max_steps": 20}}, ["model.dropout=0", "decode.beam=4"])
+    assert cfg.model.d_model == 512 and cfg.model.enc_layers == 6
+    assert cfg.model.dropout == 0.0
+    assert cfg.train.lr == 0.0005 and cfg.train.max_steps == 20
+    assert cfg.decode.beam == 4
+
+
+def test_config_round_trips_through_a_plain_dict():
+    cfg = build_config("tiny", sets=["train.adam_betas=[0.9, 0.99]"])
+    assert from_dict(to_dict(cfg)) == cfg
+    assert cfg.train.adam_betas == (0.9, 0.99)
+
+
+@pytest.mark.parametrize(
+    "item, message",
+    [
+        ("model.nope=1", "unknown field"),
+        ("model.d_model=abc", "must be of type int"),
+        ("model.d_model=250", "divisible by model.n_heads"),
+        ("decode.beam=-1", "beam must be at least 1"),
+        ("tokenizer.vocab_size=0", "vocab_size must be positive"),
+        ("train.amp=fp8", "amp must be"),
+        ("nodot", "expected SECTION.FIELD=VALUE"),
+        ("model.pre_norm=1", "must be of type bool"),
+    ],
+)
+def test_bad_overrides_get_clear_messages(item, message):
+    with pytest.raises(MtError, match=message):
+        build_config("small", sets=[item])
+
+
+def test_unknown_preset_and_missing_yaml_are_clear(tmp_path):
+    with pytest.raises(MtError, match="unknown preset 'huge'"):
+        build_config("huge")
+    with pytest.raises(MtError, match="config file not found"):
+        build_config(None, tmp_path / "none.yaml")
+
+
+def test_every_preset_builds():
+    for name in PRESETS:
+        assert isinstance(build_config(name), Config)

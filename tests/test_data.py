@@ -1,0 +1,70 @@
+import pytest
+
+from mt_cli.data import Pairs, collate, filter_long, make_batches, read_lines, read_parallel
+from mt_cli.errors import MtError
+from mt_cli.tokenizer import BOS, EOS, PAD
+
+
+def test_crlf_endings_and_a_bom_are_removed(tmp_path):
+    path = tmp_path / "a.txt"
+    path.write_bytes("\ufeffEins\r\nZwei\r\n".encode())
+    assert read_lines(path) == ["Eins", "Zwei"]
+
+
+def test_undecodable_utf8_names_the_file_and_line(tmp_path):
+    path = tmp_path / "latin1.de"
+    path.write_bytes("gut\nschön\n".encode("latin-1"))
+    with pytest.raises(MtError, match=r"latin1.de:2: not valid UTF-8"):
+        read_lines(path)
+
+
+def test_line_count_mismatch_names_both_counts(tmp_path):
+    (tmp_path / "a").write_text("x\ny\nz\n")
+    (tmp_path / "b").write_text("x\ny\n")
+    with pytest.raises(MtError, match=r"a has 3 lines but .*b has 2"):
+        read_parallel(tmp_path / "a", tmp_path / "b")
+
+
+def test_pairs_with_an_empty_side_are_dropped_and_counted(tmp_path):
+    (tmp_path / "a").write_text("one\n\nthree\n   \nfive\n")
+    (tmp_path / "b").write_text("eins\nzwei\n\nvier\nfünf\n")
+    corpus = read_parallel(tmp_path / "a", tmp_path / "b")
+    assert corpus.src == ["one", "five"] and corpus.tgt == ["eins", "fünf"]
+    assert corpus.dropped_empty == 3
+
+
+def test_an_empty_corpus_and_a_missing_file_are_clear_errors(tmp_path):
+    (tmp_path / "a").write_text("\n\n")
+    (tmp_path / "b").write_text("\n\n")
+    with pytest.raises(MtError, match="no sentence pairs"):
+        read_parallel(tmp_path / "a", tmp_path / "b")
+    with pytest.raises(MtError, match="missing.txt: file not found"):
+        read_lines(tmp_path / "missing.txt")
+
+
+def _pairs(n=50):
+    return Pairs([[5] * (1 + i % 9) + [EOS] for i in range(n)], [[6] * (1 + (i * 7) % 11) for i in range(n)])
+
+
+def test_batches_cover_every_pair_once_and_respect_the_token_budget():
+    pairs = _pairs()
+    batches = make_batches(pairs, batch_tokens=40, seed=3)
+    assert sorted(i for b in batches for i in b) == list(range(50))
+    for b in batches:
+        longest = max(max(len(pairs.src[i]), len(pairs.tgt[i]) + 1) for i in b)
+        assert longest * len(b) <= 40 or len(b) == 1
+    assert make_batches(pairs, 40, seed=3) == batches
+    assert make_batches(pairs, 40, seed=4) != batches
+
+
+def test_over_long_pairs_are_dropped_and_counted():
+    kept = filter_long([[1] * 3, [1] * 10, [1] * 2], [[2] * 2, [2] * 2, [2] * 9], max_len=5)
+    assert kept.src == [[1] * 3] and kept.dropped_long == 2
+
+
+def test_collate_shifts_the_target_for_teacher_forcing():
+    pairs = Pairs([[7, 8, EOS], [9, EOS]], [[10, 11], [12]])
+    src, tgt_in, tgt_out = collate(pairs, [0, 1])
+    assert src.tolist() == [[7, 8, EOS], [9, EOS, PAD]]
+    assert tgt_in.tolist() == [[BOS, 10, 11], [BOS, 12, PAD]]
+    assert tgt_out.tolist() == [[10, 11, EOS], [12, EOS, PAD]]

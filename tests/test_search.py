@@ -1,0 +1,94 @@
+import math
+from dataclasses import dataclass
+
+import torch
+
+from mt_cli.config import DecodeConfig
+from mt_cli.data import pad
+from mt_cli.search import beam_search, decode_batch, greedy_search, translate_ids
+from mt_cli.tokenizer import EOS
+
+A, B = 4, 5
+VOCAB = 6
+# Next-token probabilities after each prefix, worked out on paper below; anything else ends (EOS .98).
+SCRIPT = {
+    (): {A: 0.6, B: 0.39, EOS: 0.01},
+    (A,): {A: 0.4, EOS: 0.3, B: 0.3},
+    (B,): {EOS: 0.9, A: 0.05, B: 0.05},
+}
+
+
+@dataclass
+class PrefixCache:
+    prefix: torch.Tensor  # (N, t) tokens generated so far
+
+    def reorder(self, index: torch.Tensor) -> None:
+        self.prefix = self.prefix.index_select(0, index)
+
+
+class ScriptedModel:
+    """Stands in for a Transformer through the decoding contract: encode, decode, cache.reorder."""
+
+    def encode(self, src, src_mask):
+        return torch.zeros(src.size(0), src.size(1), 1)
+
+    def decode(self, tokens, memory, src_mask, cache=None):
+        if cache is None:
+            cache = PrefixCache(torch.zeros(tokens.size(0), 0, dtype=torch.long))
+        else:
+            cache.prefix = torch.cat([cache.prefix, tokens], dim=1)
+        logits = torch.full((tokens.size(0), 1, VOCAB), math.log(1e-6))
+        for row, prefix in enumerate(cache.prefix.tolist()):
+            probs = SCRIPT.get(tuple(prefix), {EOS: 0.98, A: 0.01, B: 0.01})
+            for tok, p in probs.items():
+                logits[row, 0, tok] = math.log(p)
+        return logits, cache
+
+
+def test_beam_search_on_a_scripted_model_returns_the_hypotheses_worked_out_on_paper():
+    # Greedy: A (.6), A (.4), EOS (.98) -> p = .235.  Beam 2 also finds B EOS: .39 * .9 = .351.
+    # Without length normalisation B EOS wins; with score / length, A A EOS wins
+    # (log .235 / 3 = -0.482 > log .351 / 2 = -0.524).
+    model, src, max_lens = ScriptedModel(), torch.ones(1, 3, dtype=torch.long), torch.tensor([10])
+    assert greedy_search(model, src, max_lens) == [[A, A]]
+    assert beam_search(model, src, max_lens, beam=2, length_penalty=0.0) == [[B]]
+    assert beam_search(model, src, max_lens, beam=2, length_penalty=1.0) == [[A, A]]
+
+
+def test_output_stops_at_the_length_limit():
+    model, src = ScriptedModel(), torch.ones(1, 3, dtype=torch.long)
+    # With room for only one token, that token must be EOS.
+    assert greedy_search(model, src, torch.tensor([1])) == [[]]
+    assert beam_search(model, src, torch.tensor([2]), beam=2, length_penalty=1.0) in ([[A]], [[B]])
+
+
+def _sources(tokenizer):
+    lines = ["Ein hund.", "Der mann sieht ein rot haus und ein baum.", "Kind läuft.", "Frau hat ein ball und haus."]
+    return tokenizer.encode_src(lines)
+
+
+def test_beam_1_equals_greedy(tiny_model, tokenizer):
+    src_ids = _sources(tokenizer)
+    greedy = translate_ids(tiny_model, src_ids, DecodeConfig(beam=1, max_len_offset=5))
+    beam1 = [
+        beam_search(tiny_model, pad([s]), torch.tensor([len(s) * 3 // 2 + 5]), beam=1, length_penalty=1.0)[0]
+        for s in src_ids
+    ]
+    assert greedy == beam1
+    assert any(len(h) > 0 for h in greedy)
+
+
+def test_batched_decoding_equals_one_by_one(tiny_model, tokenizer):
+    src_ids = _sources(tokenizer)
+    for beam in (1, 4):
+        cfg = DecodeConfig(beam=beam, max_len_offset=5, batch_size=4)
+        batched = decode_batch(tiny_model, src_ids, cfg)
+        alone = [decode_batch(tiny_model, [s], cfg)[0] for s in src_ids]
+        assert batched == alone, f"beam {beam}"
+
+
+def test_translate_ids_returns_input_order_whatever_the_batching(tiny_model, tokenizer):
+    src_ids = _sources(tokenizer)
+    one = translate_ids(tiny_model, src_ids, DecodeConfig(beam=3, batch_size=1, max_len_offset=5))
+    many = translate_ids(tiny_model, src_ids, DecodeConfig(beam=3, batch_size=3, max_len_offset=5))
+    assert one == many

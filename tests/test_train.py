@@ -1,0 +1,127 @@
+import math
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from conftest import tiny_config
+from mt_cli import checkpoint
+from mt_cli.config import Config, DecodeConfig, TokenizerConfig, TrainConfig, build_config
+from mt_cli.data import Pairs, collate
+from mt_cli.model import build_model
+from mt_cli.search import translate_ids
+from mt_cli.train import TrainPaths, label_smoothed_loss, lr_at, train
+
+
+def test_lr_warms_up_linearly_to_its_peak_then_decays_as_inverse_square_root():
+    peak, warmup = 1e-3, 100
+    assert lr_at(1, peak, warmup) == pytest.approx(peak / 100)
+    assert lr_at(50, peak, warmup) == pytest.approx(peak / 2)
+    assert lr_at(100, peak, warmup) == pytest.approx(peak)
+    assert lr_at(400, peak, warmup) == pytest.approx(peak / 2)
+    assert lr_at(10, peak, 0) == peak
+    steps = [lr_at(s, peak, warmup) for s in range(1, 1000)]
+    assert max(steps) == pytest.approx(peak)
+
+
+def test_label_smoothed_loss_matches_the_formula_and_ignores_padding():
+    torch.manual_seed(0)
+    logits = torch.randn(2, 3, 5)
+    target = torch.tensor([[1, 2, 0], [3, 0, 0]])  # 0 is padding
+    loss, nll = label_smoothed_loss(logits, target, smoothing=0.1)
+    lp = F.log_softmax(logits, -1)
+    want_nll = -(lp[0, 0, 1] + lp[0, 1, 2] + lp[1, 0, 3])
+    want_uniform = -(lp[0, 0].mean() + lp[0, 1].mean() + lp[1, 0].mean())
+    assert nll.item() == pytest.approx(want_nll.item(), rel=1e-6)
+    assert loss.item() == pytest.approx((0.9 * want_nll + 0.1 * want_uniform).item(), rel=1e-6)
+    torch_loss = F.cross_entropy(
+        logits.view(-1, 5), target.view(-1), ignore_index=0, label_smoothing=0.1, reduction="sum"
+    )
+    assert loss.item() == pytest.approx(torch_loss.item(), rel=1e-5)
+    assert label_smoothed_loss(logits, target, 0.0)[0].item() == pytest.approx(nll.item())
+
+
+def test_loss_falls_and_greedy_reproduces_the_targets_when_overfitting_8_pairs(tokenizer, corpus):
+    src_lines, tgt_lines = corpus[0][:8], corpus[1][:8]
+    pairs = Pairs(tokenizer.encode_src(src_lines), tokenizer.encode_tgt(tgt_lines))
+    torch.manual_seed(0)
+    model = build_model(tiny_config(tokenizer, d_model=64, ffn_dim=128))
+    optim = torch.optim.Adam(model.parameters(), lr=3e-3)
+    src, tgt_in, tgt_out = collate(pairs, list(range(8)))
+    losses = []
+    for _ in range(150):
+        loss, _ = label_smoothed_loss(model(src, tgt_in), tgt_out, smoothing=0.0)
+        loss = loss / (tgt_out != 0).sum()
+        optim.zero_grad()
+        loss.backward()
+        optim.step()
+        losses.append(loss.item())
+    assert losses[-1] < losses[0] / 20
+    hyps = translate_ids(model, pairs.src, DecodeConfig(beam=1))
+    assert tokenizer.decode_tgt(hyps) == tgt_lines
+
+
+def _paths(files, out: Path) -> TrainPaths:
+    return TrainPaths(files["train_src"], files["train_tgt"], files["valid_src"], files["valid_tgt"], out)
+
+
+def _tiny_run_config(**train) -> Config:
+    return build_config(
+        "tiny",
+        options={
+            "tokenizer": {"vocab_size": 100},
+            "train": {"batch_tokens": 300, "valid_every": 10, "log_every": 5, "device": "cpu", **train},
+            "decode": {"beam": 2, "max_len_offset": 5},
+        },
+    )
+
+
+def test_training_writes_best_last_and_a_jsonl_log_with_the_promised_fields(corpus_files, tmp_path):
+    out = tmp_path / "run"
+    state = train(_paths(corpus_files, out), _tiny_run_config(max_steps=20), log=lambda m: None)
+    assert state.step == 20
+    for name in ("best.pt", "last.pt", "log.jsonl", "config.yaml", "tokenizer/joint.model"):
+        assert (out / name).is_file(), name
+    import json
+
+    entries = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+    train_entries = [e for e in entries if "loss" in e]
+    valid_entries = [e for e in entries if "valid_bleu" in e]
+    assert [e["step"] for e in train_entries] == [5, 10, 15, 20]
+    assert {"step", "loss", "lr", "tokens_per_s"} <= set(train_entries[0])
+    assert [e["step"] for e in valid_entries] == [10, 20]
+    assert {"valid_loss", "valid_bleu"} <= set(valid_entries[0])
+    assert checkpoint.load(out / "last.pt").train_state["step"] == 20
+    assert checkpoint.load(out / "best.pt").train_state is None
+
+
+def test_the_same_seed_gives_the_same_run(corpus_files, tmp_path):
+    cfg = _tiny_run_config(max_steps=8, valid_every=100)
+    weights = []
+    for name in ("a", "b"):
+        train(_paths(corpus_files, tmp_path / name), cfg, log=lambda m: None)
+        weights.append(checkpoint.load(tmp_path / name / "last.pt").model_state)
+    for key in weights[0]:
+        assert torch.equal(weights[0][key], weights[1][key]), key
+
+
+def test_rerunning_on_a_finished_run_resumes_and_continues_to_the_new_limit(corpus_files, tmp_path):
+    out = tmp_path / "run"
+    messages: list[str] = []
+    train(_paths(corpus_files, out), _tiny_run_config(max_steps=10), log=lambda m: None)
+    state = train(_paths(corpus_files, out), _tiny_run_config(max_steps=15), log=messages.append)
+    assert state.step == 15
+    assert any("resuming" in m and "step 10" in m for m in messages)
+
+
+def test_max_epochs_stops_after_whole_passes(corpus_files, tmp_path):
+    state = train(_paths(corpus_files, tmp_path / "run"), _tiny_run_config(max_epochs=1), log=lambda m: None)
+    assert state.epoch == 1 and state.batch_in_epoch == 0 and state.step > 1
+
+
+def test_config_defaults_are_sane_for_the_small_preset():
+    cfg = build_config("small")
+    assert (cfg.model.d_model, cfg.model.enc_layers, cfg.model.dec_layers) == (256, 3, 3)
+    assert cfg.train == TrainConfig() and cfg.tokenizer == TokenizerConfig()
+    assert math.isclose(cfg.train.label_smoothing, 0.1)
