@@ -176,22 +176,36 @@ def _done(state: TrainState, cfg: Config) -> bool:
     )
 
 
-def train(paths: TrainPaths, cfg: Config, log=print) -> TrainState:
-    """Train a model into `paths.out`: best.pt, last.pt, log.jsonl, config.yaml, tokenizer/."""
+@dataclass
+class Run:
+    """Everything one training run works with, gathered once by `prepare`."""
+
+    paths: TrainPaths
+    cfg: Config
+    device: torch.device
+    bf16: bool
+    tokenizer: Tokenizer
+    model: Transformer
+    optimizer: torch.optim.Optimizer
+    train_pairs: Pairs
+    valid_pairs: Pairs
+    valid_refs: list[str]
+    state: TrainState
+
+
+def prepare(paths: TrainPaths, cfg: Config, log) -> Run:
+    """Tokenizer, data, model and optimizer; the run's own last.pt is resumed when there is one."""
     t = cfg.train
     device = resolve_device(t.device)
     set_threads(t.threads)
     paths.out.mkdir(parents=True, exist_ok=True)
     tokenizer = get_tokenizer(paths, cfg, log)
-    cfg = replace(
-        cfg,
-        model=replace(
-            cfg.model,
-            src_vocab_size=tokenizer.src_vocab_size,
-            tgt_vocab_size=tokenizer.tgt_vocab_size,
-            shared_vocab=tokenizer.joint,
-        ),
-    )
+    vocab = {
+        "src_vocab_size": tokenizer.src_vocab_size,
+        "tgt_vocab_size": tokenizer.tgt_vocab_size,
+        "shared_vocab": tokenizer.joint,
+    }
+    cfg = replace(cfg, model=replace(cfg.model, **vocab))
     train_pairs = encode_corpus(paths.train_src, paths.train_tgt, tokenizer, t.max_len, log)
     valid_pairs = encode_corpus(paths.valid_src, paths.valid_tgt, tokenizer, None, log)
     valid_refs = read_parallel(paths.valid_src, paths.valid_tgt).tgt
@@ -202,92 +216,107 @@ def train(paths: TrainPaths, cfg: Config, log=print) -> TrainState:
     optimizer = torch.optim.AdamW(
         model.parameters(), lr=t.lr, betas=t.adam_betas, eps=t.adam_eps, weight_decay=t.weight_decay
     )
-    last_path, best_path = paths.out / "last.pt", paths.out / "best.pt"
-    state = _resume(last_path, cfg, model, optimizer, log) if last_path.is_file() else TrainState()
+    last = paths.out / "last.pt"
+    state = _resume(last, cfg, model, optimizer, log) if last.is_file() else TrainState()
     atomic_write_text(paths.out / "config.yaml", to_yaml(cfg))
     bf16 = use_bf16(t.amp, device)
     n_params = sum(p.numel() for p in model.parameters())
     log(f"model: {n_params / 1e6:.1f}M parameters on {device}{' with bf16 autocast' if bf16 else ''}")
+    return Run(paths, cfg, device, bf16, tokenizer, model, optimizer, train_pairs, valid_pairs, valid_refs, state)
 
-    with open(paths.out / "log.jsonl", "a", encoding="utf-8") as log_file, TrainProgress(cfg) as progress:
+
+def train_step(run: Run, batch: list[int]) -> tuple[float, int, float]:
+    """One update on one batch: returns (summed loss, target tokens, learning rate used)."""
+    t, model = run.cfg.train, run.model
+    src, tgt_in, tgt_out = (x.to(run.device) for x in collate(run.train_pairs, batch))
+    with autocast(run.bf16, run.device):
+        logits = model(src, tgt_in)
+    loss_sum, _ = label_smoothed_loss(logits, tgt_out, t.label_smoothing)
+    n_tokens = int((tgt_out != PAD).sum())
+    (loss_sum / n_tokens).backward()
+    if t.clip_norm > 0:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), t.clip_norm)
+    lr = lr_at(run.state.step + 1, t.lr, t.warmup_steps)
+    for group in run.optimizer.param_groups:
+        group["lr"] = lr
+    run.optimizer.step()
+    run.optimizer.zero_grad(set_to_none=True)
+    return loss_sum.item(), n_tokens, lr
+
+
+def run_validation(run: Run, record, progress: TrainProgress) -> None:
+    """Score the validation set, keep best.pt when BLEU improves, and always refresh last.pt."""
+    state, out = run.state, run.paths.out
+    v = validate(run.model, run.tokenizer, run.valid_pairs, run.valid_refs, run.cfg, run.device, run.bf16)
+    entry = {"step": state.step, "valid_loss": v.loss, "valid_nll": v.nll, "valid_bleu": v.bleu}
+    record(entry)
+    state.history.append(entry)
+    improved = v.bleu > state.best_bleu
+    if improved:
+        state.best_bleu, state.best_step = v.bleu, state.step
+        _save(out / "best.pt", run.cfg, run.tokenizer, run.model)
+    _save(out / "last.pt", run.cfg, run.tokenizer, run.model, run.optimizer, state)
+    best = " (best, saved)" if improved else f" (best {state.best_bleu:.2f} at step {state.best_step})"
+    progress.note(f"step {state.step}: valid loss {v.loss:.3f}, BLEU {v.bleu:.2f}{best}")
+
+
+def train_loop(run: Run, record, progress: TrainProgress) -> None:
+    """Epochs of shuffled token batches until a limit is reached, validating every `valid_every` steps."""
+    t, state = run.cfg.train, run.state
+    started, elapsed_before = time.perf_counter(), state.elapsed_s
+    window_loss, window_tokens, window_start = 0.0, 0, started
+    last_valid = state.history[-1]["step"] if state.history else -1
+    run.model.train()
+    while not _done(state, run.cfg):
+        batches = make_batches(run.train_pairs, t.batch_tokens, seed=t.seed + state.epoch)
+        while state.batch_in_epoch < len(batches) and not _done(state, run.cfg):
+            loss_sum, n_tokens, lr = train_step(run, batches[state.batch_in_epoch])
+            state.step += 1
+            state.batch_in_epoch += 1
+            now = time.perf_counter()
+            state.elapsed_s = elapsed_before + (now - started)
+            window_loss, window_tokens = window_loss + loss_sum, window_tokens + n_tokens
+            if state.step % t.log_every == 0:
+                entry = {
+                    "step": state.step,
+                    "epoch": state.epoch + 1,
+                    "loss": window_loss / window_tokens,
+                    "lr": lr,
+                    "tokens_per_s": window_tokens / max(now - window_start, 1e-9),
+                    "elapsed_s": round(state.elapsed_s, 1),
+                }
+                record(entry)
+                progress.update(state, entry)
+                window_loss, window_tokens, window_start = 0.0, 0, now
+            if state.step % t.valid_every == 0:
+                run_validation(run, record, progress)
+                last_valid = state.step
+                window_start = time.perf_counter()  # keep validation time out of tokens/s
+                state.elapsed_s = elapsed_before + (window_start - started)
+        if state.batch_in_epoch >= len(batches):
+            state.epoch += 1
+            state.batch_in_epoch = 0
+    if last_valid != state.step:
+        run_validation(run, record, progress)
+
+
+def train(paths: TrainPaths, cfg: Config, log=print) -> TrainState:
+    """Train a model into `paths.out`: best.pt, last.pt, log.jsonl, config.yaml, tokenizer/."""
+    run = prepare(paths, cfg, log)
+    last = paths.out / "last.pt"
+    with open(paths.out / "log.jsonl", "a", encoding="utf-8") as log_file, TrainProgress(run.cfg) as progress:
 
         def record(entry: dict[str, Any]) -> None:
             log_file.write(json.dumps(entry) + "\n")
             log_file.flush()
 
-        def run_validation() -> None:
-            v = validate(model, tokenizer, valid_pairs, valid_refs, cfg, device, bf16)
-            entry = {"step": state.step, "valid_loss": v.loss, "valid_nll": v.nll, "valid_bleu": v.bleu}
-            record(entry)
-            state.history.append(entry)
-            improved = v.bleu > state.best_bleu
-            if improved:
-                state.best_bleu, state.best_step = v.bleu, state.step
-                _save(best_path, cfg, tokenizer, model)
-            _save(last_path, cfg, tokenizer, model, optimizer, state)
-            progress.note(
-                f"step {state.step}: valid loss {v.loss:.3f}, BLEU {v.bleu:.2f}"
-                f"{' (best, saved)' if improved else f' (best {state.best_bleu:.2f} at {state.best_step})'}"
-            )
-
-        model.train()
-        window = {"loss": 0.0, "tokens": 0, "start": time.perf_counter()}
-        last_valid_step = state.history[-1]["step"] if state.history else -1
-        clock = time.perf_counter()
         try:
-            while not _done(state, cfg):
-                batches = make_batches(train_pairs, t.batch_tokens, seed=t.seed + state.epoch)
-                while state.batch_in_epoch < len(batches) and not _done(state, cfg):
-                    batch = batches[state.batch_in_epoch]
-                    src, tgt_in, tgt_out = (x.to(device) for x in collate(train_pairs, batch))
-                    with autocast(bf16, device):
-                        logits = model(src, tgt_in)
-                    loss_sum, _ = label_smoothed_loss(logits, tgt_out, t.label_smoothing)
-                    n_tokens = int((tgt_out != PAD).sum())
-                    (loss_sum / n_tokens).backward()
-                    if t.clip_norm > 0:
-                        torch.nn.utils.clip_grad_norm_(model.parameters(), t.clip_norm)
-                    lr = lr_at(state.step + 1, t.lr, t.warmup_steps)
-                    for group in optimizer.param_groups:
-                        group["lr"] = lr
-                    optimizer.step()
-                    optimizer.zero_grad(set_to_none=True)
-                    state.step += 1
-                    state.batch_in_epoch += 1
-                    now = time.perf_counter()
-                    state.elapsed_s += now - clock
-                    clock = now
-                    window["loss"] += loss_sum.item()
-                    window["tokens"] += n_tokens
-                    if state.step % t.log_every == 0:
-                        secs = now - window["start"]
-                        entry = {
-                            "step": state.step,
-                            "epoch": state.epoch + 1,
-                            "loss": window["loss"] / window["tokens"],
-                            "lr": lr,
-                            "tokens_per_s": window["tokens"] / max(secs, 1e-9),
-                            "elapsed_s": round(state.elapsed_s, 1),
-                        }
-                        record(entry)
-                        progress.update(state, entry)
-                        window = {"loss": 0.0, "tokens": 0, "start": now}
-                    if state.step % t.valid_every == 0:
-                        run_validation()
-                        last_valid_step = state.step
-                        now = time.perf_counter()
-                        state.elapsed_s += now - clock
-                        clock = now
-                        window["start"] = now
-                if state.batch_in_epoch >= len(batches):
-                    state.epoch += 1
-                    state.batch_in_epoch = 0
-            if last_valid_step != state.step:
-                run_validation()
+            train_loop(run, record, progress)
         except KeyboardInterrupt:
-            _save(last_path, cfg, tokenizer, model, optimizer, state)
+            _save(last, run.cfg, run.tokenizer, run.model, run.optimizer, run.state)
             raise MtError(
-                f"interrupted at step {state.step}; {last_path} saved, rerun the same command to resume"
+                f"interrupted at step {run.state.step}; {last} saved, rerun the same command to resume"
             ) from None
-    log(f"done: {state.step} steps; best validation BLEU {state.best_bleu:.2f} at step {state.best_step} ({best_path})")
+    state = run.state
+    log(f"done: {state.step} steps; best validation BLEU {state.best_bleu:.2f} at step {state.best_step}")
     return state
