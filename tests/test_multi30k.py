@@ -27,7 +27,7 @@ def test_the_chain_runs_on_a_multi30k_subset(tmp_path):
         "train", "--train-src", sub["train.de"], "--train-tgt", sub["train.en"],
         "--valid-src", sub["val.de"], "--valid-tgt", sub["val.en"], "--out", run,
         "--preset", "tiny", "--max-steps", 40, "--batch-tokens", 2000, "--device", "cpu",
-        "--set", "tokenizer.vocab_size=1000", "--set", "train.valid_every=40",
+        "--set", "tokenizer.vocab_size=1000", "--set", "train.valid_every=40", "--set", "train.log_every=10",
     )  # fmt: skip
     hyp = tmp_path / "hyp.en"
     mt("translate", "--checkpoint", run / "best.pt", sub["test2016.de"], "--output", hyp, "--beam", 2)
