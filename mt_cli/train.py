@@ -225,8 +225,8 @@ def prepare(paths: TrainPaths, cfg: Config, log) -> Run:
     return Run(paths, cfg, device, bf16, tokenizer, model, optimizer, train_pairs, valid_pairs, valid_refs, state)
 
 
-def train_step(run: Run, batch: list[int]) -> tuple[float, int, float]:
-    """One update on one batch: returns (summed loss, target tokens, learning rate used)."""
+def train_step(run: Run, batch: list[int]) -> tuple[float, int, float, float]:
+    """One update on one batch: returns (summed loss, target tokens, learning rate, gradient norm)."""
     t, model = run.cfg.train, run.model
     src, tgt_in, tgt_out = (x.to(run.device) for x in collate(run.train_pairs, batch))
     with autocast(run.bf16, run.device):
@@ -234,14 +234,14 @@ def train_step(run: Run, batch: list[int]) -> tuple[float, int, float]:
     loss_sum, _ = label_smoothed_loss(logits, tgt_out, t.label_smoothing)
     n_tokens = int((tgt_out != PAD).sum())
     (loss_sum / n_tokens).backward()
-    if t.clip_norm > 0:
-        torch.nn.utils.clip_grad_norm_(model.parameters(), t.clip_norm)
+    # With clipping off the norm is still measured (an infinite bound never clips), for the log.
+    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), t.clip_norm if t.clip_norm > 0 else math.inf)
     lr = lr_at(run.state.step + 1, t.lr, t.warmup_steps)
     for group in run.optimizer.param_groups:
         group["lr"] = lr
     run.optimizer.step()
     run.optimizer.zero_grad(set_to_none=True)
-    return loss_sum.item(), n_tokens, lr
+    return loss_sum.item(), n_tokens, lr, float(grad_norm)
 
 
 def run_validation(run: Run, record, progress: TrainProgress) -> None:
@@ -270,7 +270,7 @@ def train_loop(run: Run, record, progress: TrainProgress) -> None:
     while not _done(state, run.cfg):
         batches = make_batches(run.train_pairs, t.batch_tokens, seed=t.seed + state.epoch)
         while state.batch_in_epoch < len(batches) and not _done(state, run.cfg):
-            loss_sum, n_tokens, lr = train_step(run, batches[state.batch_in_epoch])
+            loss_sum, n_tokens, lr, grad_norm = train_step(run, batches[state.batch_in_epoch])
             state.step += 1
             state.batch_in_epoch += 1
             now = time.perf_counter()
@@ -282,6 +282,7 @@ def train_loop(run: Run, record, progress: TrainProgress) -> None:
                     "epoch": state.epoch + 1,
                     "loss": window_loss / window_tokens,
                     "lr": lr,
+                    "grad_norm": grad_norm,
                     "tokens_per_s": window_tokens / max(now - window_start, 1e-9),
                     "elapsed_s": round(state.elapsed_s, 1),
                 }
