@@ -48,3 +48,11 @@ def test_unknown_preset_and_missing_yaml_are_clear(tmp_path):
 def test_every_preset_builds():
     for name in PRESETS:
         assert isinstance(build_config(name), Config)
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_the_preset_yaml_files_in_configs_equal_the_presets(name):
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "configs" / f"{name}.yaml"
+    assert build_config(None, path) == build_config(name)
