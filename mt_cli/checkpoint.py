@@ -87,3 +87,28 @@ def load(path: Path) -> Checkpoint:
         model_state=payload["model"],
         train_state=payload.get("train_state"),
     )
+
+
+def average(paths: list[Path]) -> Checkpoint:
+    """The element-wise mean of several checkpoints' weights (same model, same tokenizer).
+
+    Averaging the last few checkpoints of a run usually scores better than any one of them.
+    """
+    if len(paths) < 2:
+        raise MtError("averaging needs at least two checkpoints")
+    first = load(paths[0])
+    total = {k: v.double() for k, v in first.model_state.items()}
+    for path in paths[1:]:
+        ckpt = load(path)
+        if ckpt.config.model != first.config.model or ckpt.tokenizer.to_state() != first.tokenizer.to_state():
+            raise MtError(
+                f"{path}: a different model or tokenizer than {paths[0]}; only checkpoints of one run average"
+            )
+        for k, v in ckpt.model_state.items():
+            total[k] += v.double()
+    mean = {k: (v / len(paths)).to(first.model_state[k].dtype) for k, v in total.items()}
+    return Checkpoint(first.config, first.tokenizer, mean, None)
+
+
+def save_checkpoint(path: Path, ckpt: Checkpoint) -> None:
+    save(path, ckpt.config, ckpt.tokenizer, ckpt.model_state, ckpt.train_state)

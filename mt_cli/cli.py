@@ -91,6 +91,13 @@ def train(
     batch_tokens: Annotated[int | None, typer.Option(help="Padded tokens per batch.")] = None,
     seed: Annotated[int | None, typer.Option(help="Random seed.")] = None,
     device: Annotated[str | None, typer.Option(help="auto, cpu, cuda, cuda:N or mps.")] = None,
+    patience: Annotated[int | None, typer.Option(help="Stop after N validations without a better BLEU.")] = None,
+    keep_last: Annotated[
+        int | None, typer.Option(help="Keep the last K validations' weights as OUT/step<N>.pt.")
+    ] = None,
+    average_last: Annotated[
+        int | None, typer.Option(help="After training, average the last K into OUT/averaged.pt.")
+    ] = None,
     set_: Annotated[
         list[str] | None, typer.Option("--set", help="Override any field: --set model.dropout=0 (repeatable).")
     ] = None,
@@ -107,6 +114,9 @@ def train(
         "batch_tokens": batch_tokens,
         "seed": seed,
         "device": device,
+        "patience": patience,
+        "keep_last": keep_last,
+        "average_last": average_last,
     }
     options = {"train": {k: v for k, v in given.items() if v is not None}}
     cfg = build_config(preset, config, options, set_)
@@ -165,6 +175,20 @@ def evaluate(
         typer.echo(json.dumps({k: v for k, v in result.items() if k != "text"}))
     else:
         typer.echo(format_report(result))
+
+
+@app.command()
+@friendly
+def average(
+    checkpoints: Annotated[list[Path], typer.Argument(help="Checkpoints of one run, e.g. RUN/step*.pt.")],
+    out: Annotated[Path, typer.Option(help="Where to write the averaged checkpoint.")],
+) -> None:
+    """Average the weights of several checkpoints of one run into one checkpoint."""
+    from mt_cli.checkpoint import average as average_checkpoints
+    from mt_cli.checkpoint import save_checkpoint
+
+    save_checkpoint(out, average_checkpoints(checkpoints))
+    err(f"averaged {len(checkpoints)} checkpoints into {out}")
 
 
 @app.command("config")

@@ -84,6 +84,9 @@ class TrainConfig:
     adam_eps: float = 1e-9
     max_len: int = 256  # training pairs with a longer side (in tokens) are dropped
     valid_every: int = 500  # steps between validations; a final one always runs
+    patience: int = 0  # stop after this many validations without a better BLEU; 0: never
+    keep_last: int = 0  # also keep the weights of the last K validations as RUN/step<N>.pt
+    average_last: int = 0  # after training, average the last K validations' weights into RUN/averaged.pt
     log_every: int = 50
     seed: int = 1
     device: str = "auto"
@@ -93,11 +96,21 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         _check(self.batch_tokens > 0, "train.batch_tokens must be positive")
-        for name in ("max_steps", "max_epochs", "max_minutes", "warmup_steps", "weight_decay"):
+        for name in (
+            "max_steps",
+            "max_epochs",
+            "max_minutes",
+            "warmup_steps",
+            "weight_decay",
+            "patience",
+            "keep_last",
+            "average_last",
+        ):
             _check(getattr(self, name) >= 0, f"train.{name} must not be negative")
         _check(self.lr > 0, "train.lr must be positive")
         _check(0.0 <= self.label_smoothing < 1.0, "train.label_smoothing must be in [0, 1)")
         _check(self.max_len > 1, "train.max_len must be at least 2")
+        _check(self.average_last != 1, "train.average_last must be 0 (off) or at least 2")
         _check(self.valid_every > 0 and self.log_every > 0, "train.valid_every and log_every must be positive")
         _check(
             self.device in ("auto", "cpu", "cuda", "mps") or self.device.startswith("cuda:"),

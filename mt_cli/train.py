@@ -72,6 +72,7 @@ class TrainState:
     elapsed_s: float = 0.0
     best_bleu: float = -1.0
     best_step: int = 0
+    validations_since_best: int = 0  # for early stopping
     history: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -167,10 +168,17 @@ def _resume(path: Path, cfg: Config, model, optimizer, log) -> TrainState:
     return state
 
 
+def numbered_checkpoints(run_dir: Path) -> list[Path]:
+    """RUN/step<N>.pt files, oldest first."""
+    found = [p for p in run_dir.glob("step*.pt") if p.stem[4:].isdigit()]
+    return sorted(found, key=lambda p: int(p.stem[4:]))
+
+
 def _done(state: TrainState, cfg: Config) -> bool:
     t = cfg.train
     return (
-        (t.max_steps > 0 and state.step >= t.max_steps)
+        (t.patience > 0 and state.validations_since_best >= t.patience)
+        or (t.max_steps > 0 and state.step >= t.max_steps)
         or (t.max_epochs > 0 and state.epoch >= t.max_epochs)
         or (t.max_minutes > 0 and state.elapsed_s >= t.max_minutes * 60)
     )
@@ -253,8 +261,15 @@ def run_validation(run: Run, record, progress: TrainProgress) -> None:
     state.history.append(entry)
     improved = v.bleu > state.best_bleu
     if improved:
-        state.best_bleu, state.best_step = v.bleu, state.step
+        state.best_bleu, state.best_step, state.validations_since_best = v.bleu, state.step, 0
         _save(out / "best.pt", run.cfg, run.tokenizer, run.model)
+    else:
+        state.validations_since_best += 1
+    keep = max(run.cfg.train.keep_last, run.cfg.train.average_last)
+    if keep > 0:
+        _save(out / f"step{state.step}.pt", run.cfg, run.tokenizer, run.model)
+        for old in numbered_checkpoints(out)[:-keep]:
+            old.unlink()
     _save(out / "last.pt", run.cfg, run.tokenizer, run.model, run.optimizer, state)
     best = " (best, saved)" if improved else f" (best {state.best_bleu:.2f} at step {state.best_step})"
     progress.note(f"step {state.step}: valid loss {v.loss:.3f}, BLEU {v.bleu:.2f}{best}")
@@ -319,5 +334,32 @@ def train(paths: TrainPaths, cfg: Config, log=print) -> TrainState:
                 f"interrupted at step {run.state.step}; {last} saved, rerun the same command to resume"
             ) from None
     state = run.state
+    if state.validations_since_best >= run.cfg.train.patience > 0:
+        log(f"early stop: no better validation BLEU in {run.cfg.train.patience} validations")
     log(f"done: {state.step} steps; best validation BLEU {state.best_bleu:.2f} at step {state.best_step}")
+    if run.cfg.train.average_last:
+        average_last(run, log)
     return state
+
+
+def average_last(run: Run, log) -> Validation | None:
+    """Average the last `average_last` numbered checkpoints into RUN/averaged.pt and validate it."""
+    paths = numbered_checkpoints(run.paths.out)[-run.cfg.train.average_last :]
+    if len(paths) < 2:
+        log(f"not averaging: only {len(paths)} numbered checkpoint(s) in {run.paths.out}")
+        return None
+    averaged = checkpoint.average(paths)
+    out = run.paths.out / "averaged.pt"
+    checkpoint.save_checkpoint(out, averaged)
+    model = averaged.build_model(run.device)
+    v = validate(model, run.tokenizer, run.valid_pairs, run.valid_refs, run.cfg, run.device, run.bf16)
+    with open(run.paths.out / "log.jsonl", "a", encoding="utf-8") as f:
+        entry = {
+            "step": run.state.step,
+            "averaged": [p.name for p in paths],
+            "valid_loss": v.loss,
+            "valid_bleu": v.bleu,
+        }
+        f.write(json.dumps(entry) + "\n")
+    log(f"averaged {len(paths)} checkpoints into {out}: valid BLEU {v.bleu:.2f} (best one: {run.state.best_bleu:.2f})")
+    return v

@@ -89,3 +89,27 @@ def test_model_config_round_trips_through_the_checkpoint(tokenizer, tmp_path):
     model = build_model(tiny_config(tokenizer, pre_norm=True, tie_embeddings=False))
     loaded = checkpoint.load(_save(tmp_path, model, tokenizer))
     assert loaded.config.model.pre_norm and not loaded.config.model.tie_embeddings
+
+
+def test_averaging_checkpoints_gives_the_elementwise_mean(tokenizer, tmp_path):
+    from mt_cli.model import build_model
+
+    models = []
+    for seed in (1, 2, 3):
+        torch.manual_seed(seed)
+        models.append(build_model(tiny_config(tokenizer)))
+    paths = [_save(tmp_path, m, tokenizer, f"m{i}.pt") for i, m in enumerate(models)]
+    averaged = checkpoint.average(paths)
+    for key, value in averaged.model_state.items():
+        want = sum(m.state_dict()[key] for m in models) / 3
+        torch.testing.assert_close(value, want, rtol=1e-6, atol=1e-7)
+    assert averaged.build_model() is not None and averaged.train_state is None
+
+
+def test_checkpoints_of_different_models_are_not_averaged(tokenizer, tmp_path):
+    from mt_cli.model import build_model
+
+    a = _save(tmp_path, build_model(tiny_config(tokenizer)), tokenizer, "a.pt")
+    b = _save(tmp_path, build_model(tiny_config(tokenizer, ffn_dim=96)), tokenizer, "b.pt")
+    with pytest.raises(MtError, match="b.pt: a different model"):
+        checkpoint.average([a, b])

@@ -110,3 +110,10 @@ def test_empty_corpus_is_refused(tmp_path, corpus_files):
 
 def test_python_dash_m_and_help_work():
     assert "translate" in mt("--help").stdout
+
+
+def test_mt_average_writes_a_checkpoint_that_translates(trained_run, tmp_path):
+    run = trained_run / "run"
+    out = tmp_path / "avg.pt"
+    mt("average", run / "best.pt", run / "last.pt", "--out", out)
+    assert mt("translate", "--checkpoint", out, stdin="Ein hund.\n").stdout.count("\n") == 1

@@ -125,3 +125,25 @@ def test_config_defaults_are_sane_for_the_small_preset():
     assert (cfg.model.d_model, cfg.model.enc_layers, cfg.model.dec_layers) == (256, 3, 3)
     assert cfg.train == TrainConfig() and cfg.tokenizer == TokenizerConfig()
     assert math.isclose(cfg.train.label_smoothing, 0.1)
+
+
+def test_keep_last_keeps_the_newest_validations_and_average_last_writes_an_averaged_model(corpus_files, tmp_path):
+    import json
+
+    out = tmp_path / "run"
+    cfg = _tiny_run_config(max_steps=40, valid_every=10, keep_last=2, average_last=3)
+    train(_paths(corpus_files, out), cfg, log=lambda m: None)
+    # average_last 3 needs three kept checkpoints even though keep_last is 2.
+    assert sorted(p.name for p in out.glob("step*.pt")) == ["step20.pt", "step30.pt", "step40.pt"]
+    assert (out / "averaged.pt").is_file()
+    last = json.loads((out / "log.jsonl").read_text().splitlines()[-1])
+    assert last["averaged"] == ["step20.pt", "step30.pt", "step40.pt"] and "valid_bleu" in last
+
+
+def test_early_stopping_ends_the_run_after_patience_validations_without_improvement(corpus_files, tmp_path):
+    # A learning rate of ~0 keeps the model, and so the validation BLEU, from ever improving.
+    cfg = _tiny_run_config(max_steps=200, valid_every=5, patience=2, lr=1e-12, warmup_steps=0)
+    messages: list[str] = []
+    state = train(_paths(corpus_files, tmp_path / "run"), cfg, log=messages.append)
+    assert state.step == 15 and state.best_step == 5
+    assert any("early stop" in m for m in messages)
