@@ -80,6 +80,9 @@ class TrainConfig:
     label_smoothing: float = 0.1
     clip_norm: float = 1.0  # 0: no clipping
     weight_decay: float = 0.0
+    # 0: off. Otherwise validation, best.pt and step<N>.pt use an exponential moving average of the
+    # weights, ema <- decay * ema + (1 - decay) * weights after every update (e.g. 0.999).
+    ema_decay: float = 0.0
     adam_betas: tuple[float, float] = (0.9, 0.98)
     adam_eps: float = 1e-9
     max_len: int = 256  # training pairs with a longer side (in tokens) are dropped
@@ -109,6 +112,7 @@ class TrainConfig:
             _check(getattr(self, name) >= 0, f"train.{name} must not be negative")
         _check(self.lr > 0, "train.lr must be positive")
         _check(0.0 <= self.label_smoothing < 1.0, "train.label_smoothing must be in [0, 1)")
+        _check(0.0 <= self.ema_decay < 1.0, "train.ema_decay must be in [0, 1)")
         _check(self.max_len > 1, "train.max_len must be at least 2")
         _check(self.average_last != 1, "train.average_last must be 0 (off) or at least 2")
         _check(self.valid_every > 0 and self.log_every > 0, "train.valid_every and log_every must be positive")

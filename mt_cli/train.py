@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import random
@@ -142,14 +143,23 @@ def _set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def _save(path: Path, cfg, tokenizer, model, optimizer=None, state: TrainState | None = None) -> None:
+def ema_update(ema: torch.nn.Module, model: torch.nn.Module, decay: float) -> None:
+    """ema <- decay * ema + (1 - decay) * model, parameter by parameter."""
+    with torch.no_grad():
+        for e, p in zip(ema.parameters(), model.parameters(), strict=True):
+            e.lerp_(p, 1.0 - decay)
+
+
+def _save(path: Path, cfg, tokenizer, model, optimizer=None, state: TrainState | None = None, ema=None) -> None:
     train_state = None
     if state is not None:
         train_state = {**vars(state), "optimizer": optimizer.state_dict(), "rng": _rng_state()}
+        if ema is not None:
+            train_state["ema"] = ema.state_dict()
     checkpoint.save(path, cfg, tokenizer, model.state_dict(), train_state)
 
 
-def _resume(path: Path, cfg: Config, model, optimizer, log) -> TrainState:
+def _resume(path: Path, cfg: Config, model, optimizer, ema, log) -> TrainState:
     ckpt = checkpoint.load(path)
     if ckpt.train_state is None:
         raise MtError(f"{path}: holds no training state to resume from; use a new --out folder")
@@ -163,6 +173,9 @@ def _resume(path: Path, cfg: Config, model, optimizer, log) -> TrainState:
     ts = dict(ckpt.train_state)
     optimizer.load_state_dict(ts.pop("optimizer"))
     _set_rng_state(ts.pop("rng"))
+    ema_state = ts.pop("ema", None)
+    if ema is not None:
+        ema.load_state_dict(ema_state if ema_state is not None else ckpt.model_state)
     state = TrainState(**ts)
     log(f"resuming {path} at step {state.step} (epoch {state.epoch + 1}, best BLEU {state.best_bleu:.2f})")
     return state
@@ -195,6 +208,7 @@ class Run:
     tokenizer: Tokenizer
     model: Transformer
     optimizer: torch.optim.Optimizer
+    ema: Transformer | None  # the moving average of the weights, when train.ema_decay > 0
     train_pairs: Pairs
     valid_pairs: Pairs
     valid_refs: list[str]
@@ -224,13 +238,14 @@ def prepare(paths: TrainPaths, cfg: Config, log) -> Run:
     optimizer = torch.optim.AdamW(
         model.parameters(), lr=t.lr, betas=t.adam_betas, eps=t.adam_eps, weight_decay=t.weight_decay
     )
+    ema = copy.deepcopy(model).requires_grad_(False) if t.ema_decay > 0 else None
     last = paths.out / "last.pt"
-    state = _resume(last, cfg, model, optimizer, log) if last.is_file() else TrainState()
+    state = _resume(last, cfg, model, optimizer, ema, log) if last.is_file() else TrainState()
     atomic_write_text(paths.out / "config.yaml", to_yaml(cfg))
     bf16 = use_bf16(t.amp, device)
     n_params = sum(p.numel() for p in model.parameters())
     log(f"model: {n_params / 1e6:.1f}M parameters on {device}{' with bf16 autocast' if bf16 else ''}")
-    return Run(paths, cfg, device, bf16, tokenizer, model, optimizer, train_pairs, valid_pairs, valid_refs, state)
+    return Run(paths, cfg, device, bf16, tokenizer, model, optimizer, ema, train_pairs, valid_pairs, valid_refs, state)
 
 
 def train_step(run: Run, batch: list[int]) -> tuple[float, int, float, float]:
@@ -249,28 +264,31 @@ def train_step(run: Run, batch: list[int]) -> tuple[float, int, float, float]:
         group["lr"] = lr
     run.optimizer.step()
     run.optimizer.zero_grad(set_to_none=True)
+    if run.ema is not None:
+        ema_update(run.ema, model, t.ema_decay)
     return loss_sum.item(), n_tokens, lr, float(grad_norm)
 
 
 def run_validation(run: Run, record, progress: TrainProgress) -> None:
     """Score the validation set, keep best.pt when BLEU improves, and always refresh last.pt."""
     state, out = run.state, run.paths.out
-    v = validate(run.model, run.tokenizer, run.valid_pairs, run.valid_refs, run.cfg, run.device, run.bf16)
+    scored = run.ema if run.ema is not None else run.model  # the weights best.pt would hold
+    v = validate(scored, run.tokenizer, run.valid_pairs, run.valid_refs, run.cfg, run.device, run.bf16)
     entry = {"step": state.step, "valid_loss": v.loss, "valid_nll": v.nll, "valid_bleu": v.bleu}
     record(entry)
     state.history.append(entry)
     improved = v.bleu > state.best_bleu
     if improved:
         state.best_bleu, state.best_step, state.validations_since_best = v.bleu, state.step, 0
-        _save(out / "best.pt", run.cfg, run.tokenizer, run.model)
+        _save(out / "best.pt", run.cfg, run.tokenizer, scored)
     else:
         state.validations_since_best += 1
     keep = max(run.cfg.train.keep_last, run.cfg.train.average_last)
     if keep > 0:
-        _save(out / f"step{state.step}.pt", run.cfg, run.tokenizer, run.model)
+        _save(out / f"step{state.step}.pt", run.cfg, run.tokenizer, scored)
         for old in numbered_checkpoints(out)[:-keep]:
             old.unlink()
-    _save(out / "last.pt", run.cfg, run.tokenizer, run.model, run.optimizer, state)
+    _save(out / "last.pt", run.cfg, run.tokenizer, run.model, run.optimizer, state, run.ema)
     best = " (best, saved)" if improved else f" (best {state.best_bleu:.2f} at step {state.best_step})"
     progress.note(f"step {state.step}: valid loss {v.loss:.3f}, BLEU {v.bleu:.2f}{best}")
 
@@ -329,7 +347,7 @@ def train(paths: TrainPaths, cfg: Config, log=print) -> TrainState:
         try:
             train_loop(run, record, progress)
         except KeyboardInterrupt:
-            _save(last, run.cfg, run.tokenizer, run.model, run.optimizer, run.state)
+            _save(last, run.cfg, run.tokenizer, run.model, run.optimizer, run.state, run.ema)
             raise MtError(
                 f"interrupted at step {run.state.step}; {last} saved, rerun the same command to resume"
             ) from None

@@ -147,3 +147,25 @@ def test_early_stopping_ends_the_run_after_patience_validations_without_improvem
     state = train(_paths(corpus_files, tmp_path / "run"), cfg, log=messages.append)
     assert state.step == 15 and state.best_step == 5
     assert any("early stop" in m for m in messages)
+
+
+def test_ema_update_moves_each_weight_a_fixed_fraction_toward_the_model(tokenizer):
+    from mt_cli.train import ema_update
+
+    torch.manual_seed(0)
+    model, ema = build_model(tiny_config(tokenizer)), build_model(tiny_config(tokenizer))
+    before = {k: v.clone() for k, v in ema.state_dict().items()}
+    ema_update(ema, model, decay=0.9)
+    for (name, e), p in zip(ema.named_parameters(), model.parameters()):
+        torch.testing.assert_close(e, 0.9 * before[name] + 0.1 * p)
+
+
+def test_with_ema_best_holds_the_averaged_weights_and_last_can_resume_them(corpus_files, tmp_path):
+    out = tmp_path / "run"
+    train(_paths(corpus_files, out), _tiny_run_config(max_steps=10, ema_decay=0.9), log=lambda m: None)
+    best, last = checkpoint.load(out / "best.pt"), checkpoint.load(out / "last.pt")
+    key = "decoder.layers.0.feed_forward.fc1.weight"
+    assert torch.equal(best.model_state[key], last.train_state["ema"][key])
+    assert not torch.equal(best.model_state[key], last.model_state[key])
+    state = train(_paths(corpus_files, out), _tiny_run_config(max_steps=12, ema_decay=0.9), log=lambda m: None)
+    assert state.step == 12
