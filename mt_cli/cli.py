@@ -177,6 +177,44 @@ def evaluate(
         typer.echo(format_report(result))
 
 
+@app.command("tune-decoding")
+@friendly
+def tune_decoding(
+    checkpoint: Annotated[Path, typer.Option(help="The checkpoint to tune.")],
+    src: Annotated[Path, typer.Option(help="Validation source (never the test set).")],
+    ref: Annotated[Path, typer.Option(help="Validation reference.")],
+    beams: Annotated[str, typer.Option(help="Comma-separated beam sizes.")] = "1,4,5,8",
+    length_penalties: Annotated[str, typer.Option(help="Comma-separated length penalties.")] = "0.6,1.0,1.4",
+    out: Annotated[
+        Path | None, typer.Option(help="Write a copy of the checkpoint with the best pair as default.")
+    ] = None,
+    device: Device = "auto",
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Grid-search beam size and length penalty on a validation set; best first."""
+    from mt_cli.evaluate import tune_decoding as tune
+
+    rows = tune(checkpoint, src, ref, _numbers(beams, int), _numbers(length_penalties, float), device, out)
+    if as_json:
+        typer.echo(json.dumps(rows))
+        return
+    typer.echo("beam  length_penalty  BLEU")
+    for r in rows:
+        typer.echo(f"{r['beam']:>4}  {r['length_penalty']:>14}  {r['bleu']:.2f}")
+    if out is not None:
+        err(f"wrote {out} with beam {rows[0]['beam']}, length penalty {rows[0]['length_penalty']}")
+
+
+def _numbers(text: str, kind: type) -> list:
+    try:
+        values = [kind(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise MtError(f"expected comma-separated numbers, not {text!r}") from None
+    if not values:
+        raise MtError("expected at least one value")
+    return values
+
+
 @app.command()
 @friendly
 def average(

@@ -84,3 +84,41 @@ def evaluate_run(
         if len(ref) != len(src):
             raise MtError(f"{src_path} has {len(src)} lines but {path} has {len(ref)}; they must be line-aligned")
     return score(translate_lines(model, tokenizer, src, cfg), refs, metrics, tokenize)
+
+
+def tune_decoding(
+    checkpoint_path: Path,
+    src_path: Path,
+    ref_path: Path,
+    beams: list[int],
+    length_penalties: list[float],
+    device: str = "auto",
+    out: Path | None = None,
+) -> list[dict[str, Any]]:
+    """BLEU on a held-out set for every beam x length-penalty pair, best first.
+
+    Use the validation set, never the test set. With `out`, a copy of the checkpoint whose decoding
+    defaults are the best pair is written there, so `mt translate` uses them without options.
+    """
+    import dataclasses
+
+    from mt_cli import checkpoint
+    from mt_cli.translate import load_for_decoding, translate_lines
+
+    model, tokenizer, base = load_for_decoding(checkpoint_path, device, {})
+    src, ref = read_lines(src_path), read_lines(ref_path)
+    if len(src) != len(ref):
+        raise MtError(f"{src_path} has {len(src)} lines but {ref_path} has {len(ref)}; they must be line-aligned")
+    rows = []
+    for beam in beams:
+        for alpha in length_penalties if beam > 1 else length_penalties[:1]:  # greedy ignores alpha
+            cfg = dataclasses.replace(base, beam=beam, length_penalty=alpha)
+            result = score(translate_lines(model, tokenizer, src, cfg), [ref], ("bleu",))
+            rows.append({"beam": beam, "length_penalty": alpha, "bleu": result["bleu"]})
+    rows.sort(key=lambda r: -r["bleu"])
+    if out is not None:
+        ckpt = checkpoint.load(checkpoint_path)
+        best = dataclasses.replace(ckpt.config.decode, beam=rows[0]["beam"], length_penalty=rows[0]["length_penalty"])
+        ckpt.config = dataclasses.replace(ckpt.config, decode=best)
+        checkpoint.save_checkpoint(out, ckpt)
+    return rows

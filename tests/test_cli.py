@@ -117,3 +117,20 @@ def test_mt_average_writes_a_checkpoint_that_translates(trained_run, tmp_path):
     out = tmp_path / "avg.pt"
     mt("average", run / "best.pt", run / "last.pt", "--out", out)
     assert mt("translate", "--checkpoint", out, stdin="Ein hund.\n").stdout.count("\n") == 1
+
+
+def test_tune_decoding_scores_every_pair_best_first_and_writes_the_best_as_default(trained_run, corpus_files, tmp_path):
+    from mt_cli import checkpoint
+
+    tuned = tmp_path / "tuned.pt"
+    f = corpus_files
+    rows = json.loads(
+        mt(
+            "tune-decoding", "--checkpoint", trained_run / "run" / "best.pt", "--src", f["valid_src"],
+            "--ref", f["valid_tgt"], "--beams", "1,3", "--length-penalties", "0.5,1.5", "--out", tuned, "--json",
+        ).stdout
+    )  # fmt: skip
+    assert {(r["beam"], r["length_penalty"]) for r in rows} == {(1, 0.5), (3, 0.5), (3, 1.5)}
+    assert [r["bleu"] for r in rows] == sorted((r["bleu"] for r in rows), reverse=True)
+    decode = checkpoint.load(tuned).config.decode
+    assert (decode.beam, decode.length_penalty) == (rows[0]["beam"], rows[0]["length_penalty"])
