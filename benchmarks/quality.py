@@ -1,0 +1,186 @@
+"""Run a training recipe end to end and append its test scores to benchmarks/RESULTS.md.
+
+    python benchmarks/quality.py --recipe configs/multi30k.yaml --corpus multi30k --src de --tgt en
+    python benchmarks/quality.py --recipe configs/tatoeba-zh-en.yaml --corpus zh-en --src zh --tgt en
+    python benchmarks/quality.py --readme      # only regenerate README's quality table
+
+The recipe trains its own tokenizer, exactly as `mt train` does. The checkpoint that is tested
+is chosen on the validation set only: the averaged one when its validation BLEU is at least the
+best single checkpoint's, else best.pt. Figures are never typed in by hand: this script writes
+every row of RESULTS.md and the README table is generated from it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import platform
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from mt_cli.config import build_config
+from mt_cli.evaluate import score_files
+from mt_cli.files import atomic_write_text
+from mt_cli.train import TrainPaths, train
+from mt_cli.translate import translate_file
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "RESULTS.md"
+README = ROOT / "README.md"
+# corpus -> (folder under the data root, train stem, validation stem, test stems)
+CORPORA = {
+    "multi30k": ("multi30k", "train", "val", ["test2016", "test2017", "test2018"]),
+    "zh-en": ("zh-en", "train", "dev", ["test"]),
+}
+COLUMNS = [
+    "date", "commit", "recipe", "pair", "test", "BLEU", "chrF", "checkpoint",
+    "steps", "train min", "wall min", "machine", "signature",
+]  # fmt: skip
+TABLE_START, TABLE_END = "<!-- quality-table:start -->", "<!-- quality-table:end -->"
+
+
+def commit() -> str:
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+
+    head = git("rev-parse", "--short", "HEAD") or "unknown"
+    return head + ("-dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
+
+
+def chosen_checkpoint(run: Path) -> Path:
+    """averaged.pt when validation says it is at least as good as best.pt."""
+    entries = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
+    best = max((e["valid_bleu"] for e in entries if "valid_bleu" in e and "averaged" not in e), default=-1)
+    averaged = [e["valid_bleu"] for e in entries if "averaged" in e]
+    if averaged and (run / "averaged.pt").is_file() and averaged[-1] >= best:
+        return run / "averaged.pt"
+    return run / "best.pt"
+
+
+def run_recipe(args: argparse.Namespace) -> list[dict[str, str]]:
+    folder, train_stem, valid_stem, tests = CORPORA[args.corpus]
+    data = args.data / folder
+    cfg = build_config(None, args.recipe, None, args.set)
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    out = args.out or ROOT / "checkpoints" / "quality" / f"{args.recipe.stem}-{args.src}-{args.tgt}-{stamp}"
+    if (out / "last.pt").exists():
+        sys.exit(f"{out} already holds a run; choose a new --out")
+    started = time.time()
+    state = train(
+        TrainPaths(
+            data / f"{train_stem}.{args.src}",
+            data / f"{train_stem}.{args.tgt}",
+            data / f"{valid_stem}.{args.src}",
+            data / f"{valid_stem}.{args.tgt}",
+            out,
+        ),
+        cfg,
+        log=lambda m: print(m, file=sys.stderr),
+    )
+    ckpt = chosen_checkpoint(out)
+    rows = []
+    for test in tests:
+        hyp = out / f"{test}.hyp.{args.tgt}"
+        translate_file(ckpt, data / f"{test}.{args.src}", hyp, cfg.train.device)
+        result = score_files(hyp, [data / f"{test}.{args.tgt}"])
+        rows.append(
+            {
+                "date": datetime.date.today().isoformat(),
+                "commit": commit(),
+                "recipe": f"{args.recipe.name}{''.join(' ' + s for s in args.set or [])}",
+                "pair": f"{args.src}-{args.tgt}",
+                "test": test,
+                "BLEU": f"{result['bleu']:.2f}",
+                "chrF": f"{result['chrf']:.2f}",
+                "checkpoint": ckpt.name,
+                "steps": str(state.step),
+                "train min": f"{state.elapsed_s / 60:.1f}",
+                "wall min": f"{(time.time() - started) / 60:.1f}",
+                "machine": f"{platform.machine()} {torch.get_num_threads()} threads, torch {torch.__version__}",
+                # Markdown tables split cells on "|", so the signature's bars are escaped.
+                "signature": "`" + result["signature"]["bleu"].replace("|", "\\|") + "`",
+            }
+        )
+    return rows
+
+
+def append_results(rows: list[dict[str, str]], path: Path = RESULTS) -> None:
+    text = path.read_text(encoding="utf-8") if path.is_file() else ""
+    if "| date |" not in text:
+        text += (
+            "# Quality results\n\nWritten by `benchmarks/quality.py`; one row per test set of each run.\n\n"
+            + "| " + " | ".join(COLUMNS) + " |\n"
+            + "|" + "---|" * len(COLUMNS) + "\n"
+        )  # fmt: skip
+    text += "".join("| " + " | ".join(row[c] for c in COLUMNS) + " |\n" for row in rows)
+    atomic_write_text(path, text)
+
+
+def read_results(path: Path = RESULTS) -> list[dict[str, str]]:
+    if not path.is_file():
+        return []
+    rows = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        cells = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip().strip("|"))]
+        if len(cells) == len(COLUMNS) and cells[0] not in ("date",) and not cells[0].startswith("-"):
+            rows.append(dict(zip(COLUMNS, cells)))
+    return rows
+
+
+def readme_table(rows: list[dict[str, str]]) -> str:
+    """The newest row for each (recipe, pair, test), as the README shows it."""
+    latest: dict[tuple[str, str, str], dict[str, str]] = {}
+    for row in rows:
+        latest[(row["recipe"], row["pair"], row["test"])] = row
+    lines = ["| recipe | pair | test | BLEU | chrF | train min | date | commit |", "|---|---|---|---|---|---|---|---|"]
+    for r in latest.values():
+        cells = [r["recipe"], r["pair"], r["test"], r["BLEU"], r["chrF"], r["train min"], r["date"], r["commit"]]
+        lines.append("| " + " | ".join(cells) + " |")
+    if not latest:
+        lines.append("| (no runs recorded yet) | | | | | | | |")
+    return "\n".join(lines)
+
+
+def update_readme(readme: Path = README, results: Path = RESULTS) -> None:
+    text = readme.read_text(encoding="utf-8")
+    if TABLE_START not in text or TABLE_END not in text:
+        sys.exit(f"{readme}: no {TABLE_START} ... {TABLE_END} markers")
+    head, rest = text.split(TABLE_START, 1)
+    _, tail = rest.split(TABLE_END, 1)
+    table = readme_table(read_results(results))
+    atomic_write_text(readme, f"{head}{TABLE_START}\n{table}\n{TABLE_END}{tail}")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--recipe", type=Path, help="YAML recipe in configs/")
+    p.add_argument("--corpus", choices=sorted(CORPORA), default="multi30k")
+    p.add_argument("--src", default="de")
+    p.add_argument("--tgt", default="en")
+    p.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data", help="folder holding the corpora")
+    p.add_argument("--out", type=Path, help="run folder (default: checkpoints/quality/<recipe>-<pair>-<time>)")
+    p.add_argument(
+        "--set", action="append", help="override a config field, as in `mt train --set` (recorded in the row)"
+    )
+    p.add_argument("--results", type=Path, default=RESULTS)
+    p.add_argument("--readme", action="store_true", help="only regenerate the README table")
+    args = p.parse_args()
+    if not args.readme:
+        if args.recipe is None:
+            p.error("--recipe is required unless --readme is given")
+        rows = run_recipe(args)
+        append_results(rows, args.results)
+        for row in rows:
+            print(f"{row['pair']} {row['test']}: BLEU {row['BLEU']}, chrF {row['chrF']} ({row['checkpoint']})")
+    if args.results == RESULTS:
+        update_readme()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,54 @@
+"""benchmarks/quality.py runs a recipe end to end and writes its rows; the README table comes from them."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import make_pairs, write_lines
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import quality  # noqa: E402
+
+
+def test_quality_script_trains_a_recipe_scores_every_test_set_and_appends_rows(tmp_path):
+    data = tmp_path / "data" / "multi30k"
+    data.mkdir(parents=True)
+    for stem, n, seed in (
+        ("train", 300, 0),
+        ("val", 20, 1),
+        ("test2016", 10, 2),
+        ("test2017", 10, 3),
+        ("test2018", 10, 4),
+    ):
+        de, en = make_pairs(n, seed)
+        write_lines(data / f"{stem}.de", de)
+        write_lines(data / f"{stem}.en", en)
+    recipe = tmp_path / "tiny-recipe.yaml"
+    recipe.write_text("preset: tiny\ntokenizer:\n  vocab_size: 100\ntrain:\n  max_steps: 20\n  valid_every: 10\n"
+                      "  keep_last: 2\n  average_last: 2\n  device: cpu\ndecode:\n  beam: 2\n")  # fmt: skip
+    results = tmp_path / "RESULTS.md"
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "quality.py"), "--recipe", str(recipe), "--data",
+           str(tmp_path / "data"), "--out", str(tmp_path / "run"), "--results", str(results),
+           "--set", "train.batch_tokens=400"]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    rows = quality.read_results(results)
+    assert [r["test"] for r in rows] == ["test2016", "test2017", "test2018"]
+    assert all(r["pair"] == "de-en" and r["steps"] == "20" for r in rows)
+    assert rows[0]["recipe"] == "tiny-recipe.yaml train.batch_tokens=400"
+    assert rows[0]["checkpoint"] in ("best.pt", "averaged.pt")
+    assert float(rows[0]["BLEU"]) >= 0 and "tok:13a" in rows[0]["signature"]
+
+
+def test_readme_table_shows_the_newest_row_of_each_recipe_pair_and_test(tmp_path):
+    results = tmp_path / "RESULTS.md"
+    row = dict.fromkeys(quality.COLUMNS, "x")
+    quality.append_results([{**row, "test": "t1", "BLEU": "30.00"}, {**row, "test": "t2", "BLEU": "20.00"}], results)
+    quality.append_results([{**row, "test": "t1", "BLEU": "31.00"}], results)
+    readme = tmp_path / "README.md"
+    readme.write_text(f"intro\n{quality.TABLE_START}\nold\n{quality.TABLE_END}\noutro\n")
+    quality.update_readme(readme, results)
+    text = readme.read_text()
+    assert "31.00" in text and "20.00" in text and "30.00" not in text and "old" not in text
+    assert text.startswith("intro\n") and text.endswith("outro\n")
