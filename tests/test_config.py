@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import pytest
 
 from mt_cli.config import PRESETS, Config, build_config, from_dict, to_dict
@@ -56,3 +58,8 @@ def test_the_preset_yaml_files_in_configs_equal_the_presets(name):
 
     path = Path(__file__).resolve().parents[1] / "configs" / f"{name}.yaml"
     assert build_config(None, path) == build_config(name)
+
+
+@pytest.mark.parametrize("path", sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml")), ids=str)
+def test_every_shipped_config_file_builds(path):
+    assert isinstance(build_config(None, path), Config)
