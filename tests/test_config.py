@@ -54,8 +54,6 @@ def test_every_preset_builds():
 
 @pytest.mark.parametrize("name", sorted(PRESETS))
 def test_the_preset_yaml_files_in_configs_equal_the_presets(name):
-    from pathlib import Path
-
     path = Path(__file__).resolve().parents[1] / "configs" / f"{name}.yaml"
     assert build_config(None, path) == build_config(name)
 
