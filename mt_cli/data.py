@@ -42,6 +42,14 @@ def iter_text_lines(stream: BinaryIO, name: str) -> Iterator[str]:
         yield line.rstrip("\r\n")
 
 
+def check_aligned(path_a: Path, lines_a: list[str], path_b: Path, lines_b: list[str]) -> None:
+    """Parallel files, or hypotheses and references, must have one line for each other's line."""
+    if len(lines_a) != len(lines_b):
+        raise MtError(
+            f"{path_a} has {len(lines_a)} lines but {path_b} has {len(lines_b)}; the files must be line-aligned"
+        )
+
+
 @dataclass(frozen=True)
 class Corpus:
     src: list[str]
@@ -52,10 +60,7 @@ class Corpus:
 def read_parallel(src_path: Path, tgt_path: Path) -> Corpus:
     """Line-aligned source and target files; pairs with an empty side are dropped and counted."""
     src, tgt = read_lines(src_path), read_lines(tgt_path)
-    if len(src) != len(tgt):
-        raise MtError(
-            f"{src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}; parallel files must be line-aligned"
-        )
+    check_aligned(src_path, src, tgt_path, tgt)
     keep = [i for i, (s, t) in enumerate(zip(src, tgt)) if s.strip() and t.strip()]
     if not keep:
         raise MtError(f"{src_path} / {tgt_path}: no sentence pairs with text on both sides")

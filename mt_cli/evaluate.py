@@ -7,7 +7,7 @@ from typing import Any
 
 from sacrebleu.metrics import BLEU, CHRF, TER
 
-from mt_cli.data import read_lines
+from mt_cli.data import check_aligned, read_lines
 from mt_cli.errors import MtError
 from mt_cli.tokenizer import is_mostly_cjk
 
@@ -44,11 +44,7 @@ def score_files(
     hyps = read_lines(hyp_path)
     refs = [read_lines(p) for p in ref_paths]
     for path, ref in zip(ref_paths, refs):
-        if len(ref) != len(hyps):
-            raise MtError(
-                f"{hyp_path} has {len(hyps)} lines but {path} has {len(ref)}; "
-                "hypotheses and references must be line-aligned"
-            )
+        check_aligned(hyp_path, hyps, path, ref)
     return score(hyps, refs, metrics, tokenize)
 
 
@@ -81,8 +77,7 @@ def evaluate_run(
     src = read_lines(src_path)
     refs = [read_lines(p) for p in ref_paths]
     for path, ref in zip(ref_paths, refs):
-        if len(ref) != len(src):
-            raise MtError(f"{src_path} has {len(src)} lines but {path} has {len(ref)}; they must be line-aligned")
+        check_aligned(src_path, src, path, ref)
     return score(translate_lines(model, tokenizer, src, cfg), refs, metrics, tokenize)
 
 
@@ -107,8 +102,7 @@ def tune_decoding(
 
     model, tokenizer, base = load_for_decoding(checkpoint_path, device, {})
     src, ref = read_lines(src_path), read_lines(ref_path)
-    if len(src) != len(ref):
-        raise MtError(f"{src_path} has {len(src)} lines but {ref_path} has {len(ref)}; they must be line-aligned")
+    check_aligned(src_path, src, ref_path, ref)
     rows = []
     for beam in beams:
         for alpha in length_penalties if beam > 1 else length_penalties[:1]:  # greedy ignores alpha

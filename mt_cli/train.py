@@ -351,16 +351,16 @@ def train(paths: TrainPaths, cfg: Config, log=print) -> TrainState:
             raise MtError(
                 f"interrupted at step {run.state.step}; {last} saved, rerun the same command to resume"
             ) from None
-    state = run.state
-    if state.validations_since_best >= run.cfg.train.patience > 0:
-        log(f"early stop: no better validation BLEU in {run.cfg.train.patience} validations")
-    log(f"done: {state.step} steps; best validation BLEU {state.best_bleu:.2f} at step {state.best_step}")
-    if run.cfg.train.average_last:
-        average_last(run, log)
+        state = run.state
+        if state.validations_since_best >= run.cfg.train.patience > 0:
+            log(f"early stop: no better validation BLEU in {run.cfg.train.patience} validations")
+        log(f"done: {state.step} steps; best validation BLEU {state.best_bleu:.2f} at step {state.best_step}")
+        if run.cfg.train.average_last:
+            average_last(run, record, log)
     return state
 
 
-def average_last(run: Run, log) -> Validation | None:
+def average_last(run: Run, record, log) -> Validation | None:
     """Average the last `average_last` numbered checkpoints into RUN/averaged.pt and validate it."""
     paths = numbered_checkpoints(run.paths.out)[-run.cfg.train.average_last :]
     if len(paths) < 2:
@@ -371,13 +371,6 @@ def average_last(run: Run, log) -> Validation | None:
     checkpoint.save_checkpoint(out, averaged)
     model = averaged.build_model(run.device)
     v = validate(model, run.tokenizer, run.valid_pairs, run.valid_refs, run.cfg, run.device, run.bf16)
-    with open(run.paths.out / "log.jsonl", "a", encoding="utf-8") as f:
-        entry = {
-            "step": run.state.step,
-            "averaged": [p.name for p in paths],
-            "valid_loss": v.loss,
-            "valid_bleu": v.bleu,
-        }
-        f.write(json.dumps(entry) + "\n")
+    record({"step": run.state.step, "averaged": [p.name for p in paths], "valid_loss": v.loss, "valid_bleu": v.bleu})
     log(f"averaged {len(paths)} checkpoints into {out}: valid BLEU {v.bleu:.2f} (best one: {run.state.best_bleu:.2f})")
     return v
