@@ -4,6 +4,9 @@
     python benchmarks/quality.py --recipe configs/tatoeba-zh-en.yaml --corpus zh-en --src zh --tgt en
     python benchmarks/quality.py --readme      # only regenerate README's quality table
 
+With --tune, beam size and length penalty are chosen on the validation set (`mt tune-decoding`)
+and the test sets are translated with the winner.
+
 The recipe trains its own tokenizer, exactly as `mt train` does. The checkpoint that is tested
 is chosen on the validation set only: the averaged one when its validation BLEU is at least the
 best single checkpoint's, else best.pt. Figures are never typed in by hand: this script writes
@@ -25,7 +28,7 @@ from pathlib import Path
 import torch
 
 from mt_cli.config import build_config
-from mt_cli.evaluate import score_files
+from mt_cli.evaluate import score_files, tune_decoding
 from mt_cli.files import atomic_write_text
 from mt_cli.train import TrainPaths, train
 from mt_cli.translate import translate_file
@@ -42,6 +45,7 @@ COLUMNS = [
     "date", "commit", "recipe", "pair", "test", "BLEU", "chrF", "checkpoint",
     "steps", "train min", "wall min", "machine", "signature",
 ]  # fmt: skip
+TUNE_BEAMS, TUNE_PENALTIES = [4, 5, 8], [0.6, 0.8, 1.0, 1.2]
 TABLE_START, TABLE_END = "<!-- quality-table:start -->", "<!-- quality-table:end -->"
 
 
@@ -84,6 +88,14 @@ def run_recipe(args: argparse.Namespace) -> list[dict[str, str]]:
         log=lambda m: print(m, file=sys.stderr),
     )
     ckpt = chosen_checkpoint(out)
+    decoding = f"beam {cfg.decode.beam}, lp {cfg.decode.length_penalty:g}"
+    if args.tune:
+        # On the validation set only: the test sets never take part in a choice.
+        valid = (data / f"{valid_stem}.{args.src}", data / f"{valid_stem}.{args.tgt}")
+        tuned = tune_decoding(ckpt, *valid, TUNE_BEAMS, TUNE_PENALTIES, cfg.train.device, out / "tuned.pt")
+        print(f"tuned on {valid[0].name}: " + ", ".join(_tuning_cell(r) for r in tuned[:3]), file=sys.stderr)
+        decoding = f"beam {tuned[0]['beam']}, lp {tuned[0]['length_penalty']:g} (tuned)"
+        ckpt = out / "tuned.pt"
     rows = []
     for test in tests:
         hyp = out / f"{test}.hyp.{args.tgt}"
@@ -98,7 +110,7 @@ def run_recipe(args: argparse.Namespace) -> list[dict[str, str]]:
                 "test": test,
                 "BLEU": f"{result['bleu']:.2f}",
                 "chrF": f"{result['chrf']:.2f}",
-                "checkpoint": ckpt.name,
+                "checkpoint": f"{chosen_checkpoint(out).name}, {decoding}",
                 "steps": str(state.step),
                 "train min": f"{state.elapsed_s / 60:.1f}",
                 "wall min": f"{(time.time() - started) / 60:.1f}",
@@ -108,6 +120,10 @@ def run_recipe(args: argparse.Namespace) -> list[dict[str, str]]:
             }
         )
     return rows
+
+
+def _tuning_cell(row: dict) -> str:
+    return f"beam {row['beam']} lp {row['length_penalty']:g}: {row['bleu']:.2f}"
 
 
 def append_results(rows: list[dict[str, str]], path: Path = RESULTS) -> None:
@@ -138,12 +154,12 @@ def readme_table(rows: list[dict[str, str]]) -> str:
     latest: dict[tuple[str, str, str], dict[str, str]] = {}
     for row in rows:
         latest[(row["recipe"], row["pair"], row["test"])] = row
-    lines = ["| recipe | pair | test | BLEU | chrF | train min | date | commit |", "|---|---|---|---|---|---|---|---|"]
+    names = ["recipe", "pair", "test", "BLEU", "chrF", "checkpoint", "train min", "date", "commit"]
+    lines = ["| " + " | ".join(names) + " |", "|" + "---|" * len(names)]
     for r in latest.values():
-        cells = [r["recipe"], r["pair"], r["test"], r["BLEU"], r["chrF"], r["train min"], r["date"], r["commit"]]
-        lines.append("| " + " | ".join(cells) + " |")
+        lines.append("| " + " | ".join(r[n] for n in names) + " |")
     if not latest:
-        lines.append("| (no runs recorded yet) | | | | | | | |")
+        lines.append("| (no runs recorded yet) |" + " |" * (len(names) - 1))
     return "\n".join(lines)
 
 
@@ -167,6 +183,9 @@ def main() -> None:
     p.add_argument("--out", type=Path, help="run folder (default: checkpoints/quality/<recipe>-<pair>-<time>)")
     p.add_argument(
         "--set", action="append", help="override a config field, as in `mt train --set` (recorded in the row)"
+    )
+    p.add_argument(
+        "--tune", action="store_true", help="pick beam and length penalty on the validation set before testing"
     )
     p.add_argument("--results", type=Path, default=RESULTS)
     p.add_argument("--readme", action="store_true", help="only regenerate the README table")

@@ -77,6 +77,12 @@ class TrainConfig:
     max_minutes: float = 0.0  # 0: no limit; counts training time, validation included
     lr: float = 1e-3  # peak learning rate, reached at the end of warmup
     warmup_steps: int = 400
+    # After warmup: "inverse_sqrt", the paper's 1/sqrt(step) decay, open-ended; "cosine", a half
+    # cosine reaching 0 when the run's budget (max_steps, max_minutes or max_epochs, whichever ends
+    # first) is spent; "wsd", hold the peak, then fall linearly to 0 over the budget's last
+    # `lr_cooldown` fraction. The last two make a time-limited run end annealed.
+    lr_schedule: str = "inverse_sqrt"
+    lr_cooldown: float = 0.2
     label_smoothing: float = 0.1
     clip_norm: float = 1.0  # 0: no clipping
     weight_decay: float = 0.0
@@ -111,6 +117,16 @@ class TrainConfig:
         ):
             _check(getattr(self, name) >= 0, f"train.{name} must not be negative")
         _check(self.lr > 0, "train.lr must be positive")
+        _check(
+            self.lr_schedule in ("inverse_sqrt", "cosine", "wsd"),
+            f"train.lr_schedule must be inverse_sqrt, cosine or wsd, not {self.lr_schedule!r}",
+        )
+        _check(
+            self.lr_schedule == "inverse_sqrt" or self.max_steps > 0 or self.max_minutes > 0 or self.max_epochs > 0,
+            f"train.lr_schedule {self.lr_schedule} needs a budget to decay over:"
+            " set max_steps, max_minutes or max_epochs",
+        )
+        _check(0.0 < self.lr_cooldown <= 1.0, "train.lr_cooldown must be in (0, 1]")
         _check(0.0 <= self.label_smoothing < 1.0, "train.label_smoothing must be in [0, 1)")
         _check(0.0 <= self.ema_decay < 1.0, "train.ema_decay must be in [0, 1)")
         _check(self.max_len > 1, "train.max_len must be at least 2")

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from mt_cli import checkpoint
-from mt_cli.config import Config, to_yaml
+from mt_cli.config import Config, TrainConfig, to_yaml
 from mt_cli.data import Pairs, collate, filter_long, make_batches, read_parallel
 from mt_cli.errors import MtError
 from mt_cli.evaluate import score
@@ -28,15 +28,41 @@ from mt_cli.search import translate_ids
 from mt_cli.tokenizer import PAD, Tokenizer, train_tokenizer
 
 
-def lr_at(step: int, peak: float, warmup: int) -> float:
-    """Linear warmup to `peak`, then decay with 1/sqrt(step): the paper's schedule, scaled to its peak.
+def lr_at(
+    step: int, peak: float, warmup: int, schedule: str = "inverse_sqrt", progress: float = 0.0, cooldown: float = 1.0
+) -> float:
+    """The learning rate for update `step` (counted from 1): linear warmup to `peak`, then
 
-    `step` counts from 1 (the first update).
+    - "inverse_sqrt": decay with 1/sqrt(step), the paper's schedule scaled to its peak;
+    - "cosine": a half cosine that reaches 0 when `progress`, the spent fraction of the budget, is 1;
+    - "wsd" (warmup-stable-decay): hold the peak, then fall linearly to 0 over the last `cooldown`
+      fraction of the budget.
     """
     step = max(step, 1)
+    warm = min(step / warmup, 1.0) if warmup else 1.0
+    progress = min(max(progress, 0.0), 1.0)
+    if schedule == "cosine":
+        return peak * warm * 0.5 * (1.0 + math.cos(math.pi * progress))
+    if schedule == "wsd":
+        return peak * warm * min(1.0, (1.0 - progress) / cooldown)
     if warmup == 0:
         return peak
-    return peak * min(step / warmup, math.sqrt(warmup / step))
+    return peak * min(warm, math.sqrt(warmup / step))
+
+
+def budget_progress(step: int, elapsed_s: float, epochs: float, cfg: TrainConfig) -> float:
+    """The spent fraction of the run's budget: the largest over the limits that are set (0 if none).
+
+    `epochs` counts fractionally (2.5 = halfway through the third epoch).
+    """
+    fractions = [0.0]
+    if cfg.max_steps > 0:
+        fractions.append(step / cfg.max_steps)
+    if cfg.max_minutes > 0:
+        fractions.append(elapsed_s / (cfg.max_minutes * 60))
+    if cfg.max_epochs > 0:
+        fractions.append(epochs / cfg.max_epochs)
+    return max(fractions)
 
 
 def label_smoothed_loss(logits: Tensor, target: Tensor, smoothing: float, pad_id: int = PAD) -> tuple[Tensor, Tensor]:
@@ -248,8 +274,11 @@ def prepare(paths: TrainPaths, cfg: Config, log) -> Run:
     return Run(paths, cfg, device, bf16, tokenizer, model, optimizer, ema, train_pairs, valid_pairs, valid_refs, state)
 
 
-def train_step(run: Run, batch: list[int]) -> tuple[float, int, float, float]:
-    """One update on one batch: returns (summed loss, target tokens, learning rate, gradient norm)."""
+def train_step(run: Run, batch: list[int], progress: float = 0.0) -> tuple[float, int, float, float]:
+    """One update on one batch: returns (summed loss, target tokens, learning rate, gradient norm).
+
+    `progress` is the spent fraction of the budget, which the cosine and wsd schedules decay over.
+    """
     t, model = run.cfg.train, run.model
     src, tgt_in, tgt_out = (x.to(run.device) for x in collate(run.train_pairs, batch))
     with autocast(run.bf16, run.device):
@@ -259,7 +288,7 @@ def train_step(run: Run, batch: list[int]) -> tuple[float, int, float, float]:
     (loss_sum / n_tokens).backward()
     # With clipping off the norm is still measured (an infinite bound never clips), for the log.
     grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), t.clip_norm if t.clip_norm > 0 else math.inf)
-    lr = lr_at(run.state.step + 1, t.lr, t.warmup_steps)
+    lr = lr_at(run.state.step + 1, t.lr, t.warmup_steps, t.lr_schedule, progress, t.lr_cooldown)
     for group in run.optimizer.param_groups:
         group["lr"] = lr
     run.optimizer.step()
@@ -303,7 +332,9 @@ def train_loop(run: Run, record, progress: TrainProgress) -> None:
     while not _done(state, run.cfg):
         batches = make_batches(run.train_pairs, t.batch_tokens, seed=t.seed + state.epoch)
         while state.batch_in_epoch < len(batches) and not _done(state, run.cfg):
-            loss_sum, n_tokens, lr, grad_norm = train_step(run, batches[state.batch_in_epoch])
+            epochs = state.epoch + state.batch_in_epoch / len(batches)
+            spent = budget_progress(state.step, state.elapsed_s, epochs, t)
+            loss_sum, n_tokens, lr, grad_norm = train_step(run, batches[state.batch_in_epoch], spent)
             state.step += 1
             state.batch_in_epoch += 1
             now = time.perf_counter()

@@ -33,6 +33,9 @@ def test_config_round_trips_through_a_plain_dict():
         ("train.amp=fp8", "amp must be"),
         ("nodot", "expected SECTION.FIELD=VALUE"),
         ("model.pre_norm=1", "must be of type bool"),
+        ("train.lr_schedule=linear", "lr_schedule must be inverse_sqrt, cosine or wsd"),
+        ("train.lr_cooldown=0", "lr_cooldown must be in"),
+        ("train.lr_schedule=cosine", "cosine needs a budget"),
     ],
 )
 def test_bad_overrides_get_clear_messages(item, message):

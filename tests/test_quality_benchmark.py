@@ -1,17 +1,19 @@
 """benchmarks/quality.py runs a recipe end to end and writes its rows; the README table comes from them."""
 
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 from conftest import make_pairs, write_lines
+from mt_cli import checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import quality  # noqa: E402
 
 
-def test_quality_script_trains_a_recipe_scores_every_test_set_and_appends_rows(tmp_path):
+def test_quality_script_trains_a_recipe_tunes_decoding_on_val_scores_every_test_set_and_appends_rows(tmp_path):
     data = tmp_path / "data" / "multi30k"
     data.mkdir(parents=True)
     for stem, n, seed in (
@@ -30,14 +32,17 @@ def test_quality_script_trains_a_recipe_scores_every_test_set_and_appends_rows(t
     results = tmp_path / "RESULTS.md"
     cmd = [sys.executable, str(ROOT / "benchmarks" / "quality.py"), "--recipe", str(recipe), "--data",
            str(tmp_path / "data"), "--out", str(tmp_path / "run"), "--results", str(results),
-           "--set", "train.batch_tokens=400"]  # fmt: skip
+           "--set", "train.batch_tokens=400", "--tune"]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     rows = quality.read_results(results)
     assert [r["test"] for r in rows] == ["test2016", "test2017", "test2018"]
     assert all(r["pair"] == "de-en" and r["steps"] == "20" for r in rows)
     assert rows[0]["recipe"] == "tiny-recipe.yaml train.batch_tokens=400"
-    assert rows[0]["checkpoint"] in ("best.pt", "averaged.pt")
+    assert re.fullmatch(r"(best|averaged)\.pt, beam \d+, lp [\d.]+ \(tuned\)", rows[0]["checkpoint"])
+    tuned = checkpoint.load(tmp_path / "run" / "tuned.pt").config.decode
+    assert rows[0]["checkpoint"].endswith(f"beam {tuned.beam}, lp {tuned.length_penalty:g} (tuned)")
+    assert "tuned on val.de" in proc.stderr
     assert float(rows[0]["BLEU"]) >= 0 and "tok:13a" in rows[0]["signature"]
 
 

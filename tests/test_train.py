@@ -11,7 +11,7 @@ from mt_cli.config import Config, DecodeConfig, TokenizerConfig, TrainConfig, bu
 from mt_cli.data import Pairs, collate
 from mt_cli.model import build_model
 from mt_cli.search import translate_ids
-from mt_cli.train import TrainPaths, label_smoothed_loss, lr_at, train
+from mt_cli.train import TrainPaths, budget_progress, label_smoothed_loss, lr_at, train
 
 
 def test_lr_warms_up_linearly_to_its_peak_then_decays_as_inverse_square_root():
@@ -23,6 +23,46 @@ def test_lr_warms_up_linearly_to_its_peak_then_decays_as_inverse_square_root():
     assert lr_at(10, peak, 0) == peak
     steps = [lr_at(s, peak, warmup) for s in range(1, 1000)]
     assert max(steps) == pytest.approx(peak)
+
+
+def test_cosine_lr_warms_up_then_falls_to_zero_as_the_budget_is_spent():
+    peak, warmup = 1e-3, 100
+    assert lr_at(50, peak, warmup, "cosine", progress=0.0) == pytest.approx(peak / 2)
+    assert lr_at(100, peak, warmup, "cosine", progress=0.0) == pytest.approx(peak)
+    assert lr_at(5000, peak, warmup, "cosine", progress=0.5) == pytest.approx(peak / 2)
+    assert lr_at(5000, peak, warmup, "cosine", progress=1.0) == pytest.approx(0.0)
+    assert lr_at(9000, peak, warmup, "cosine", progress=1.3) == pytest.approx(0.0)  # past the budget: no rise
+    falling = [lr_at(1000, peak, warmup, "cosine", progress=p / 100) for p in range(101)]
+    assert all(a > b for a, b in zip(falling, falling[1:]))
+
+
+def test_wsd_lr_holds_its_peak_then_falls_linearly_to_zero_over_the_cooldown():
+    peak, warmup = 1e-3, 100
+    assert lr_at(50, peak, warmup, "wsd", progress=0.0, cooldown=0.2) == pytest.approx(peak / 2)
+    assert lr_at(3000, peak, warmup, "wsd", progress=0.5, cooldown=0.2) == pytest.approx(peak)
+    assert lr_at(3000, peak, warmup, "wsd", progress=0.8, cooldown=0.2) == pytest.approx(peak)
+    assert lr_at(3000, peak, warmup, "wsd", progress=0.9, cooldown=0.2) == pytest.approx(peak / 2)
+    assert lr_at(3000, peak, warmup, "wsd", progress=1.0, cooldown=0.2) == pytest.approx(0.0)
+    assert lr_at(3000, peak, warmup, "wsd", progress=1.2, cooldown=0.2) == pytest.approx(0.0)
+
+
+def test_budget_progress_is_the_most_spent_of_the_limits_that_are_set():
+    assert budget_progress(500, 60.0, 1.0, TrainConfig()) == 0.0
+    assert budget_progress(500, 60.0, 1.0, TrainConfig(max_steps=1000)) == 0.5
+    assert budget_progress(500, 60.0, 1.0, TrainConfig(max_steps=1000, max_minutes=4)) == 0.5
+    assert budget_progress(500, 180.0, 1.0, TrainConfig(max_steps=1000, max_minutes=4)) == 0.75
+    assert budget_progress(500, 60.0, 2.5, TrainConfig(max_steps=1000, max_epochs=5)) == 0.5
+
+
+def test_a_cosine_run_logs_a_falling_lr_that_ends_near_zero(corpus_files, tmp_path):
+    import json
+
+    out = tmp_path / "run"
+    cfg = _tiny_run_config(max_steps=40, warmup_steps=5, lr_schedule="cosine", log_every=5, valid_every=40)
+    train(_paths(corpus_files, out), cfg, log=lambda m: None)
+    lrs = [e["lr"] for e in map(json.loads, (out / "log.jsonl").read_text().splitlines()) if "lr" in e]
+    assert len(lrs) == 8 and all(a > b for a, b in zip(lrs, lrs[1:]))
+    assert lrs[-1] < cfg.train.lr * 0.01
 
 
 def test_label_smoothed_loss_matches_the_formula_and_ignores_padding():
