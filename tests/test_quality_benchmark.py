@@ -57,3 +57,22 @@ def test_readme_table_shows_the_newest_row_of_each_recipe_pair_and_test(tmp_path
     text = readme.read_text()
     assert "31.00" in text and "20.00" in text and "30.00" not in text and "old" not in text
     assert text.startswith("intro\n") and text.endswith("outro\n")
+
+
+def test_trials_table_names_what_each_run_changed_and_its_validation_bleu(tmp_path):
+    import json
+
+    import trials
+
+    from mt_cli.config import build_config, to_yaml
+
+    for name, sets, bleus in (("a", [], [10.0, 20.0]), ("b", ["train.lr=0.002", "model.dropout=0.3"], [12.0, 11.0])):
+        run = tmp_path / name
+        run.mkdir()
+        (run / "config.yaml").write_text(to_yaml(build_config("small", sets=sets)))
+        log = [{"step": 50, "loss": 5.0, "tokens_per_s": 1000.0, "elapsed_s": 60.0}]
+        log += [{"step": 100 * (i + 1), "valid_bleu": b} for i, b in enumerate(bleus)]
+        (run / "log.jsonl").write_text("".join(json.dumps(e) + "\n" for e in log))
+    rows = trials.table([tmp_path / "a", tmp_path / "b"]).splitlines()[2:]
+    assert rows[0] == "| a | (baseline) | 200 | 1.0 | 1000 | 20.00 | 20.00 | - |"
+    assert rows[1] == "| b | model.dropout=0.3, train.lr=0.002 | 200 | 1.0 | 1000 | 11.00 | 12.00 | - |"
