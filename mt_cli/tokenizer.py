@@ -110,6 +110,21 @@ def train_sentencepiece(lines: list[str], cfg: TokenizerConfig) -> bytes:
     if coverage is None:
         coverage = 0.9995 if is_mostly_cjk(lines) else 1.0
     model = io.BytesIO()
+    try:
+        _train_spm(lines, model, cfg, coverage)
+    except RuntimeError as e:
+        # SentencePiece fails when the vocabulary cannot even hold the corpus's characters.
+        if "required_chars" not in str(e):
+            raise
+        needed = str(e).split(" vs ")[-1].split(".")[0]
+        raise MtError(
+            f"tokenizer.vocab_size {cfg.vocab_size} is too small: this text needs {needed} pieces for its characters"
+            " alone; raise tokenizer.vocab_size or lower tokenizer.character_coverage"
+        ) from None
+    return model.getvalue()
+
+
+def _train_spm(lines: list[str], model: io.BytesIO, cfg: TokenizerConfig, coverage: float) -> None:
     spm.SentencePieceTrainer.train(
         sentence_iterator=iter(lines),
         model_writer=model,
@@ -131,7 +146,6 @@ def train_sentencepiece(lines: list[str], cfg: TokenizerConfig) -> bytes:
         num_threads=2,
         minloglevel=2,
     )
-    return model.getvalue()
 
 
 def train_tokenizer(src_lines: list[str], tgt_lines: list[str], cfg: TokenizerConfig) -> Tokenizer:
