@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import platform
 import re
 import subprocess
@@ -26,6 +25,7 @@ import time
 from pathlib import Path
 
 import torch
+from trials import summary  # this folder's run-log reader
 
 from mt_cli.config import build_config
 from mt_cli.evaluate import score_files, tune_decoding
@@ -59,10 +59,8 @@ def commit() -> str:
 
 def chosen_checkpoint(run: Path) -> Path:
     """averaged.pt when validation says it is at least as good as best.pt."""
-    entries = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
-    best = max((e["valid_bleu"] for e in entries if "valid_bleu" in e and "averaged" not in e), default=-1)
-    averaged = [e["valid_bleu"] for e in entries if "averaged" in e]
-    if averaged and (run / "averaged.pt").is_file() and averaged[-1] >= best:
+    s = summary(run)
+    if s["averaged"] is not None and (run / "averaged.pt").is_file() and s["averaged"] >= s["best"]:
         return run / "averaged.pt"
     return run / "best.pt"
 
@@ -87,7 +85,7 @@ def run_recipe(args: argparse.Namespace) -> list[dict[str, str]]:
         cfg,
         log=lambda m: print(m, file=sys.stderr),
     )
-    ckpt = chosen_checkpoint(out)
+    chosen = ckpt = chosen_checkpoint(out)
     decoding = f"beam {cfg.decode.beam}, lp {cfg.decode.length_penalty:g}"
     if args.tune:
         # On the validation set only: the test sets never take part in a choice.
@@ -110,7 +108,7 @@ def run_recipe(args: argparse.Namespace) -> list[dict[str, str]]:
                 "test": test,
                 "BLEU": f"{result['bleu']:.2f}",
                 "chrF": f"{result['chrf']:.2f}",
-                "checkpoint": f"{chosen_checkpoint(out).name}, {decoding}",
+                "checkpoint": f"{chosen.name}, {decoding}",
                 "steps": str(state.step),
                 "train min": f"{state.elapsed_s / 60:.1f}",
                 "wall min": f"{(time.time() - started) / 60:.1f}",
