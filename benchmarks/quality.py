@@ -73,7 +73,7 @@ def run_recipe(args: argparse.Namespace) -> list[dict[str, str]]:
     out = args.out or ROOT / "checkpoints" / "quality" / f"{args.recipe.stem}-{args.src}-{args.tgt}-{stamp}"
     if (out / "last.pt").exists():
         sys.exit(f"{out} already holds a run; choose a new --out")
-    started = time.time()
+    started, code = time.time(), commit()  # the code that trains, even if the tree changes later
     state = train(
         TrainPaths(
             data / f"{train_stem}.{args.src}",
@@ -102,7 +102,7 @@ def run_recipe(args: argparse.Namespace) -> list[dict[str, str]]:
         rows.append(
             {
                 "date": datetime.date.today().isoformat(),
-                "commit": commit(),
+                "commit": code,
                 "recipe": f"{args.recipe.name}{''.join(' ' + s for s in args.set or [])}",
                 "pair": f"{args.src}-{args.tgt}",
                 "test": test,
