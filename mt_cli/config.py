@@ -38,6 +38,10 @@ class ModelConfig:
     src_vocab_size: int = 0
     tgt_vocab_size: int = 0
     shared_vocab: bool = True  # one joint tokenizer for both sides
+    # What the decoder reads at step 0: "pad", a zero vector (PAD's embedding), as Marian and
+    # CTranslate2 start, so exported models decode identically there; "bos" is how checkpoints of
+    # format 1 were trained, and they keep it.
+    decoder_start: str = "pad"
 
     def __post_init__(self) -> None:
         for name in ("d_model", "n_heads", "ffn_dim", "enc_layers", "dec_layers", "max_positions"):
@@ -49,6 +53,10 @@ class ModelConfig:
         _check(self.d_model % 2 == 0, "model.d_model must be even for sinusoidal positions")
         for name in ("dropout", "attention_dropout", "activation_dropout"):
             _check(0.0 <= getattr(self, name) < 1.0, f"model.{name} must be in [0, 1)")
+        _check(
+            self.decoder_start in ("pad", "bos"),
+            f"model.decoder_start must be 'pad' or 'bos', not {self.decoder_start!r}",
+        )
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from torch import Tensor, nn
 
 from mt_cli.config import ModelConfig
 from mt_cli.errors import MtError
-from mt_cli.tokenizer import PAD
+from mt_cli.tokenizer import BOS, PAD
 
 
 def sinusoid_table(n_positions: int, dim: int) -> Tensor:
@@ -208,6 +208,8 @@ class Transformer(nn.Module):
         if cfg.src_vocab_size <= 0 or cfg.tgt_vocab_size <= 0:
             raise MtError("model.src_vocab_size and tgt_vocab_size must be set (they come from the tokenizer)")
         self.cfg = cfg
+        # The first decoder input; PAD's embedding row is zero and never trained (padding_idx).
+        self.start_token = PAD if cfg.decoder_start == "pad" else BOS
         positions = sinusoid_table(cfg.max_positions, cfg.d_model)
         tgt_embed = nn.Embedding(cfg.tgt_vocab_size, cfg.d_model, padding_idx=PAD)
         tie_src = cfg.tie_embeddings and cfg.shared_vocab

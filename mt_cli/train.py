@@ -145,7 +145,7 @@ def validate(
     n_tokens = 0
     with torch.inference_mode(), autocast(bf16, device):
         for batch in make_batches(pairs, cfg.train.batch_tokens, seed=0):
-            src, tgt_in, tgt_out = (t.to(device) for t in collate(pairs, batch))
+            src, tgt_in, tgt_out = (t.to(device) for t in collate(pairs, batch, model.start_token))
             loss, nll = label_smoothed_loss(model(src, tgt_in), tgt_out, cfg.train.label_smoothing)
             loss_sum, nll_sum = loss_sum + loss.item(), nll_sum + nll.item()
             n_tokens += int((tgt_out != PAD).sum())
@@ -280,7 +280,7 @@ def train_step(run: Run, batch: list[int], progress: float = 0.0) -> tuple[float
     `progress` is the spent fraction of the budget, which the cosine and wsd schedules decay over.
     """
     t, model = run.cfg.train, run.model
-    src, tgt_in, tgt_out = (x.to(run.device) for x in collate(run.train_pairs, batch))
+    src, tgt_in, tgt_out = (x.to(run.device) for x in collate(run.train_pairs, batch, run.model.start_token))
     with autocast(run.bf16, run.device):
         logits = model(src, tgt_in)
     loss_sum, _ = label_smoothed_loss(logits, tgt_out, t.label_smoothing)

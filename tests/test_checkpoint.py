@@ -113,3 +113,22 @@ def test_checkpoints_of_different_models_are_not_averaged(tokenizer, tmp_path):
     b = _save(tmp_path, build_model(tiny_config(tokenizer, ffn_dim=96)), tokenizer, "b.pt")
     with pytest.raises(MtError, match="b.pt: a different model"):
         checkpoint.average([a, b])
+
+
+def test_a_format_1_checkpoint_keeps_decoding_from_bos(tiny_model, tokenizer, tmp_path, monkeypatch):
+    """Format-1 models were trained to start from BOS; loading them must not switch them to PAD."""
+    monkeypatch.setattr(checkpoint, "FORMAT_VERSION", 1)
+    path = _save(tmp_path, tiny_model, tokenizer)
+    monkeypatch.undo()
+    payload = torch.load(path, weights_only=True)
+    del payload["config"]["model"]["decoder_start"]  # format-1 files never had the field
+    torch.save(payload, path)
+    loaded = checkpoint.load(path)
+    assert loaded.config.model.decoder_start == "bos"
+    assert loaded.build_model().start_token == BOS
+
+
+def test_a_new_model_starts_decoding_from_a_zero_vector(tiny_model):
+    assert tiny_model.cfg.decoder_start == "pad"
+    start = tiny_model.decoder.embeddings.token.weight[tiny_model.start_token]
+    assert torch.count_nonzero(start) == 0

@@ -88,7 +88,7 @@ def test_loss_falls_and_greedy_reproduces_the_targets_when_overfitting_8_pairs(t
     torch.manual_seed(0)
     model = build_model(tiny_config(tokenizer, d_model=64, ffn_dim=128))
     optim = torch.optim.Adam(model.parameters(), lr=3e-3)
-    src, tgt_in, tgt_out = collate(pairs, list(range(8)))
+    src, tgt_in, tgt_out = collate(pairs, list(range(8)), model.start_token)
     losses = []
     for _ in range(150):
         loss, _ = label_smoothed_loss(model(src, tgt_in), tgt_out, smoothing=0.0)
