@@ -229,6 +229,25 @@ def average(
     err(f"averaged {len(checkpoints)} checkpoints into {out}")
 
 
+@app.command("export")
+@friendly
+def export_model(
+    checkpoint: Annotated[Path, typer.Option(help="Checkpoint to export, e.g. RUN/best.pt.")],
+    out: Annotated[Path, typer.Option(help="New folder to write (an existing non-empty one is refused).")],
+    format_: Annotated[
+        str, typer.Option("--format", help="hf: a Hugging Face MarianMTModel folder; ct2: a CTranslate2 model.")
+    ] = "hf",
+    quantization: Annotated[
+        str | None, typer.Option(help="ct2 only: int8, int8_float32, bfloat16, ... (CTranslate2's names).")
+    ] = None,
+) -> None:
+    """Export a checkpoint to Hugging Face transformers (MarianMTModel) or CTranslate2, same weights."""
+    from mt_cli.checkpoint import load
+    from mt_cli.export import export
+
+    err(f"wrote {export(load(checkpoint), out, format_, quantization)}")
+
+
 @app.command("config")
 @friendly
 def show_config(

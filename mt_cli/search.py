@@ -25,11 +25,12 @@ def max_lengths(src_lens: Tensor, cfg: DecodeConfig, limit: int) -> Tensor:
 def _next_log_probs(logits: Tensor, at_limit: Tensor) -> Tensor:
     """(N, 1, V) -> (N, V) log-probabilities; only EOS is allowed for rows at their length limit.
 
-    PAD is never an output (Marian's exports ban it too, and CTranslate2 drops it), so the same
-    weights decode to the same tokens here, in Hugging Face and in CTranslate2.
+    PAD is never an output and is left out of the softmax, as in training (and as CTranslate2
+    drops it), so the same weights score the same here, in Hugging Face and in CTranslate2.
     """
-    lp = torch.log_softmax(logits[:, -1].float(), dim=-1)
-    lp[:, PAD] = float("-inf")
+    logits = logits[:, -1].float()
+    logits[:, PAD] = float("-inf")
+    lp = torch.log_softmax(logits, dim=-1)
     if bool(at_limit.any()):
         eos = lp[:, EOS].clone()
         lp[at_limit] = float("-inf")

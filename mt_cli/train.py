@@ -68,13 +68,16 @@ def budget_progress(step: int, elapsed_s: float, epochs: float, cfg: TrainConfig
 def label_smoothed_loss(logits: Tensor, target: Tensor, smoothing: float, pad_id: int = PAD) -> tuple[Tensor, Tensor]:
     """Summed label-smoothed cross-entropy and summed NLL over non-pad positions.
 
-    logits (B, T, V), target (B, T). The smoothed target puts 1 - eps on the gold token and eps
-    spread evenly over the whole vocabulary (as torch's cross_entropy does).
+    logits (B, T, V), target (B, T). PAD is never an output: it is left out of the softmax, so its
+    embedding row (tied to the output layer) gets no gradient and stays the zero vector decoding
+    starts from. The smoothed target puts 1 - eps on the gold token and spreads eps evenly over
+    the V - 1 classes that are not PAD.
     """
-    lprobs = F.log_softmax(logits.float(), dim=-1)
+    is_pad = torch.arange(logits.size(-1), device=logits.device) == pad_id
+    lprobs = F.log_softmax(logits.float().masked_fill(is_pad, float("-inf")), dim=-1)
     keep = target != pad_id
     nll = -lprobs.gather(-1, target.unsqueeze(-1)).squeeze(-1)
-    uniform = -lprobs.mean(dim=-1)
+    uniform = -lprobs.masked_fill(is_pad, 0.0).sum(dim=-1) / (logits.size(-1) - 1)
     loss = (1.0 - smoothing) * nll + smoothing * uniform
     return loss[keep].sum(), nll[keep].sum()
 

@@ -11,6 +11,8 @@ from mt_cli.config import Config, DecodeConfig, TokenizerConfig, TrainConfig, bu
 from mt_cli.data import Pairs, collate
 from mt_cli.model import build_model
 from mt_cli.search import translate_ids
+from mt_cli.tokenizer import PAD
+from mt_cli.tokenizer import PAD
 from mt_cli.train import TrainPaths, budget_progress, label_smoothed_loss, lr_at, train
 
 
@@ -65,21 +67,38 @@ def test_a_cosine_run_logs_a_falling_lr_that_ends_near_zero(corpus_files, tmp_pa
     assert lrs[-1] < cfg.train.lr * 0.01
 
 
-def test_label_smoothed_loss_matches_the_formula_and_ignores_padding():
+def test_label_smoothed_loss_matches_the_formula_ignores_padding_and_never_predicts_pad():
     torch.manual_seed(0)
     logits = torch.randn(2, 3, 5)
     target = torch.tensor([[1, 2, 0], [3, 0, 0]])  # 0 is padding
     loss, nll = label_smoothed_loss(logits, target, smoothing=0.1)
-    lp = F.log_softmax(logits, -1)
-    want_nll = -(lp[0, 0, 1] + lp[0, 1, 2] + lp[1, 0, 3])
+    lp = F.log_softmax(logits[..., 1:], -1)  # the softmax runs over the 4 classes that are not PAD
+    want_nll = -(lp[0, 0, 0] + lp[0, 1, 1] + lp[1, 0, 2])
     want_uniform = -(lp[0, 0].mean() + lp[0, 1].mean() + lp[1, 0].mean())
     assert nll.item() == pytest.approx(want_nll.item(), rel=1e-6)
     assert loss.item() == pytest.approx((0.9 * want_nll + 0.1 * want_uniform).item(), rel=1e-6)
     torch_loss = F.cross_entropy(
-        logits.view(-1, 5), target.view(-1), ignore_index=0, label_smoothing=0.1, reduction="sum"
+        logits[..., 1:].reshape(-1, 4), (target - 1).view(-1), ignore_index=-1, label_smoothing=0.1, reduction="sum"
     )
     assert loss.item() == pytest.approx(torch_loss.item(), rel=1e-5)
     assert label_smoothed_loss(logits, target, 0.0)[0].item() == pytest.approx(nll.item())
+
+
+def test_training_keeps_the_pad_row_zero_so_decoding_starts_from_a_zero_vector(tokenizer, corpus):
+    pairs = Pairs(tokenizer.encode_src(corpus[0][:8]), tokenizer.encode_tgt(corpus[1][:8]))
+    torch.manual_seed(0)
+    model = build_model(tiny_config(tokenizer))
+    assert model.output_projection.weight is model.decoder.embeddings.token.weight  # tied: the output side too
+    optim = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.1)
+    src, tgt_in, tgt_out = collate(pairs, list(range(8)), model.start_token)
+    for _ in range(5):
+        loss, _ = label_smoothed_loss(model(src, tgt_in), tgt_out, smoothing=0.1)
+        optim.zero_grad()
+        loss.backward()
+        optim.step()
+    assert model.start_token == PAD
+    assert torch.count_nonzero(model.decoder.embeddings.token.weight[PAD]) == 0
+    assert torch.count_nonzero(model.decoder.embeddings.token.weight[PAD + 1]) > 0
 
 
 def test_loss_falls_and_greedy_reproduces_the_targets_when_overfitting_8_pairs(tokenizer, corpus):
