@@ -7,7 +7,7 @@ import torch
 
 from conftest import make_pairs
 from mt_cli import checkpoint
-from mt_cli.config import DecodeConfig, build_config
+from mt_cli.config import build_config
 from mt_cli.errors import MtError
 from mt_cli.export import check_exportable, export
 from mt_cli.train import TrainPaths, train
@@ -24,8 +24,15 @@ def trained(tmp_path_factory, corpus_files):
     f = corpus_files
     cfg = build_config(
         "tiny",
-        options={"tokenizer": {"vocab_size": 100}, "train": {"max_steps": 300, "batch_tokens": 500, "valid_every": 300}},
-        sets=["model.d_model=64", "model.ffn_dim=128", "model.dropout=0.0", "train.warmup_steps=50", "train.lr=3e-3"],
+        options={"tokenizer": {"vocab_size": 100}, "train": {"max_steps": 300, "batch_tokens": 500}},
+        sets=[
+            "train.valid_every=300",
+            "model.d_model=64",
+            "model.ffn_dim=128",
+            "model.dropout=0.0",
+            "train.warmup_steps=50",
+            "train.lr=3e-3",
+        ],
     )
     paths = TrainPaths(f["train_src"], f["train_tgt"], f["valid_src"], f["valid_tgt"], d / "run")
     train(paths, cfg, log=lambda *_: None)

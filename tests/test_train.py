@@ -12,7 +12,6 @@ from mt_cli.data import Pairs, collate
 from mt_cli.model import build_model
 from mt_cli.search import translate_ids
 from mt_cli.tokenizer import PAD
-from mt_cli.tokenizer import PAD
 from mt_cli.train import TrainPaths, budget_progress, label_smoothed_loss, lr_at, train
 
 
