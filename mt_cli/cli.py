@@ -134,6 +134,9 @@ def translate(
     batch_size: Annotated[int | None, typer.Option(help="Sentences decoded together.")] = None,
     max_len_ratio: Annotated[float | None, typer.Option(help="Output length limit per source token.")] = None,
     length_penalty: Annotated[float | None, typer.Option(help="Alpha in score / length**alpha.")] = None,
+    precision: Annotated[
+        str | None, typer.Option(help="fp32, bf16 (autocast) or int8 (dynamic int8 linear layers, CPU).")
+    ] = None,
     device: Device = "auto",
 ) -> None:
     """Translate a file (or stdin) line by line: one output line for every input line."""
@@ -148,6 +151,7 @@ def translate(
         batch_size=batch_size,
         max_len_ratio=max_len_ratio,
         length_penalty=length_penalty,
+        precision=precision,
     )
     if output is not None:
         err(f"translated {n} lines into {output}")

@@ -154,9 +154,16 @@ class DecodeConfig:
     max_len_ratio: float = 1.5  # output may run to ratio * source length + max_len_offset tokens
     max_len_offset: int = 10
     batch_size: int = 64  # sentences per decoding batch
+    # fp32; bf16 (autocast); int8 (dynamic int8 linear layers, CPU only). benchmarks/speed.py
+    # measures each against fp32 in speed and BLEU.
+    precision: str = "fp32"
 
     def __post_init__(self) -> None:
         _check(self.beam >= 1, f"decode.beam must be at least 1, not {self.beam}")
+        _check(
+            self.precision in ("fp32", "bf16", "int8"),
+            f"decode.precision must be fp32, bf16 or int8, not {self.precision!r}",
+        )
         _check(self.batch_size >= 1, "decode.batch_size must be at least 1")
         _check(self.max_len_ratio > 0, "decode.max_len_ratio must be positive")
         _check(self.length_penalty >= 0, "decode.length_penalty must not be negative")
