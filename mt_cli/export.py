@@ -41,8 +41,6 @@ def check_exportable(ckpt: Checkpoint) -> None:
             "not exportable: this checkpoint (format 1) decodes from BOS, while Marian and CTranslate2 start "
             f"from a zero vector; {fix}"
         )
-    if torch.count_nonzero(ckpt.model_state["decoder.embeddings.token.weight"][PAD]):
-        raise MtError(f"not exportable: the <pad> embedding is not zero, so Marian's zero start vector differs; {fix}")
     if not (m.shared_vocab and m.tie_embeddings):
         raise MtError(
             "not exportable yet: only models with one joint vocabulary and tied embeddings export "
@@ -115,7 +113,9 @@ def marian_state_dict(ckpt: Checkpoint) -> dict[str, torch.Tensor]:
             hf = hf.replace(ours, theirs)
         out[f"model.{hf}"] = tensor.contiguous()
     v = ckpt.config.model.tgt_vocab_size
-    out["model.shared.weight"] = _rotate(ckpt.model_state["decoder.embeddings.token.weight"])
+    embed = ckpt.model_state["decoder.embeddings.token.weight"].clone()
+    embed[PAD] = 0.0  # mt embeds PAD as zeros; Marian reads the row (its decoder starts from it)
+    out["model.shared.weight"] = _rotate(embed)
     # mt leaves PAD out of the softmax; -inf keeps it out in transformers too (CTranslate2 drops the row).
     out["final_logits_bias"] = torch.zeros(1, v)
     out["final_logits_bias"][0, to_marian_id(PAD, v)] = float("-inf")

@@ -148,7 +148,11 @@ class DecoderCache:
 
 
 class Embeddings(nn.Module):
-    """Token embedding * sqrt(d_model) + sinusoidal position, then dropout."""
+    """Token embedding * sqrt(d_model) + sinusoidal position, then dropout.
+
+    PAD embeds as the zero vector whatever its (tied, output-side) row holds: padding carries no
+    content, and the decoder's first input is PAD, the zero start vector Marian and CTranslate2 use.
+    """
 
     def __init__(self, token: nn.Embedding, positions: Tensor, dropout: float) -> None:
         super().__init__()
@@ -162,7 +166,8 @@ class Embeddings(nn.Module):
             raise MtError(
                 f"sequence of {offset + ids.size(1)} tokens exceeds model.max_positions={self.positions.size(0)}"
             )
-        x = self.token(ids) * self.scale + self.positions[offset : offset + ids.size(1)]
+        tok = self.token(ids).masked_fill((ids == PAD).unsqueeze(-1), 0.0)
+        x = tok * self.scale + self.positions[offset : offset + ids.size(1)]
         return self.dropout(x)
 
 
@@ -208,7 +213,7 @@ class Transformer(nn.Module):
         if cfg.src_vocab_size <= 0 or cfg.tgt_vocab_size <= 0:
             raise MtError("model.src_vocab_size and tgt_vocab_size must be set (they come from the tokenizer)")
         self.cfg = cfg
-        # The first decoder input; PAD's embedding row is zero and never trained (padding_idx).
+        # The first decoder input: PAD, which embeds as zeros (see Embeddings); format-1 models used BOS.
         self.start_token = PAD if cfg.decoder_start == "pad" else BOS
         positions = sinusoid_table(cfg.max_positions, cfg.d_model)
         tgt_embed = nn.Embedding(cfg.tgt_vocab_size, cfg.d_model, padding_idx=PAD)

@@ -11,7 +11,6 @@ from mt_cli.config import Config, DecodeConfig, TokenizerConfig, TrainConfig, bu
 from mt_cli.data import Pairs, collate
 from mt_cli.model import build_model
 from mt_cli.search import translate_ids
-from mt_cli.tokenizer import PAD
 from mt_cli.train import TrainPaths, budget_progress, label_smoothed_loss, lr_at, train
 
 
@@ -81,23 +80,6 @@ def test_label_smoothed_loss_matches_the_formula_ignores_padding_and_never_predi
     )
     assert loss.item() == pytest.approx(torch_loss.item(), rel=1e-5)
     assert label_smoothed_loss(logits, target, 0.0)[0].item() == pytest.approx(nll.item())
-
-
-def test_training_keeps_the_pad_row_zero_so_decoding_starts_from_a_zero_vector(tokenizer, corpus):
-    pairs = Pairs(tokenizer.encode_src(corpus[0][:8]), tokenizer.encode_tgt(corpus[1][:8]))
-    torch.manual_seed(0)
-    model = build_model(tiny_config(tokenizer))
-    assert model.output_projection.weight is model.decoder.embeddings.token.weight  # tied: the output side too
-    optim = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.1)
-    src, tgt_in, tgt_out = collate(pairs, list(range(8)), model.start_token)
-    for _ in range(5):
-        loss, _ = label_smoothed_loss(model(src, tgt_in), tgt_out, smoothing=0.1)
-        optim.zero_grad()
-        loss.backward()
-        optim.step()
-    assert model.start_token == PAD
-    assert torch.count_nonzero(model.decoder.embeddings.token.weight[PAD]) == 0
-    assert torch.count_nonzero(model.decoder.embeddings.token.weight[PAD + 1]) > 0
 
 
 def test_loss_falls_and_greedy_reproduces_the_targets_when_overfitting_8_pairs(tokenizer, corpus):
