@@ -1,6 +1,6 @@
 """The checkpoint file: one self-describing dict that rebuilds the model with nothing else.
 
-    {"format": 1, "config": {...}, "tokenizer": {"joint": bytes} | {"src": ..., "tgt": ...},
+    {"format": 2, "config": {...}, "tokenizer": {"joint": bytes} | {"src": ..., "tgt": ...},
      "model": state_dict, "train_state": {...} (resumable checkpoints only)}
 
 It holds only tensors, numbers, strings, bytes, lists and dicts, and is always read with
@@ -23,7 +23,8 @@ from mt_cli.files import atomic_open
 from mt_cli.model import Transformer, build_model
 from mt_cli.tokenizer import Tokenizer
 
-FORMAT_VERSION = 1
+# 2: model.decoder_start exists (default "pad"); format-1 models all started from BOS.
+FORMAT_VERSION = 2
 
 
 @dataclass
@@ -81,8 +82,11 @@ def load(path: Path) -> Checkpoint:
         raise MtError(
             f"{path}: checkpoint format {payload['format']} is newer than this mt reads ({FORMAT_VERSION}); upgrade mt"
         )
+    config = payload["config"]
+    if payload["format"] < 2:
+        config = {**config, "model": {**config.get("model", {}), "decoder_start": "bos"}}
     return Checkpoint(
-        config=from_dict(payload["config"], where=f"{path} config"),
+        config=from_dict(config, where=f"{path} config"),
         tokenizer=Tokenizer.from_state(payload["tokenizer"]),
         model_state=payload["model"],
         train_state=payload.get("train_state"),

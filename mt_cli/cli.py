@@ -134,6 +134,9 @@ def translate(
     batch_size: Annotated[int | None, typer.Option(help="Sentences decoded together.")] = None,
     max_len_ratio: Annotated[float | None, typer.Option(help="Output length limit per source token.")] = None,
     length_penalty: Annotated[float | None, typer.Option(help="Alpha in score / length**alpha.")] = None,
+    precision: Annotated[
+        str | None, typer.Option(help="fp32, bf16 (autocast) or int8 (dynamic int8 linear layers, CPU).")
+    ] = None,
     device: Device = "auto",
 ) -> None:
     """Translate a file (or stdin) line by line: one output line for every input line."""
@@ -148,6 +151,7 @@ def translate(
         batch_size=batch_size,
         max_len_ratio=max_len_ratio,
         length_penalty=length_penalty,
+        precision=precision,
     )
     if output is not None:
         err(f"translated {n} lines into {output}")
@@ -227,6 +231,25 @@ def average(
 
     save_checkpoint(out, average_checkpoints(checkpoints))
     err(f"averaged {len(checkpoints)} checkpoints into {out}")
+
+
+@app.command("export")
+@friendly
+def export_model(
+    checkpoint: Annotated[Path, typer.Option(help="Checkpoint to export, e.g. RUN/best.pt.")],
+    out: Annotated[Path, typer.Option(help="New folder to write (an existing non-empty one is refused).")],
+    format_: Annotated[
+        str, typer.Option("--format", help="hf: a Hugging Face MarianMTModel folder; ct2: a CTranslate2 model.")
+    ] = "hf",
+    quantization: Annotated[
+        str | None, typer.Option(help="ct2 only: int8, int8_float32, bfloat16, ... (CTranslate2's names).")
+    ] = None,
+) -> None:
+    """Export a checkpoint to Hugging Face transformers (MarianMTModel) or CTranslate2, same weights."""
+    from mt_cli.checkpoint import load
+    from mt_cli.export import export
+
+    err(f"wrote {export(load(checkpoint), out, format_, quantization)}")
 
 
 @app.command("config")

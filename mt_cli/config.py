@@ -38,6 +38,10 @@ class ModelConfig:
     src_vocab_size: int = 0
     tgt_vocab_size: int = 0
     shared_vocab: bool = True  # one joint tokenizer for both sides
+    # What the decoder reads at step 0: "pad", a zero vector (PAD's embedding), as Marian and
+    # CTranslate2 start, so exported models decode identically there; "bos" is how checkpoints of
+    # format 1 were trained, and they keep it.
+    decoder_start: str = "pad"
 
     def __post_init__(self) -> None:
         for name in ("d_model", "n_heads", "ffn_dim", "enc_layers", "dec_layers", "max_positions"):
@@ -49,6 +53,10 @@ class ModelConfig:
         _check(self.d_model % 2 == 0, "model.d_model must be even for sinusoidal positions")
         for name in ("dropout", "attention_dropout", "activation_dropout"):
             _check(0.0 <= getattr(self, name) < 1.0, f"model.{name} must be in [0, 1)")
+        _check(
+            self.decoder_start in ("pad", "bos"),
+            f"model.decoder_start must be 'pad' or 'bos', not {self.decoder_start!r}",
+        )
 
 
 @dataclass(frozen=True)
@@ -146,9 +154,16 @@ class DecodeConfig:
     max_len_ratio: float = 1.5  # output may run to ratio * source length + max_len_offset tokens
     max_len_offset: int = 10
     batch_size: int = 64  # sentences per decoding batch
+    # fp32; bf16 (autocast); int8 (dynamic int8 linear layers, CPU only). benchmarks/speed.py
+    # measures each against fp32 in speed and BLEU.
+    precision: str = "fp32"
 
     def __post_init__(self) -> None:
         _check(self.beam >= 1, f"decode.beam must be at least 1, not {self.beam}")
+        _check(
+            self.precision in ("fp32", "bf16", "int8"),
+            f"decode.precision must be fp32, bf16 or int8, not {self.precision!r}",
+        )
         _check(self.batch_size >= 1, "decode.batch_size must be at least 1")
         _check(self.max_len_ratio > 0, "decode.max_len_ratio must be positive")
         _check(self.length_penalty >= 0, "decode.length_penalty must not be negative")

@@ -12,7 +12,7 @@ import torch
 
 from mt_cli.errors import MtError
 from mt_cli.files import atomic_write_text
-from mt_cli.tokenizer import BOS, EOS, PAD
+from mt_cli.tokenizer import EOS, PAD
 
 
 def read_lines(path: Path) -> list[str]:
@@ -114,10 +114,10 @@ def pad(seqs: list[list[int]]) -> torch.Tensor:
     return out
 
 
-def collate(pairs: Pairs, indices: list[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Teacher forcing: the decoder reads BOS + target and predicts target + EOS."""
+def collate(pairs: Pairs, indices: list[int], start: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Teacher forcing: the decoder reads start + target and predicts target + EOS."""
     src = pad([pairs.src[i] for i in indices])
-    tgt_in = pad([[BOS] + pairs.tgt[i] for i in indices])
+    tgt_in = pad([[start] + pairs.tgt[i] for i in indices])
     tgt_out = pad([pairs.tgt[i] + [EOS] for i in indices])
     return src, tgt_in, tgt_out
 

@@ -15,7 +15,7 @@ from torch import Tensor, nn
 
 from mt_cli.config import ModelConfig
 from mt_cli.errors import MtError
-from mt_cli.tokenizer import PAD
+from mt_cli.tokenizer import BOS, PAD
 
 
 def sinusoid_table(n_positions: int, dim: int) -> Tensor:
@@ -148,7 +148,11 @@ class DecoderCache:
 
 
 class Embeddings(nn.Module):
-    """Token embedding * sqrt(d_model) + sinusoidal position, then dropout."""
+    """Token embedding * sqrt(d_model) + sinusoidal position, then dropout.
+
+    PAD embeds as the zero vector whatever its (tied, output-side) row holds: padding carries no
+    content, and the decoder's first input is PAD, the zero start vector Marian and CTranslate2 use.
+    """
 
     def __init__(self, token: nn.Embedding, positions: Tensor, dropout: float) -> None:
         super().__init__()
@@ -162,7 +166,8 @@ class Embeddings(nn.Module):
             raise MtError(
                 f"sequence of {offset + ids.size(1)} tokens exceeds model.max_positions={self.positions.size(0)}"
             )
-        x = self.token(ids) * self.scale + self.positions[offset : offset + ids.size(1)]
+        tok = self.token(ids).masked_fill((ids == PAD).unsqueeze(-1), 0.0)
+        x = tok * self.scale + self.positions[offset : offset + ids.size(1)]
         return self.dropout(x)
 
 
@@ -208,6 +213,8 @@ class Transformer(nn.Module):
         if cfg.src_vocab_size <= 0 or cfg.tgt_vocab_size <= 0:
             raise MtError("model.src_vocab_size and tgt_vocab_size must be set (they come from the tokenizer)")
         self.cfg = cfg
+        # The first decoder input: PAD, which embeds as zeros (see Embeddings); format-1 models used BOS.
+        self.start_token = PAD if cfg.decoder_start == "pad" else BOS
         positions = sinusoid_table(cfg.max_positions, cfg.d_model)
         tgt_embed = nn.Embedding(cfg.tgt_vocab_size, cfg.d_model, padding_idx=PAD)
         tie_src = cfg.tie_embeddings and cfg.shared_vocab

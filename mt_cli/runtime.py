@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import warnings
 
 import torch
+from torch import nn
 
 from mt_cli.errors import MtError
 
@@ -42,3 +44,12 @@ def autocast(enabled: bool, device: torch.device) -> contextlib.AbstractContextM
 def set_threads(n: int) -> None:
     if n > 0:
         torch.set_num_threads(n)
+
+
+def quantize_int8(model: nn.Module) -> nn.Module:
+    """Dynamic int8 linear layers (weights int8, activations quantized per batch): CPU decoding only."""
+    from torch.ao.quantization import quantize_dynamic
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch marks its quantized tensor constructors as deprecated
+        return quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8)

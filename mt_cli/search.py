@@ -1,4 +1,4 @@
-"""Greedy and beam search over a batch. The model is used only through encode, decode and its cache.
+"""Greedy and beam search over a batch. The model is used only through start_token, encode, decode, cache.
 
 Beam search keeps one flat (sentences x beam) batch. Each step scores 2K candidates per sentence;
 EOS candidates among the best K are finished, the best K others go on (as fairseq does). A sentence
@@ -13,7 +13,7 @@ from torch import Tensor
 from mt_cli.config import DecodeConfig
 from mt_cli.data import pad
 from mt_cli.model import Transformer
-from mt_cli.tokenizer import BOS, EOS, PAD
+from mt_cli.tokenizer import EOS, PAD
 
 
 def max_lengths(src_lens: Tensor, cfg: DecodeConfig, limit: int) -> Tensor:
@@ -23,9 +23,14 @@ def max_lengths(src_lens: Tensor, cfg: DecodeConfig, limit: int) -> Tensor:
 
 
 def _next_log_probs(logits: Tensor, at_limit: Tensor) -> Tensor:
-    """(N, 1, V) -> (N, V) log-probabilities; only EOS is allowed for rows at their length limit."""
-    lp = torch.log_softmax(logits[:, -1].float(), dim=-1)
-    lp[:, PAD] = lp[:, BOS] = float("-inf")
+    """(N, 1, V) -> (N, V) log-probabilities; only EOS is allowed for rows at their length limit.
+
+    PAD is never an output and is left out of the softmax, as in training (and as CTranslate2
+    drops it), so the same weights score the same here, in Hugging Face and in CTranslate2.
+    """
+    logits = logits[:, -1].float()
+    logits[:, PAD] = float("-inf")
+    lp = torch.log_softmax(logits, dim=-1)
     if bool(at_limit.any()):
         eos = lp[:, EOS].clone()
         lp[at_limit] = float("-inf")
@@ -41,7 +46,7 @@ def greedy_search(model: Transformer, src: Tensor, max_lens: Tensor) -> list[lis
     memory = model.encode(src, src_mask)
     out = torch.full((b, int(max_lens.max())), PAD, dtype=torch.long, device=src.device)
     active = torch.arange(b, device=src.device)  # original row of each running sentence
-    tokens = torch.full((b, 1), BOS, dtype=torch.long, device=src.device)
+    tokens = torch.full((b, 1), model.start_token, dtype=torch.long, device=src.device)
     cache = None
     for t in range(out.size(1)):
         logits, cache = model.decode(tokens, memory, src_mask, cache)
@@ -69,8 +74,8 @@ def beam_search(model: Transformer, src: Tensor, max_lens: Tensor, beam: int, le
     active = torch.arange(b, device=dev)
     scores = torch.zeros(b, k, device=dev)
     scores[:, 1:] = float("-inf")  # all beams start identical; let only the first one expand
-    history = torch.full((b * k, 0), BOS, dtype=torch.long, device=dev)
-    tokens = torch.full((b * k, 1), BOS, dtype=torch.long, device=dev)
+    history = torch.full((b * k, 0), PAD, dtype=torch.long, device=dev)
+    tokens = torch.full((b * k, 1), model.start_token, dtype=torch.long, device=dev)
     finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(b)]
     cache = None
     for t in range(int(max_lens.max())):

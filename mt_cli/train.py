@@ -68,13 +68,16 @@ def budget_progress(step: int, elapsed_s: float, epochs: float, cfg: TrainConfig
 def label_smoothed_loss(logits: Tensor, target: Tensor, smoothing: float, pad_id: int = PAD) -> tuple[Tensor, Tensor]:
     """Summed label-smoothed cross-entropy and summed NLL over non-pad positions.
 
-    logits (B, T, V), target (B, T). The smoothed target puts 1 - eps on the gold token and eps
-    spread evenly over the whole vocabulary (as torch's cross_entropy does).
+    logits (B, T, V), target (B, T). PAD is never an output: it is left out of the softmax, so its
+    embedding row (tied to the output layer) gets no gradient and stays the zero vector decoding
+    starts from. The smoothed target puts 1 - eps on the gold token and spreads eps evenly over
+    the V - 1 classes that are not PAD.
     """
-    lprobs = F.log_softmax(logits.float(), dim=-1)
+    is_pad = torch.arange(logits.size(-1), device=logits.device) == pad_id
+    lprobs = F.log_softmax(logits.float().masked_fill(is_pad, float("-inf")), dim=-1)
     keep = target != pad_id
     nll = -lprobs.gather(-1, target.unsqueeze(-1)).squeeze(-1)
-    uniform = -lprobs.mean(dim=-1)
+    uniform = -lprobs.masked_fill(is_pad, 0.0).sum(dim=-1) / (logits.size(-1) - 1)
     loss = (1.0 - smoothing) * nll + smoothing * uniform
     return loss[keep].sum(), nll[keep].sum()
 
@@ -145,7 +148,7 @@ def validate(
     n_tokens = 0
     with torch.inference_mode(), autocast(bf16, device):
         for batch in make_batches(pairs, cfg.train.batch_tokens, seed=0):
-            src, tgt_in, tgt_out = (t.to(device) for t in collate(pairs, batch))
+            src, tgt_in, tgt_out = (t.to(device) for t in collate(pairs, batch, model.start_token))
             loss, nll = label_smoothed_loss(model(src, tgt_in), tgt_out, cfg.train.label_smoothing)
             loss_sum, nll_sum = loss_sum + loss.item(), nll_sum + nll.item()
             n_tokens += int((tgt_out != PAD).sum())
@@ -280,7 +283,7 @@ def train_step(run: Run, batch: list[int], progress: float = 0.0) -> tuple[float
     `progress` is the spent fraction of the budget, which the cosine and wsd schedules decay over.
     """
     t, model = run.cfg.train, run.model
-    src, tgt_in, tgt_out = (x.to(run.device) for x in collate(run.train_pairs, batch))
+    src, tgt_in, tgt_out = (x.to(run.device) for x in collate(run.train_pairs, batch, run.model.start_token))
     with autocast(run.bf16, run.device):
         logits = model(src, tgt_in)
     loss_sum, _ = label_smoothed_loss(logits, tgt_out, t.label_smoothing)

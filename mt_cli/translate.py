@@ -17,7 +17,7 @@ from mt_cli.data import iter_text_lines
 from mt_cli.errors import MtError
 from mt_cli.files import atomic_open
 from mt_cli.model import Transformer
-from mt_cli.runtime import resolve_device
+from mt_cli.runtime import autocast, quantize_int8, resolve_device
 from mt_cli.search import translate_ids
 from mt_cli.tokenizer import EOS, Tokenizer
 
@@ -30,7 +30,8 @@ def translate_lines(model: Transformer, tokenizer: Tokenizer, lines: list[str], 
     todo = [i for i, line in enumerate(lines) if line.strip()]
     src_ids = tokenizer.encode_src([lines[i] for i in todo])
     src_ids = [ids if len(ids) <= limit else ids[: limit - 1] + [EOS] for ids in src_ids]
-    hyps = tokenizer.decode_tgt(translate_ids(model, src_ids, cfg)) if todo else []
+    with autocast(cfg.precision == "bf16", next(model.parameters()).device):
+        hyps = tokenizer.decode_tgt(translate_ids(model, src_ids, cfg)) if todo else []
     out = [""] * len(lines)
     for i, hyp in zip(todo, hyps):
         out[i] = " ".join(hyp.split())  # no stray newline or tab may break line alignment
@@ -57,7 +58,12 @@ def load_for_decoding(
     dev = resolve_device(device)
     given = {k: v for k, v in overrides.items() if v is not None}
     cfg = dataclasses.replace(ckpt.config.decode, **given)
-    return ckpt.build_model(dev), ckpt.tokenizer, cfg
+    model = ckpt.build_model(dev)
+    if cfg.precision == "int8":
+        if dev.type != "cpu":
+            raise MtError(f"--precision int8 runs on the CPU only; use --device cpu or --precision bf16 on {dev}")
+        model = quantize_int8(model)
+    return model, ckpt.tokenizer, cfg
 
 
 def _input_lines(input_path: Path | None) -> Iterator[str]:

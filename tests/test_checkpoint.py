@@ -6,7 +6,7 @@ from mt_cli import checkpoint
 from mt_cli.config import Config
 from mt_cli.data import pad
 from mt_cli.errors import MtError
-from mt_cli.tokenizer import BOS
+from mt_cli.tokenizer import BOS, PAD
 
 
 def _save(tmp_path, model, tokenizer, name="model.pt"):
@@ -113,3 +113,25 @@ def test_checkpoints_of_different_models_are_not_averaged(tokenizer, tmp_path):
     b = _save(tmp_path, build_model(tiny_config(tokenizer, ffn_dim=96)), tokenizer, "b.pt")
     with pytest.raises(MtError, match="b.pt: a different model"):
         checkpoint.average([a, b])
+
+
+def test_a_format_1_checkpoint_keeps_decoding_from_bos(tiny_model, tokenizer, tmp_path, monkeypatch):
+    """Format-1 models were trained to start from BOS; loading them must not switch them to PAD."""
+    monkeypatch.setattr(checkpoint, "FORMAT_VERSION", 1)
+    path = _save(tmp_path, tiny_model, tokenizer)
+    monkeypatch.undo()
+    payload = torch.load(path, weights_only=True)
+    del payload["config"]["model"]["decoder_start"]  # format-1 files never had the field
+    torch.save(payload, path)
+    loaded = checkpoint.load(path)
+    assert loaded.config.model.decoder_start == "bos"
+    assert loaded.build_model().start_token == BOS
+
+
+def test_decoding_starts_from_a_zero_vector_even_when_the_tied_pad_row_has_learnt_something(tiny_model):
+    assert tiny_model.cfg.decoder_start == "pad" and tiny_model.start_token == PAD
+    emb = tiny_model.decoder.embeddings
+    with torch.no_grad():
+        emb.token.weight[PAD] = 1.0  # the output layer shares this row, so training may move it
+        start = emb(torch.tensor([[PAD]]))
+    torch.testing.assert_close(start[0, 0], emb.positions[0])  # position 0 alone: the token part is zero

@@ -64,7 +64,8 @@ def test_over_long_pairs_are_dropped_and_counted():
 
 def test_collate_shifts_the_target_for_teacher_forcing():
     pairs = Pairs([[7, 8, EOS], [9, EOS]], [[10, 11], [12]])
-    src, tgt_in, tgt_out = collate(pairs, [0, 1])
+    src, tgt_in, tgt_out = collate(pairs, [0, 1], start=PAD)
     assert src.tolist() == [[7, 8, EOS], [9, EOS, PAD]]
-    assert tgt_in.tolist() == [[BOS, 10, 11], [BOS, 12, PAD]]
+    assert tgt_in.tolist() == [[PAD, 10, 11], [PAD, 12, PAD]]
+    assert collate(pairs, [0], start=BOS)[1].tolist() == [[BOS, 10, 11]]
     assert tgt_out.tolist() == [[10, 11, EOS], [12, EOS, PAD]]

@@ -27,7 +27,9 @@ class PrefixCache:
 
 
 class ScriptedModel:
-    """Stands in for a Transformer through the decoding contract: encode, decode, cache.reorder."""
+    """Stands in for a Transformer through the decoding contract: start_token, encode, decode, cache.reorder."""
+
+    start_token = 0
 
     def encode(self, src, src_mask):
         return torch.zeros(src.size(0), src.size(1), 1)

@@ -1,0 +1,299 @@
+"""Speed of mt against Hugging Face transformers and CTranslate2 on the same weights, in one run.
+
+    python benchmarks/speed.py --checkpoint RUN/best.pt --src-file ../shared/data/multi30k/test2016.de \\
+        --ref-file ../shared/data/multi30k/test2016.en --train-src ../shared/data/multi30k/train.de \\
+        --train-tgt ../shared/data/multi30k/train.en
+
+Decoding: every system translates the same sentences (the first --n lines) with batches of 64
+length-sorted sentences, beam 5 and greedy, the same length limit (1.5 x source + 10) and length
+penalty 1.0; we report sentences/s, target tokens/s (SentencePiece pieces of the output + EOS,
+counted the same way for every system) and BLEU, so that a fast path that loses quality shows it.
+Training: target tokens/s of mt and of MarianMTModel built from the same config, on the same
+batches, with the same optimizer and loss, fp32 and bf16 autocast, and the model FLOPs utilisation
+of each against a large matrix product timed in the same run. Memory: peak RSS of `mt translate`
+on a 10k- and a 100k-line file. Thread count is the same for all (--threads).
+
+The table is printed and appended to benchmarks/RESULTS.md; nothing is typed in by hand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+import sacrebleu
+import torch
+from quality import RESULTS, commit  # this folder's results helpers
+
+from mt_cli import checkpoint
+from mt_cli.data import Pairs, collate, make_batches
+from mt_cli.export import export, marian_config, to_marian_id
+from mt_cli.files import atomic_write_text
+from mt_cli.model import build_model
+from mt_cli.runtime import autocast, quantize_int8
+from mt_cli.tokenizer import PAD
+from mt_cli.train import label_smoothed_loss
+from mt_cli.translate import translate_lines
+
+BATCH = 64
+
+
+def timed(fn: Callable[[], list[str]]) -> tuple[list[str], float]:
+    start = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - start
+
+
+def max_new_tokens(sp, lines: list[str]) -> int:
+    """mt's limit for the longest source of a batch, for systems that take one limit per batch."""
+    return int(max(len(sp.encode(line)) + 1 for line in lines) * 1.5) + 10
+
+
+def length_sorted_batches(sp, lines: list[str]) -> list[list[int]]:
+    order = sorted(range(len(lines)), key=lambda i: len(sp.encode(lines[i])))
+    return [order[i : i + BATCH] for i in range(0, len(order), BATCH)]
+
+
+def hf_decoder(hf_dir: Path, sp, beam: int) -> Callable[[list[str]], list[str]]:
+    import transformers
+
+    tok = transformers.MarianTokenizer.from_pretrained(hf_dir)
+    model = transformers.MarianMTModel.from_pretrained(hf_dir).eval()
+
+    def run(lines: list[str]) -> list[str]:
+        out = [""] * len(lines)
+        for idx in length_sorted_batches(sp, lines):
+            batch = [lines[i] for i in idx]
+            enc = tok(batch, return_tensors="pt", padding=True)
+            with torch.inference_mode():
+                ids = model.generate(
+                    **enc, num_beams=beam, do_sample=False, early_stopping=True, length_penalty=1.0,
+                    max_new_tokens=max_new_tokens(sp, batch),
+                )  # fmt: skip
+            for i, text in zip(idx, tok.batch_decode(ids, skip_special_tokens=True)):
+                out[i] = " ".join(text.split())
+        return out
+
+    return run
+
+
+def ct2_decoder(ct2_dir: Path, sp, beam: int, threads: int) -> Callable[[list[str]], list[str]]:
+    import ctranslate2
+
+    translator = ctranslate2.Translator(str(ct2_dir), device="cpu", intra_threads=threads, inter_threads=1)
+
+    def run(lines: list[str]) -> list[str]:
+        out = [""] * len(lines)
+        for idx in length_sorted_batches(sp, lines):
+            batch = [lines[i] for i in idx]
+            results = translator.translate_batch(
+                [sp.encode(line, out_type=str) + ["</s>"] for line in batch], beam_size=beam,
+                length_penalty=1.0, max_decoding_length=max_new_tokens(sp, batch), max_batch_size=BATCH,
+            )  # fmt: skip
+            for i, r in zip(idx, results):
+                out[i] = " ".join(sp.decode_pieces(r.hypotheses[0]).split())
+        return out
+
+    return run
+
+
+def mt_decoder(ckpt, beam: int, precision: str) -> Callable[[list[str]], list[str]]:
+    model = ckpt.build_model()
+    if precision == "int8":
+        model = quantize_int8(model)
+    cfg = replace(ckpt.config.decode, beam=beam, batch_size=BATCH, length_penalty=1.0, precision=precision)
+    return lambda lines: translate_lines(model, ckpt.tokenizer, lines, cfg)
+
+
+def decoding_rows(args, ckpt, lines: list[str], refs: list[str], work: Path) -> list[dict]:
+    sp = ckpt.tokenizer.tgt
+    hf_dir = export(ckpt, work / "hf", "hf")
+    ct2_dirs = {q: export(ckpt, work / f"ct2-{q}", "ct2", None if q == "fp32" else q) for q in ("fp32", "int8")}
+    systems: list[tuple[str, Callable[[int], Callable]]] = [
+        ("mt fp32", lambda b: mt_decoder(ckpt, b, "fp32")),
+        ("mt int8", lambda b: mt_decoder(ckpt, b, "int8")),
+        ("mt bf16", lambda b: mt_decoder(ckpt, b, "bf16")),
+        ("HF generate fp32", lambda b: hf_decoder(hf_dir, sp, b)),
+        ("CTranslate2 fp32", lambda b: ct2_decoder(ct2_dirs["fp32"], ckpt.tokenizer.src, b, args.threads)),
+        ("CTranslate2 int8", lambda b: ct2_decoder(ct2_dirs["int8"], ckpt.tokenizer.src, b, args.threads)),
+    ]
+    rows = []
+    for beam in (5, 1):
+        for name, make in systems:
+            run = make(beam)
+            run(lines[:BATCH])  # warm-up: allocators, kernels, lazy imports
+            out, seconds = timed(lambda run=run: run(lines))
+            tokens = sum(len(ids) + 1 for ids in sp.encode(out))
+            bleu = sacrebleu.corpus_bleu(out, [refs]).score
+            rows.append({"system": name, "beam": beam, "sent/s": len(lines) / seconds, "tok/s": tokens / seconds,
+                         "BLEU": bleu, "seconds": seconds})  # fmt: skip
+            print(f"  decode beam {beam} {name}: {len(lines) / seconds:.1f} sent/s, BLEU {bleu:.2f}", flush=True)
+    return rows
+
+
+def training_batches(ckpt, args) -> tuple[Pairs, list[list[int]]]:
+    src = args.train_src.read_text(encoding="utf-8").splitlines()[:20_000]
+    tgt = args.train_tgt.read_text(encoding="utf-8").splitlines()[:20_000]
+    pairs = Pairs(ckpt.tokenizer.encode_src(src), ckpt.tokenizer.encode_tgt(tgt))
+    batches = make_batches(pairs, ckpt.config.train.batch_tokens, seed=0)
+    return pairs, batches[: args.train_steps + 3]
+
+
+def mt_trainer(ckpt) -> tuple[torch.nn.Module, Callable]:
+    torch.manual_seed(0)
+    model = build_model(ckpt.config.model).train()
+
+    def forward(src, tgt_in, tgt_out):
+        return label_smoothed_loss(model(src, tgt_in), tgt_out, 0.1)[0]
+
+    return model, forward
+
+
+def marian_trainer(ckpt) -> tuple[torch.nn.Module, Callable]:
+    import transformers
+
+    fields, _ = marian_config(ckpt)
+    fields = {k: v for k, v in fields.items() if k not in ("architectures", "model_type")}
+    torch.manual_seed(0)
+    model = transformers.MarianMTModel(transformers.MarianConfig(**fields)).train()
+    v = ckpt.config.model.tgt_vocab_size
+
+    def forward(src, tgt_in, tgt_out):
+        # mt ids -> Marian ids (PAD last), so both models see the same tokens.
+        s, ti, to = (to_marian_id(x, v) for x in (src, tgt_in, tgt_out))
+        logits = model(input_ids=s, attention_mask=src != PAD, decoder_input_ids=ti).logits
+        return label_smoothed_loss(logits, to, 0.1, pad_id=to_marian_id(PAD, v))[0]
+
+    return model, forward
+
+
+def linear_flops_per_step(model: torch.nn.Module, n_src: int, n_tgt: int, ckpt) -> float:
+    """6 x (weights a token passes through) x tokens: forward 2, backward 4. Attention scores are left
+    out; at Multi30k's lengths they add about 1%."""
+    enc = sum(m.weight.numel() for m in model.encoder.modules() if isinstance(m, torch.nn.Linear))
+    dec = sum(m.weight.numel() for m in model.decoder.modules() if isinstance(m, torch.nn.Linear))
+    out = ckpt.config.model.d_model * ckpt.config.model.tgt_vocab_size
+    return 6.0 * (enc * n_src + (dec + out) * n_tgt)
+
+
+def matmul_peak(dtype: torch.dtype, n: int = 2048, reps: int = 10) -> float:
+    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
+    a @ b
+    start = time.perf_counter()
+    for _ in range(reps):
+        a @ b
+    return 2.0 * n**3 * reps / (time.perf_counter() - start)
+
+
+def training_rows(args, ckpt) -> tuple[list[dict], dict[str, float]]:
+    pairs, batches = training_batches(ckpt, args)
+    peaks = {"fp32": matmul_peak(torch.float32), "bf16": matmul_peak(torch.bfloat16)}
+    rows = []
+    for precision in ("fp32", "bf16"):
+        for name, make in (("mt", mt_trainer), ("MarianMTModel", marian_trainer)):
+            model, forward = make(ckpt)
+            optim = torch.optim.AdamW(model.parameters(), lr=1e-4)
+            seconds = tokens = flops = 0.0
+            for i, batch in enumerate(batches):
+                src, tgt_in, tgt_out = collate(pairs, batch, PAD)
+                start = time.perf_counter()
+                with autocast(precision == "bf16", torch.device("cpu")):
+                    loss = forward(src, tgt_in, tgt_out)
+                n_tgt = int((tgt_out != PAD).sum())
+                optim.zero_grad(set_to_none=True)
+                (loss / n_tgt).backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                optim.step()
+                if i >= 3:  # the first steps warm up allocators and kernels
+                    seconds += time.perf_counter() - start
+                    tokens += n_tgt
+                    n_src = int((src != PAD).sum())
+                    flops += linear_flops_per_step(model if name == "mt" else model.model, n_src, n_tgt, ckpt)
+            rows.append({"system": name, "precision": precision, "tok/s": tokens / seconds,
+                         "MFU": flops / seconds / peaks[precision]})  # fmt: skip
+            print(f"  train {precision} {name}: {tokens / seconds:.0f} tgt tok/s", flush=True)
+    return rows, peaks
+
+
+def rss_rows(args, lines: list[str], work: Path) -> list[dict]:
+    """Peak RSS of `mt translate` (greedy) on files of growing length; input is streamed in chunks."""
+    rows = []
+    for n in args.rss_lines:
+        path = work / f"input-{n}.txt"
+        path.write_text("".join(lines[i % len(lines)] + "\n" for i in range(n)), encoding="utf-8")
+        cmd = [sys.executable, "-m", "mt_cli", "translate", "--checkpoint", str(args.checkpoint), str(path),
+               "--output", str(work / f"output-{n}.txt"), "--beam", "1", "--device", "cpu"]  # fmt: skip
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd)
+        _, status, usage = os.wait4(proc.pid, 0)
+        if status != 0:
+            sys.exit(f"mt translate failed on {path}")
+        rows.append({"lines": n, "peak RSS MB": usage.ru_maxrss / 1024, "seconds": time.perf_counter() - start})
+        print(f"  translate {n} lines: peak RSS {usage.ru_maxrss / 1024:.0f} MB", flush=True)
+    return rows
+
+
+def report(args, decoding: list[dict], training: list[dict], peaks: dict, rss: list[dict]) -> str:
+    machine = f"{os.cpu_count()} CPUs, {args.threads} threads, torch {torch.__version__}"
+    lines = [
+        f"\n## Speed, {datetime.date.today()}, commit {commit()}\n",
+        f"`benchmarks/speed.py`: {args.checkpoint.name} of {args.checkpoint.parent.name}, first {args.n} lines "
+        f"of {args.src_file.name}, batches of {BATCH} sentences; {machine}.\n",
+        "| decoding | beam | sent/s | tgt tok/s | BLEU | x HF generate | x CTranslate2 int8 |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in decoding:
+        same_beam = {d["system"]: d for d in decoding if d["beam"] == r["beam"]}
+        hf, ct2 = same_beam["HF generate fp32"]["tok/s"], same_beam["CTranslate2 int8"]["tok/s"]
+        lines.append(f"| {r['system']} | {r['beam']} | {r['sent/s']:.1f} | {r['tok/s']:.0f} | {r['BLEU']:.2f} "
+                     f"| {r['tok/s'] / hf:.2f} | {r['tok/s'] / ct2:.2f} |")  # fmt: skip
+    lines += ["", "| training | precision | tgt tok/s | MFU | x MarianMTModel |", "|---|---|---|---|---|"]
+    for r in training:
+        marian = next(t for t in training if t["system"] == "MarianMTModel" and t["precision"] == r["precision"])
+        lines.append(f"| {r['system']} | {r['precision']} | {r['tok/s']:.0f} | {100 * r['MFU']:.1f}% "
+                     f"| {r['tok/s'] / marian['tok/s']:.2f} |")  # fmt: skip
+    lines.append(f"\nMFU is against a 2048x2048 matrix product timed in the same run: "
+                 f"fp32 {peaks['fp32'] / 1e9:.0f} GFLOP/s, bf16 {peaks['bf16'] / 1e9:.0f} GFLOP/s.\n")  # fmt: skip
+    if rss:
+        lines += ["| `mt translate --beam 1` | lines | peak RSS MB | seconds |", "|---|---|---|---|"]
+        lines += [f"| | {r['lines']} | {r['peak RSS MB']:.0f} | {r['seconds']:.0f} |" for r in rss]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--checkpoint", type=Path, required=True)
+    p.add_argument("--src-file", type=Path, required=True, help="sentences to translate")
+    p.add_argument("--ref-file", type=Path, required=True, help="their references, for BLEU")
+    p.add_argument("--train-src", type=Path, required=True)
+    p.add_argument("--train-tgt", type=Path, required=True)
+    p.add_argument("--n", type=int, default=1000, help="sentences to translate")
+    p.add_argument("--train-steps", type=int, default=30, help="timed training steps per system")
+    p.add_argument("--rss-lines", type=int, nargs="*", default=[10_000, 100_000])
+    p.add_argument("--threads", type=int, default=os.cpu_count())
+    p.add_argument("--no-append", action="store_true", help="print only; leave RESULTS.md alone")
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    ckpt = checkpoint.load(args.checkpoint)
+    lines = args.src_file.read_text(encoding="utf-8").splitlines()[: args.n]
+    refs = args.ref_file.read_text(encoding="utf-8").splitlines()[: args.n]
+    with tempfile.TemporaryDirectory() as tmp:
+        decoding = decoding_rows(args, ckpt, lines, refs, Path(tmp))
+        training, peaks = training_rows(args, ckpt)
+        rss = rss_rows(args, lines, Path(tmp))
+    text = report(args, decoding, training, peaks, rss)
+    print(text)
+    if not args.no_append:
+        atomic_write_text(RESULTS, RESULTS.read_text(encoding="utf-8") + text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,209 @@
+"""Export a checkpoint as a Hugging Face MarianMTModel folder, which CTranslate2's converter also takes.
+
+mt's Transformer was laid out like Marian from the start (post-norm, a bias on every projection,
+the same sinusoid table, embeddings scaled by sqrt(d), decoding from a zero start vector), so export
+renames weights and rotates the vocabulary by one: Marian keeps <pad> as the last id, and
+CTranslate2's converter drops that last row, while mt keeps <pad> at id 0.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+
+from mt_cli.checkpoint import Checkpoint
+from mt_cli.errors import MtError
+from mt_cli.tokenizer import EOS, PAD, UNK
+
+
+def to_marian_id(token: int, vocab_size: int) -> int:
+    """mt id -> Marian id: everything moves down one and <pad> (0) becomes the last id."""
+    return (token - 1) % vocab_size
+
+
+def _rotate(weight: torch.Tensor) -> torch.Tensor:
+    """Rows in mt id order -> rows in Marian id order."""
+    return torch.roll(weight, shifts=-1, dims=0).contiguous()
+
+
+def check_exportable(ckpt: Checkpoint) -> None:
+    m = ckpt.config.model
+    fix = "train a new model with mt to export it"
+    if m.pre_norm:
+        raise MtError(f"not exportable: model.pre_norm is true, and MarianMTModel is post-norm only; {fix}")
+    if m.decoder_start != "pad":
+        raise MtError(
+            "not exportable: this checkpoint (format 1) decodes from BOS, while Marian and CTranslate2 start "
+            f"from a zero vector; {fix}"
+        )
+    if not (m.shared_vocab and m.tie_embeddings):
+        raise MtError(
+            "not exportable yet: only models with one joint vocabulary and tied embeddings export "
+            "(CTranslate2's Marian converter reads a single vocabulary)"
+        )
+
+
+def marian_config(ckpt: Checkpoint) -> tuple[dict, dict]:
+    """config.json and generation_config.json, in Marian's field names."""
+    m, d = ckpt.config.model, ckpt.config.decode
+    v = m.tgt_vocab_size
+    pad, eos = to_marian_id(PAD, v), to_marian_id(EOS, v)
+    config = {
+        "architectures": ["MarianMTModel"],
+        "model_type": "marian",
+        "vocab_size": v,
+        "decoder_vocab_size": v,
+        "share_encoder_decoder_embeddings": True,
+        "tie_word_embeddings": True,
+        "d_model": m.d_model,
+        "encoder_layers": m.enc_layers,
+        "decoder_layers": m.dec_layers,
+        "encoder_attention_heads": m.n_heads,
+        "decoder_attention_heads": m.n_heads,
+        "encoder_ffn_dim": m.ffn_dim,
+        "decoder_ffn_dim": m.ffn_dim,
+        "activation_function": "relu",
+        "max_position_embeddings": m.max_positions,
+        "scale_embedding": True,
+        "dropout": m.dropout,
+        "attention_dropout": m.attention_dropout,
+        "activation_dropout": m.activation_dropout,
+        "pad_token_id": pad,
+        "eos_token_id": eos,
+        "decoder_start_token_id": pad,  # PAD's embedding is the zero start vector
+        "forced_eos_token_id": eos,
+        "is_encoder_decoder": True,
+    }
+    generation = {
+        "decoder_start_token_id": pad,
+        "eos_token_id": eos,
+        "pad_token_id": pad,
+        "forced_eos_token_id": eos,
+        "bad_words_ids": [[pad]],  # mt never outputs <pad> either
+        "num_beams": d.beam,
+        "length_penalty": d.length_penalty,
+        "max_length": m.max_positions - 1,
+    }
+    return config, generation
+
+
+_LAYER_NAMES = {
+    "attn_sublayer.norm": "self_attn_layer_norm",
+    "self_sublayer.norm": "self_attn_layer_norm",
+    "cross_sublayer.norm": "encoder_attn_layer_norm",
+    "ffn_sublayer.norm": "final_layer_norm",
+    "cross_attn": "encoder_attn",
+    "feed_forward.": "",
+}
+
+
+def marian_state_dict(ckpt: Checkpoint) -> dict[str, torch.Tensor]:
+    """mt weight names -> MarianMTModel's; tied embeddings are written once, as model.shared."""
+    out: dict[str, torch.Tensor] = {}
+    for name, tensor in ckpt.model_state.items():
+        if name.endswith("embeddings.token.weight") or name == "output_projection.weight":
+            continue
+        hf = name
+        for ours, theirs in _LAYER_NAMES.items():
+            hf = hf.replace(ours, theirs)
+        out[f"model.{hf}"] = tensor.contiguous()
+    v = ckpt.config.model.tgt_vocab_size
+    embed = ckpt.model_state["decoder.embeddings.token.weight"].clone()
+    embed[PAD] = 0.0  # mt embeds PAD as zeros; Marian reads the row (its decoder starts from it)
+    out["model.shared.weight"] = _rotate(embed)
+    # mt leaves PAD out of the softmax; -inf keeps it out in transformers too (CTranslate2 drops the row).
+    out["final_logits_bias"] = torch.zeros(1, v)
+    out["final_logits_bias"][0, to_marian_id(PAD, v)] = float("-inf")
+    return out
+
+
+def marian_vocab(ckpt: Checkpoint) -> dict[str, int]:
+    sp = ckpt.tokenizer.tgt
+    v = sp.get_piece_size()
+    return {sp.id_to_piece(i): to_marian_id(i, v) for i in range(v)}
+
+
+def export_hf(ckpt: Checkpoint, out_dir: Path) -> Path:
+    """Write a MarianMTModel folder (config, weights, MarianTokenizer files) to out_dir, atomically.
+
+    An existing non-empty folder is refused, so an earlier export is never half overwritten.
+    """
+    from safetensors.torch import save_file
+
+    check_exportable(ckpt)
+    out_dir = Path(out_dir)
+    if out_dir.exists() and any(out_dir.iterdir()):
+        raise MtError(f"{out_dir}: folder exists and is not empty; choose a new --out or remove it")
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    try:
+        config, generation = marian_config(ckpt)
+        _write_json(tmp / "config.json", config)
+        _write_json(tmp / "generation_config.json", generation)
+        save_file(marian_state_dict(ckpt), str(tmp / "model.safetensors"), metadata={"format": "pt"})
+        spm_bytes = ckpt.tokenizer.to_state()["joint"]
+        (tmp / "source.spm").write_bytes(spm_bytes)
+        (tmp / "target.spm").write_bytes(spm_bytes)
+        _write_json(tmp / "vocab.json", marian_vocab(ckpt))
+        sp = ckpt.tokenizer.tgt
+        _write_json(
+            tmp / "tokenizer_config.json",
+            {
+                "tokenizer_class": "MarianTokenizer",
+                "unk_token": sp.id_to_piece(UNK),
+                "eos_token": sp.id_to_piece(EOS),
+                "pad_token": sp.id_to_piece(PAD),
+                "model_max_length": ckpt.config.model.max_positions,
+                "separate_vocabs": False,
+            },
+        )
+        for f in tmp.iterdir():
+            with open(f, "rb") as fh:
+                os.fsync(fh.fileno())
+        if out_dir.exists():
+            out_dir.rmdir()  # empty, checked above
+        tmp.rename(out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out_dir
+
+
+def _write_json(path: Path, data: dict) -> None:
+    path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def export_ct2(ckpt: Checkpoint, out_dir: Path, quantization: str | None = None) -> Path:
+    """Write a CTranslate2 model folder: the Marian export, converted by CTranslate2's own converter."""
+    try:
+        from ctranslate2.converters import TransformersConverter
+    except ImportError:
+        raise MtError("--format ct2 needs CTranslate2 and transformers: pip install ctranslate2 transformers") from None
+    out_dir = Path(out_dir)
+    if out_dir.exists() and any(out_dir.iterdir()):
+        raise MtError(f"{out_dir}: folder exists and is not empty; choose a new --out or remove it")
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out_dir.parent) as tmp:
+        hf_dir = export_hf(ckpt, Path(tmp) / "hf")
+        converted = TransformersConverter(str(hf_dir)).convert(str(Path(tmp) / "ct2"), quantization=quantization)
+        for name in ("source.spm", "target.spm"):  # CTranslate2 takes pieces; users need the tokenizer too
+            shutil.copy(hf_dir / name, Path(converted) / name)
+        if out_dir.exists():
+            out_dir.rmdir()
+        Path(converted).rename(out_dir)
+    return out_dir
+
+
+def export(ckpt: Checkpoint, out_dir: Path, fmt: str, quantization: str | None = None) -> Path:
+    if fmt == "hf":
+        if quantization:
+            raise MtError("--quantization applies to --format ct2 only")
+        return export_hf(ckpt, out_dir)
+    if fmt == "ct2":
+        return export_ct2(ckpt, out_dir, quantization)
+    raise MtError(f"--format {fmt!r}: choose hf (Hugging Face MarianMTModel) or ct2 (CTranslate2)")
