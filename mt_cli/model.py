@@ -45,12 +45,20 @@ class MultiHeadAttention(nn.Module):
     def forward(self, query: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool = False) -> Tensor:
         """query (B, Tq, D); k, v (B, H, Tk, D/H); mask broadcastable to (B, H, Tq, Tk), True = attend."""
         q = self.split_heads(self.q_proj(query))
+        n, h, t, dh = q.shape
+        group = n // k.size(0)
+        if group > 1:
+            # The beams of one sentence share its encoder keys/values: attend as one sentence with
+            # group * Tq queries. (N, H, Tq, D/H) -> (N/G, H, G*Tq, D/H)
+            q = q.view(-1, group, h, t, dh).transpose(1, 2).reshape(-1, h, group * t, dh)
         # softmax(Q K^T / sqrt(d_k)) V, fused where the device has a kernel for it.
         out = F.scaled_dot_product_attention(
             q, k, v, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0, is_causal=causal
         )
-        b, _, t, _ = out.shape  # (B, H, Tq, D/H) -> (B, Tq, D)
-        return self.out_proj(out.transpose(1, 2).reshape(b, t, -1))
+        if group > 1:
+            out = out.view(-1, h, group, t, dh).transpose(1, 2).reshape(n, h, t, dh)
+        # (B, H, Tq, D/H) -> (B, Tq, D)
+        return self.out_proj(out.transpose(1, 2).reshape(n, t, -1))
 
 
 class FeedForward(nn.Module):
@@ -121,7 +129,8 @@ class DecoderLayer(nn.Module):
 class DecoderCache:
     """Everything decoding step t needs from steps < t, one entry per decoder layer.
 
-    Cross-attention keys/values are computed from the encoder output once, when the cache is made.
+    Cross-attention keys/values are computed from the encoder output once, when the cache is made,
+    one row per sentence; the self-attention rows may be several per sentence (beams), in order.
     """
 
     self_k: list[Tensor | None]
@@ -138,13 +147,20 @@ class DecoderCache:
         self.self_k[layer], self.self_v[layer] = k, v
         return k, v
 
-    def reorder(self, index: Tensor) -> None:
-        """Keep rows `index` (beams that survive, in their new order); finished sentences drop out."""
-        for tensors in (self.self_k, self.self_v, self.cross_k, self.cross_v):
+    def reorder(self, rows: Tensor, sentences: Tensor | None = None) -> None:
+        """Keep decoder rows `rows` (the beams that survive, in their new order) and, when some
+        sentences are finished, the source rows of the `sentences` that go on (None: all of them).
+        Beams moving within a sentence leave the encoder side untouched, so it is not copied."""
+        for tensors in (self.self_k, self.self_v):
             for i, t in enumerate(tensors):
-                tensors[i] = None if t is None else t.index_select(0, index)
+                tensors[i] = None if t is None else t.index_select(0, rows)
+        if sentences is None:
+            return
+        for tensors in (self.cross_k, self.cross_v):
+            for i, t in enumerate(tensors):
+                tensors[i] = t.index_select(0, sentences)
         if self.cross_mask is not None:
-            self.cross_mask = self.cross_mask.index_select(0, index)
+            self.cross_mask = self.cross_mask.index_select(0, sentences)
 
 
 class Embeddings(nn.Module):

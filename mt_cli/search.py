@@ -56,7 +56,7 @@ def greedy_search(model: Transformer, src: Tensor, max_lens: Tensor) -> list[lis
         if keep.numel() == 0:
             break
         if keep.numel() < active.numel():
-            cache.reorder(keep)
+            cache.reorder(keep, keep)
             active, next_tok = active[keep], next_tok[keep]
         tokens = next_tok[:, None]
         memory = src_mask = None  # from here on the decoder reads the source only through the cache
@@ -68,9 +68,7 @@ def beam_search(model: Transformer, src: Tensor, max_lens: Tensor, beam: int, le
     """src (B, S) padded ids -> the best finished hypothesis per sentence, by score / length**alpha."""
     b, k, dev = src.size(0), beam, src.device
     src_mask = src != PAD
-    rows = torch.arange(b, device=dev).repeat_interleave(k)
-    memory = model.encode(src, src_mask).index_select(0, rows)  # (B, S, D) -> (B*K, S, D)
-    src_mask = src_mask.index_select(0, rows)
+    memory = model.encode(src, src_mask)  # (B, S, D): one row per sentence, shared by its K beams
     active = torch.arange(b, device=dev)
     scores = torch.zeros(b, k, device=dev)
     scores[:, 1:] = float("-inf")  # all beams start identical; let only the first one expand
@@ -100,7 +98,7 @@ def beam_search(model: Transformer, src: Tensor, max_lens: Tensor, beam: int, le
             break
         # Flat rows of the surviving beams: sentence i's beam j sits at row i*K + j.
         src_rows = (keep[:, None] * k + next_beam[keep]).view(-1)
-        cache.reorder(src_rows)
+        cache.reorder(src_rows, keep if keep.numel() < n else None)
         history = torch.cat([history.index_select(0, src_rows), next_tok[keep].view(-1, 1)], dim=1)
         tokens = next_tok[keep].view(-1, 1)
         scores, active = scores[keep], active[keep]

@@ -22,8 +22,8 @@ SCRIPT = {
 class PrefixCache:
     prefix: torch.Tensor  # (N, t) tokens generated so far
 
-    def reorder(self, index: torch.Tensor) -> None:
-        self.prefix = self.prefix.index_select(0, index)
+    def reorder(self, rows: torch.Tensor, sentences: torch.Tensor | None = None) -> None:
+        self.prefix = self.prefix.index_select(0, rows)
 
 
 class ScriptedModel:
