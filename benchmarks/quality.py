@@ -132,8 +132,13 @@ def append_results(rows: list[dict[str, str]], path: Path = RESULTS) -> None:
             + "| " + " | ".join(COLUMNS) + " |\n"
             + "|" + "---|" * len(COLUMNS) + "\n"
         )  # fmt: skip
-    text += "".join("| " + " | ".join(row[c] for c in COLUMNS) + " |\n" for row in rows)
-    atomic_write_text(path, text)
+    # New rows go right after the table's last row: other scripts (speed.py) append sections below it.
+    lines = text.splitlines(keepends=True)
+    end = next(i for i, line in enumerate(lines) if line.startswith("| date |"))
+    while end < len(lines) and lines[end].startswith("|"):
+        end += 1
+    new = ["| " + " | ".join(row[c] for c in COLUMNS) + " |\n" for row in rows]
+    atomic_write_text(path, "".join(lines[:end] + new + lines[end:]))
 
 
 def read_results(path: Path = RESULTS) -> list[dict[str, str]]:

@@ -76,3 +76,14 @@ def test_trials_table_names_what_each_run_changed_and_its_validation_bleu(tmp_pa
     rows = trials.table([tmp_path / "a", tmp_path / "b"]).splitlines()[2:]
     assert rows[0] == "| a | (baseline) | 200 | 1.0 | 1000 | 20.00 | 20.00 | - |"
     assert rows[1] == "| b | model.dropout=0.3, train.lr=0.002 | 200 | 1.0 | 1000 | 11.00 | 12.00 | - |"
+
+
+def test_new_quality_rows_join_their_table_above_sections_other_scripts_appended(tmp_path):
+    results = tmp_path / "RESULTS.md"
+    row = dict.fromkeys(quality.COLUMNS, "x")
+    quality.append_results([{**row, "test": "t1"}], results)
+    results.write_text(results.read_text() + "\n## Speed\n\n| decoding | beam |\n|---|---|\n| mt | 5 |\n")
+    quality.append_results([{**row, "test": "t2"}], results)
+    text = results.read_text()
+    assert text.index("| t2 |") < text.index("## Speed") and text.endswith("| mt | 5 |\n")
+    assert [r["test"] for r in quality.read_results(results)] == ["t1", "t2"]
