@@ -223,6 +223,16 @@ def training_rows(args, ckpt) -> tuple[list[dict], dict[str, float]]:
     return rows, peaks
 
 
+def high_water_kb(pid: int) -> int:
+    """The process's own peak RSS (VmHWM). The child's getrusage figure is no good here: it counts
+    the pages the child shared with this (large) parent between fork and exec."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:  # it has just exited
+        return 0
+    return next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:")), 0)
+
+
 def rss_rows(args, lines: list[str], work: Path) -> list[dict]:
     """Peak RSS of `mt translate` (greedy) on files of growing length; input is streamed in chunks."""
     rows = []
@@ -233,11 +243,14 @@ def rss_rows(args, lines: list[str], work: Path) -> list[dict]:
                "--output", str(work / f"output-{n}.txt"), "--beam", "1", "--device", "cpu"]  # fmt: skip
         start = time.perf_counter()
         proc = subprocess.Popen(cmd)
-        _, status, usage = os.wait4(proc.pid, 0)
-        if status != 0:
+        peak_kb = 0
+        while proc.poll() is None:
+            peak_kb = max(peak_kb, high_water_kb(proc.pid))
+            time.sleep(0.2)
+        if proc.returncode != 0:
             sys.exit(f"mt translate failed on {path}")
-        rows.append({"lines": n, "peak RSS MB": usage.ru_maxrss / 1024, "seconds": time.perf_counter() - start})
-        print(f"  translate {n} lines: peak RSS {usage.ru_maxrss / 1024:.0f} MB", flush=True)
+        rows.append({"lines": n, "peak RSS MB": peak_kb / 1024, "seconds": time.perf_counter() - start})
+        print(f"  translate {n} lines: peak RSS {peak_kb / 1024:.0f} MB", flush=True)
     return rows
 
 
