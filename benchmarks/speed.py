@@ -5,7 +5,7 @@
         --train-tgt ../shared/data/multi30k/train.en
 
 Decoding: every system translates the same sentences (the first --n lines) with batches of 64
-length-sorted sentences, beam 5 and greedy, the same length limit (1.5 x source + 10) and length
+length-sorted sentences, beam 5 and greedy, the same length limit (mt's, from the checkpoint's decode config) and length
 penalty 1.0; we report sentences/s, target tokens/s (SentencePiece pieces of the output + EOS,
 counted the same way for every system) and BLEU, so that a fast path that loses quality shows it.
 Training: target tokens/s of mt and of MarianMTModel built from the same config, on the same
@@ -26,7 +26,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 
 import sacrebleu
@@ -34,14 +33,16 @@ import torch
 from quality import RESULTS, commit  # this folder's results helpers
 
 from mt_cli import checkpoint
+from mt_cli.config import DecodeConfig
 from mt_cli.data import Pairs, collate, make_batches
 from mt_cli.export import export, marian_config, to_marian_id
 from mt_cli.files import atomic_write_text
 from mt_cli.model import build_model
-from mt_cli.runtime import autocast, quantize_int8
+from mt_cli.runtime import autocast
+from mt_cli.search import max_lengths
 from mt_cli.tokenizer import PAD
 from mt_cli.train import label_smoothed_loss
-from mt_cli.translate import translate_lines
+from mt_cli.translate import load_for_decoding, translate_lines
 
 BATCH = 64
 
@@ -52,9 +53,9 @@ def timed(fn: Callable[[], list[str]]) -> tuple[list[str], float]:
     return out, time.perf_counter() - start
 
 
-def max_new_tokens(sp, lines: list[str]) -> int:
-    """mt's limit for the longest source of a batch, for systems that take one limit per batch."""
-    return int(max(len(sp.encode(line)) + 1 for line in lines) * 1.5) + 10
+def max_new_tokens(sp, lines: list[str], cfg: DecodeConfig) -> int:
+    """mt's limit (search.max_lengths) for the longest source of a batch, for systems that take one per batch."""
+    return int(max_lengths(torch.tensor([len(sp.encode(line)) + 1 for line in lines]), cfg, limit=10**6).max())
 
 
 def length_sorted_batches(sp, lines: list[str]) -> list[list[int]]:
@@ -62,7 +63,7 @@ def length_sorted_batches(sp, lines: list[str]) -> list[list[int]]:
     return [order[i : i + BATCH] for i in range(0, len(order), BATCH)]
 
 
-def hf_decoder(hf_dir: Path, sp, beam: int) -> Callable[[list[str]], list[str]]:
+def hf_decoder(hf_dir: Path, sp, beam: int, cfg: DecodeConfig) -> Callable[[list[str]], list[str]]:
     import transformers
 
     tok = transformers.MarianTokenizer.from_pretrained(hf_dir)
@@ -76,7 +77,7 @@ def hf_decoder(hf_dir: Path, sp, beam: int) -> Callable[[list[str]], list[str]]:
             with torch.inference_mode():
                 ids = model.generate(
                     **enc, num_beams=beam, do_sample=False, early_stopping=True, length_penalty=1.0,
-                    max_new_tokens=max_new_tokens(sp, batch),
+                    max_new_tokens=max_new_tokens(sp, batch, cfg),
                 )  # fmt: skip
             for i, text in zip(idx, tok.batch_decode(ids, skip_special_tokens=True)):
                 out[i] = " ".join(text.split())
@@ -85,7 +86,7 @@ def hf_decoder(hf_dir: Path, sp, beam: int) -> Callable[[list[str]], list[str]]:
     return run
 
 
-def ct2_decoder(ct2_dir: Path, sp, beam: int, threads: int) -> Callable[[list[str]], list[str]]:
+def ct2_decoder(ct2_dir: Path, sp, beam: int, threads: int, cfg: DecodeConfig) -> Callable[[list[str]], list[str]]:
     import ctranslate2
 
     translator = ctranslate2.Translator(str(ct2_dir), device="cpu", intra_threads=threads, inter_threads=1)
@@ -96,7 +97,7 @@ def ct2_decoder(ct2_dir: Path, sp, beam: int, threads: int) -> Callable[[list[st
             batch = [lines[i] for i in idx]
             results = translator.translate_batch(
                 [sp.encode(line, out_type=str) + ["</s>"] for line in batch], beam_size=beam,
-                length_penalty=1.0, max_decoding_length=max_new_tokens(sp, batch), max_batch_size=BATCH,
+                length_penalty=1.0, max_decoding_length=max_new_tokens(sp, batch, cfg), max_batch_size=BATCH,
             )  # fmt: skip
             for i, r in zip(idx, results):
                 out[i] = " ".join(sp.decode_pieces(r.hypotheses[0]).split())
@@ -105,12 +106,11 @@ def ct2_decoder(ct2_dir: Path, sp, beam: int, threads: int) -> Callable[[list[st
     return run
 
 
-def mt_decoder(ckpt, beam: int, precision: str) -> Callable[[list[str]], list[str]]:
-    model = ckpt.build_model()
-    if precision == "int8":
-        model = quantize_int8(model)
-    cfg = replace(ckpt.config.decode, beam=beam, batch_size=BATCH, length_penalty=1.0, precision=precision)
-    return lambda lines: translate_lines(model, ckpt.tokenizer, lines, cfg)
+def mt_decoder(args, beam: int, precision: str) -> Callable[[list[str]], list[str]]:
+    """The model exactly as `mt translate --precision P` loads it."""
+    overrides = {"beam": beam, "batch_size": BATCH, "length_penalty": 1.0, "precision": precision}
+    model, tokenizer, cfg = load_for_decoding(args.checkpoint, "cpu", overrides)
+    return lambda lines: translate_lines(model, tokenizer, lines, cfg)
 
 
 def decoding_rows(args, ckpt, lines: list[str], refs: list[str], work: Path) -> list[dict]:
@@ -118,12 +118,18 @@ def decoding_rows(args, ckpt, lines: list[str], refs: list[str], work: Path) -> 
     hf_dir = export(ckpt, work / "hf", "hf")
     ct2_dirs = {q: export(ckpt, work / f"ct2-{q}", "ct2", None if q == "fp32" else q) for q in ("fp32", "int8")}
     systems: list[tuple[str, Callable[[int], Callable]]] = [
-        ("mt fp32", lambda b: mt_decoder(ckpt, b, "fp32")),
-        ("mt int8", lambda b: mt_decoder(ckpt, b, "int8")),
-        ("mt bf16", lambda b: mt_decoder(ckpt, b, "bf16")),
-        ("HF generate fp32", lambda b: hf_decoder(hf_dir, sp, b)),
-        ("CTranslate2 fp32", lambda b: ct2_decoder(ct2_dirs["fp32"], ckpt.tokenizer.src, b, args.threads)),
-        ("CTranslate2 int8", lambda b: ct2_decoder(ct2_dirs["int8"], ckpt.tokenizer.src, b, args.threads)),
+        ("mt fp32", lambda b: mt_decoder(args, b, "fp32")),
+        ("mt int8", lambda b: mt_decoder(args, b, "int8")),
+        ("mt bf16", lambda b: mt_decoder(args, b, "bf16")),
+        ("HF generate fp32", lambda b: hf_decoder(hf_dir, sp, b, ckpt.config.decode)),
+        (
+            "CTranslate2 fp32",
+            lambda b: ct2_decoder(ct2_dirs["fp32"], ckpt.tokenizer.src, b, args.threads, ckpt.config.decode),
+        ),
+        (
+            "CTranslate2 int8",
+            lambda b: ct2_decoder(ct2_dirs["int8"], ckpt.tokenizer.src, b, args.threads, ckpt.config.decode),
+        ),
     ]
     rows = []
     for beam in (5, 1):

@@ -31,6 +31,18 @@ def _rotate(weight: torch.Tensor) -> torch.Tensor:
     return torch.roll(weight, shifts=-1, dims=0).contiguous()
 
 
+def _refuse_non_empty(out_dir: Path) -> None:
+    if out_dir.exists() and any(out_dir.iterdir()):
+        raise MtError(f"{out_dir}: folder exists and is not empty; choose a new --out or remove it")
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+
+
+def _move_into_place(done: Path, out_dir: Path) -> None:
+    if out_dir.exists():
+        out_dir.rmdir()  # empty: _refuse_non_empty checked it
+    done.rename(out_dir)
+
+
 def check_exportable(ckpt: Checkpoint) -> None:
     m = ckpt.config.model
     fix = "train a new model with mt to export it"
@@ -137,9 +149,7 @@ def export_hf(ckpt: Checkpoint, out_dir: Path) -> Path:
 
     check_exportable(ckpt)
     out_dir = Path(out_dir)
-    if out_dir.exists() and any(out_dir.iterdir()):
-        raise MtError(f"{out_dir}: folder exists and is not empty; choose a new --out or remove it")
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    _refuse_non_empty(out_dir)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     try:
         config, generation = marian_config(ckpt)
@@ -165,9 +175,7 @@ def export_hf(ckpt: Checkpoint, out_dir: Path) -> Path:
         for f in tmp.iterdir():
             with open(f, "rb") as fh:
                 os.fsync(fh.fileno())
-        if out_dir.exists():
-            out_dir.rmdir()  # empty, checked above
-        tmp.rename(out_dir)
+        _move_into_place(tmp, out_dir)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -185,17 +193,13 @@ def export_ct2(ckpt: Checkpoint, out_dir: Path, quantization: str | None = None)
     except ImportError:
         raise MtError("--format ct2 needs CTranslate2 and transformers: pip install ctranslate2 transformers") from None
     out_dir = Path(out_dir)
-    if out_dir.exists() and any(out_dir.iterdir()):
-        raise MtError(f"{out_dir}: folder exists and is not empty; choose a new --out or remove it")
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    _refuse_non_empty(out_dir)
     with tempfile.TemporaryDirectory(dir=out_dir.parent) as tmp:
         hf_dir = export_hf(ckpt, Path(tmp) / "hf")
         converted = TransformersConverter(str(hf_dir)).convert(str(Path(tmp) / "ct2"), quantization=quantization)
         for name in ("source.spm", "target.spm"):  # CTranslate2 takes pieces; users need the tokenizer too
             shutil.copy(hf_dir / name, Path(converted) / name)
-        if out_dir.exists():
-            out_dir.rmdir()
-        Path(converted).rename(out_dir)
+        _move_into_place(Path(converted), out_dir)
     return out_dir
 
 
