@@ -26,6 +26,48 @@ def sinusoid_table(n_positions: int, dim: int) -> Tensor:
     return torch.cat([angle.sin(), angle.cos()], dim=1).float()
 
 
+class Dropout(nn.Module):
+    """Zero each element with probability p and scale the rest by 1/(1-p), as nn.Dropout does.
+
+    On the CPU the mask comes from 15-bit random integers, which cost a third of what PyTorch's
+    bernoulli_ does there (dropout was 8% of a training step); p is rounded to a multiple of 1/32768.
+    """
+
+    def __init__(self, p: float) -> None:
+        super().__init__()
+        self.p = p
+
+    def forward(self, x: Tensor) -> Tensor:
+        if not self.training or self.p == 0.0:
+            return x
+        if x.device.type != "cpu" or torch.compiler.is_compiling():  # compiled code fuses its own mask
+            return F.dropout(x, self.p, training=True)
+        cut = round(self.p * 32768)
+        keep = torch.empty(x.shape, dtype=torch.int16).random_().ge_(cut)  # uniform in [0, 32768)
+        return x * keep.to(x.dtype).mul_(32768 / (32768 - cut))
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"
+
+
+def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool, dropout: float) -> Tensor:
+    """softmax(Q K^T / sqrt(d_k)) V over (B, H, T, D/H) tensors; mask True = attend.
+
+    PyTorch's fused kernel where it is fast. On the CPU in bf16 its backward pass is 4-10x slower
+    than these three explicit products (timed in this repository's issue 4 notes), so bf16 on the
+    CPU takes the explicit path.
+    """
+    if not (q.dtype == torch.bfloat16 and q.device.type == "cpu"):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=causal)
+    scores = q @ k.transpose(-1, -2) * q.size(-1) ** -0.5  # (B, H, Tq, Tk)
+    if causal:
+        mask = torch.ones(scores.shape[-2:], dtype=torch.bool, device=q.device).tril()
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    probs = F.dropout(scores.softmax(dim=-1), dropout) if dropout > 0 else scores.softmax(dim=-1)
+    return probs @ v
+
+
 class MultiHeadAttention(nn.Module):
     def __init__(self, d_model: int, n_heads: int, dropout: float) -> None:
         super().__init__()
@@ -51,10 +93,7 @@ class MultiHeadAttention(nn.Module):
             # The beams of one sentence share its encoder keys/values: attend as one sentence with
             # group * Tq queries. (N, H, Tq, D/H) -> (N/G, H, G*Tq, D/H)
             q = q.view(-1, group, h, t, dh).transpose(1, 2).reshape(-1, h, group * t, dh)
-        # softmax(Q K^T / sqrt(d_k)) V, fused where the device has a kernel for it.
-        out = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0, is_causal=causal
-        )
+        out = attention(q, k, v, mask, causal, self.dropout if self.training else 0.0)
         if group > 1:
             out = out.view(-1, h, group, t, dh).transpose(1, 2).reshape(n, h, t, dh)
         # (B, H, Tq, D/H) -> (B, Tq, D)
@@ -68,7 +107,7 @@ class FeedForward(nn.Module):
         super().__init__()
         self.fc1 = nn.Linear(d_model, ffn_dim)
         self.fc2 = nn.Linear(ffn_dim, d_model)
-        self.activation_dropout = nn.Dropout(activation_dropout)
+        self.activation_dropout = Dropout(activation_dropout)
 
     def forward(self, x: Tensor) -> Tensor:
         return self.fc2(self.activation_dropout(F.relu(self.fc1(x))))
@@ -80,7 +119,7 @@ class SublayerConnection(nn.Module):
     def __init__(self, d_model: int, dropout: float, pre_norm: bool) -> None:
         super().__init__()
         self.norm = nn.LayerNorm(d_model)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.pre_norm = pre_norm
 
     def forward(self, x: Tensor, sublayer) -> Tensor:
@@ -175,7 +214,7 @@ class Embeddings(nn.Module):
         self.token = token
         self.register_buffer("positions", positions, persistent=False)
         self.scale = math.sqrt(token.embedding_dim)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, ids: Tensor, offset: int = 0) -> Tensor:
         if offset + ids.size(1) > self.positions.size(0):
@@ -288,11 +327,17 @@ class Transformer(nn.Module):
         h = self.decoder(tgt, cache)
         return self.output_projection(h), cache
 
-    def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
-        """Teacher-forced logits (B, T, V) for training."""
+    def forward(self, src: Tensor, tgt_in: Tensor, at: Tensor | None = None) -> Tensor:
+        """Teacher-forced logits (B, T, V) for training, or (N, V) at the N positions where `at`
+        (B, T) is True: the output layer is the largest product in the model, so training runs it
+        on real target tokens only, not on padding."""
         src_mask = src != PAD
         memory = self.encode(src, src_mask)
-        return self.decode(tgt_in, memory, src_mask)[0]
+        h = self.decoder(tgt_in, self.new_cache(memory, src_mask))
+        if at is not None:
+            # index_select, not h[at]: its backward is a cheap index_add, boolean indexing's a slow index_put.
+            h = h.flatten(0, 1).index_select(0, at.flatten().nonzero().squeeze(1))  # (B, T, D) -> (N, D)
+        return self.output_projection(h)
 
 
 def _key_mask(src_mask: Tensor) -> Tensor | None:

@@ -66,20 +66,18 @@ def budget_progress(step: int, elapsed_s: float, epochs: float, cfg: TrainConfig
 
 
 def label_smoothed_loss(logits: Tensor, target: Tensor, smoothing: float, pad_id: int = PAD) -> tuple[Tensor, Tensor]:
-    """Summed label-smoothed cross-entropy and summed NLL over non-pad positions.
+    """Summed label-smoothed cross-entropy and summed NLL over the targets that are not `pad_id`.
 
-    logits (B, T, V), target (B, T). PAD is never an output: it is left out of the softmax, so its
-    embedding row (tied to the output layer) gets no gradient and stays the zero vector decoding
-    starts from. The smoothed target puts 1 - eps on the gold token and spreads eps evenly over
-    the V - 1 classes that are not PAD.
+    logits (..., V), target (...). The smoothed target puts 1 - eps on the gold token and spreads
+    eps evenly over all V classes. PAD never reaches the decoder as content (it embeds as zeros) and
+    search never picks it, so it needs no special place in the softmax.
     """
-    is_pad = torch.arange(logits.size(-1), device=logits.device) == pad_id
-    lprobs = F.log_softmax(logits.float().masked_fill(is_pad, float("-inf")), dim=-1)
-    keep = target != pad_id
-    nll = -lprobs.gather(-1, target.unsqueeze(-1)).squeeze(-1)
-    uniform = -lprobs.masked_fill(is_pad, 0.0).sum(dim=-1) / (logits.size(-1) - 1)
-    loss = (1.0 - smoothing) * nll + smoothing * uniform
-    return loss[keep].sum(), nll[keep].sum()
+    lprobs = F.log_softmax(logits.float(), dim=-1).flatten(0, -2)  # (..., V) -> (N, V)
+    target = target.reshape(-1)
+    nll = F.nll_loss(lprobs, target, ignore_index=pad_id, reduction="sum")
+    # Weighted, not indexed: lprobs[target != pad_id] would cost a slow index_put in the backward pass.
+    uniform = -(lprobs.sum(dim=-1) * (target != pad_id)).sum() / lprobs.size(-1)
+    return (1.0 - smoothing) * nll + smoothing * uniform, nll
 
 
 @dataclass
@@ -149,7 +147,8 @@ def validate(
     with torch.inference_mode(), autocast(bf16, device):
         for batch in make_batches(pairs, cfg.train.batch_tokens, seed=0):
             src, tgt_in, tgt_out = (t.to(device) for t in collate(pairs, batch, model.start_token))
-            loss, nll = label_smoothed_loss(model(src, tgt_in), tgt_out, cfg.train.label_smoothing)
+            keep = tgt_out != PAD
+            loss, nll = label_smoothed_loss(model(src, tgt_in, keep), tgt_out[keep], cfg.train.label_smoothing)
             loss_sum, nll_sum = loss_sum + loss.item(), nll_sum + nll.item()
             n_tokens += int((tgt_out != PAD).sum())
         hyps = tokenizer.decode_tgt(translate_ids(model, pairs.src, cfg.decode))
@@ -264,8 +263,14 @@ def prepare(paths: TrainPaths, cfg: Config, log) -> Run:
     random.seed(t.seed)
     torch.manual_seed(t.seed)
     model = build_model(cfg.model).to(device)
+    # The fused kernel: one pass over all parameters, 5x faster than the loop on this CPU.
     optimizer = torch.optim.AdamW(
-        model.parameters(), lr=t.lr, betas=t.adam_betas, eps=t.adam_eps, weight_decay=t.weight_decay
+        model.parameters(),
+        lr=t.lr,
+        betas=t.adam_betas,
+        eps=t.adam_eps,
+        weight_decay=t.weight_decay,
+        fused=device.type in ("cpu", "cuda"),
     )
     ema = copy.deepcopy(model).requires_grad_(False) if t.ema_decay > 0 else None
     last = paths.out / "last.pt"
@@ -284,10 +289,11 @@ def train_step(run: Run, batch: list[int], progress: float = 0.0) -> tuple[float
     """
     t, model = run.cfg.train, run.model
     src, tgt_in, tgt_out = (x.to(run.device) for x in collate(run.train_pairs, batch, run.model.start_token))
+    keep = tgt_out != PAD
     with autocast(run.bf16, run.device):
-        logits = model(src, tgt_in)
-    loss_sum, _ = label_smoothed_loss(logits, tgt_out, t.label_smoothing)
-    n_tokens = int((tgt_out != PAD).sum())
+        logits = model(src, tgt_in, keep)  # (N, V), real target tokens only
+    loss_sum, _ = label_smoothed_loss(logits, tgt_out[keep], t.label_smoothing)
+    n_tokens = logits.size(0)
     (loss_sum / n_tokens).backward()
     # With clipping off the norm is still measured (an infinite bound never clips), for the log.
     grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), t.clip_norm if t.clip_norm > 0 else math.inf)

@@ -6,7 +6,7 @@ import torch
 from conftest import tiny_config
 from mt_cli.data import pad
 from mt_cli.errors import MtError
-from mt_cli.model import build_model, sinusoid_table
+from mt_cli.model import Dropout, attention, build_model, sinusoid_table
 from mt_cli.tokenizer import BOS, PAD
 
 
@@ -86,3 +86,38 @@ def test_pre_norm_model_runs_and_has_final_norms(tokenizer):
 def test_model_without_vocabulary_size_is_refused_clearly(tokenizer):
     with pytest.raises(MtError, match="vocab_size"):
         build_model(tiny_config(tokenizer, src_vocab_size=0))
+
+
+def test_logits_at_real_target_positions_equal_the_full_logits_there(tiny_model, tokenizer):
+    src, tgt = _batch(tokenizer)
+    at = tgt != PAD
+    assert not at.all(), "the test needs padding"
+    with torch.no_grad():
+        torch.testing.assert_close(tiny_model(src, tgt, at), tiny_model(src, tgt)[at], rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_explicit_bf16_cpu_attention_agrees_with_fp32_fused_attention(causal):
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(3, 4, 7, 16) for _ in range(3))
+    mask = None if causal else torch.tensor([True] * 5 + [False] * 2).expand(3, 1, 1, 7)
+    want = attention(q, k, v, mask, causal, 0.0)  # fp32: PyTorch's fused kernel
+    got = attention(q.bfloat16(), k.bfloat16(), v.bfloat16(), mask, causal, 0.0)  # the explicit path
+    torch.testing.assert_close(got.float(), want, rtol=0.05, atol=0.05)
+    # And the masks really act: a masked key's value does not reach the output.
+    v2 = v.clone()
+    v2[:, :, -1] += 100.0
+    again = attention(q.bfloat16(), k.bfloat16(), v2.bfloat16(), mask, causal, 0.0)
+    rows = slice(0, 6) if causal else slice(None)  # causal: only the last query sees the last key
+    torch.testing.assert_close(again[:, :, rows], got[:, :, rows], rtol=0, atol=0)
+
+
+def test_dropout_zeroes_about_p_keeps_the_mean_and_is_identity_in_eval():
+    torch.manual_seed(0)
+    drop = Dropout(0.2)
+    x = torch.ones(1000, 100)
+    y = drop(x)
+    assert abs((y == 0).float().mean().item() - 0.2) < 0.01
+    assert abs(y.mean().item() - 1.0) < 0.01
+    assert y.unique().tolist() == [0.0, pytest.approx(1 / 0.8, rel=1e-4)]
+    assert torch.equal(drop.eval()(x), x)

@@ -65,21 +65,25 @@ def test_a_cosine_run_logs_a_falling_lr_that_ends_near_zero(corpus_files, tmp_pa
     assert lrs[-1] < cfg.train.lr * 0.01
 
 
-def test_label_smoothed_loss_matches_the_formula_ignores_padding_and_never_predicts_pad():
+def test_label_smoothed_loss_matches_the_formula_and_torch_and_ignores_padding_targets():
     torch.manual_seed(0)
     logits = torch.randn(2, 3, 5)
     target = torch.tensor([[1, 2, 0], [3, 0, 0]])  # 0 is padding
     loss, nll = label_smoothed_loss(logits, target, smoothing=0.1)
-    lp = F.log_softmax(logits[..., 1:], -1)  # the softmax runs over the 4 classes that are not PAD
-    want_nll = -(lp[0, 0, 0] + lp[0, 1, 1] + lp[1, 0, 2])
+    lp = F.log_softmax(logits, -1)
+    want_nll = -(lp[0, 0, 1] + lp[0, 1, 2] + lp[1, 0, 3])
     want_uniform = -(lp[0, 0].mean() + lp[0, 1].mean() + lp[1, 0].mean())
     assert nll.item() == pytest.approx(want_nll.item(), rel=1e-6)
     assert loss.item() == pytest.approx((0.9 * want_nll + 0.1 * want_uniform).item(), rel=1e-6)
     torch_loss = F.cross_entropy(
-        logits[..., 1:].reshape(-1, 4), (target - 1).view(-1), ignore_index=-1, label_smoothing=0.1, reduction="sum"
+        logits.view(-1, 5), target.view(-1), ignore_index=0, label_smoothing=0.1, reduction="sum"
     )
     assert loss.item() == pytest.approx(torch_loss.item(), rel=1e-5)
     assert label_smoothed_loss(logits, target, 0.0)[0].item() == pytest.approx(nll.item())
+    # Training scores the real tokens only, flattened: the same sums.
+    keep = target != 0
+    flat, flat_nll = label_smoothed_loss(logits[keep], target[keep], smoothing=0.1)
+    assert (flat.item(), flat_nll.item()) == pytest.approx((loss.item(), nll.item()), rel=1e-6)
 
 
 def test_loss_falls_and_greedy_reproduces_the_targets_when_overfitting_8_pairs(tokenizer, corpus):
