@@ -170,6 +170,9 @@ class DecoderCache:
 
     Cross-attention keys/values are computed from the encoder output once, when the cache is made,
     one row per sentence; the self-attention rows may be several per sentence (beams), in order.
+    Self-attention keys/values are kept time-major, (T, N, H, D/H), in buffers with room for more
+    steps: a step writes its own in place, and reordering beams copies the filled steps once
+    (torch.cat per step, then index_select, copied them twice).
     """
 
     self_k: list[Tensor | None]
@@ -178,21 +181,34 @@ class DecoderCache:
     cross_v: list[Tensor]
     cross_mask: Tensor | None  # (B, 1, 1, S), True = real source token
     length: int = 0  # target positions already decoded
+    keep: bool = True  # False for one teacher-forced pass (training), which nothing continues
 
     def append(self, layer: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        if self.self_k[layer] is not None:
-            k = torch.cat([self.self_k[layer], k], dim=2)
-            v = torch.cat([self.self_v[layer], v], dim=2)
-        self.self_k[layer], self.self_v[layer] = k, v
-        return k, v
+        """k, v (N, H, T, D/H) at the new positions -> (N, H, T_all, D/H) at all positions so far."""
+        if not self.keep:
+            return k, v
+        start, end = self.length, self.length + k.size(2)
+        for store, new in ((self.self_k, k), (self.self_v, v)):
+            buf = store[layer]
+            if buf is None or buf.size(0) < end:
+                grown = new.new_empty((max(2 * end, 16), new.size(0), new.size(1), new.size(3)))
+                if buf is not None:
+                    grown[:start] = buf[:start]
+                store[layer] = buf = grown
+            buf[start:end] = new.permute(2, 0, 1, 3)  # (N, H, T, D/H) -> (T, N, H, D/H)
+        # (T_all, N, H, D/H) -> (N, H, T_all, D/H), a strided view: attention reads it in place.
+        return self.self_k[layer][:end].permute(1, 2, 0, 3), self.self_v[layer][:end].permute(1, 2, 0, 3)
 
     def reorder(self, rows: Tensor, sentences: Tensor | None = None) -> None:
         """Keep decoder rows `rows` (the beams that survive, in their new order) and, when some
         sentences are finished, the source rows of the `sentences` that go on (None: all of them).
         Beams moving within a sentence leave the encoder side untouched, so it is not copied."""
-        for tensors in (self.self_k, self.self_v):
-            for i, t in enumerate(tensors):
-                tensors[i] = None if t is None else t.index_select(0, rows)
+        for store in (self.self_k, self.self_v):
+            for i, buf in enumerate(store):
+                if buf is not None:
+                    out = buf.new_empty((buf.size(0), rows.numel(), *buf.shape[2:]))
+                    torch.index_select(buf[: self.length], 1, rows, out=out[: self.length])
+                    store[i] = out
         if sentences is None:
             return
         for tensors in (self.cross_k, self.cross_v):
@@ -297,7 +313,7 @@ class Transformer(nn.Module):
         """src (B, S) ids, src_mask (B, S) True for real tokens -> memory (B, S, D)."""
         return self.encoder(src, _key_mask(src_mask))
 
-    def new_cache(self, memory: Tensor, src_mask: Tensor) -> DecoderCache:
+    def new_cache(self, memory: Tensor, src_mask: Tensor, keep: bool = True) -> DecoderCache:
         n = len(self.decoder.layers)
         cross = [layer.cross_attn.project_kv(memory) for layer in self.decoder.layers]
         return DecoderCache(
@@ -306,6 +322,7 @@ class Transformer(nn.Module):
             cross_k=[k for k, _ in cross],
             cross_v=[v for _, v in cross],
             cross_mask=_key_mask(src_mask),
+            keep=keep,
         )
 
     def decode(
@@ -333,7 +350,7 @@ class Transformer(nn.Module):
         on real target tokens only, not on padding."""
         src_mask = src != PAD
         memory = self.encode(src, src_mask)
-        h = self.decoder(tgt_in, self.new_cache(memory, src_mask))
+        h = self.decoder(tgt_in, self.new_cache(memory, src_mask, keep=False))
         if at is not None:
             # index_select, not h[at]: its backward is a cheap index_add, boolean indexing's a slow index_put.
             h = h.flatten(0, 1).index_select(0, at.flatten().nonzero().squeeze(1))  # (B, T, D) -> (N, D)

@@ -22,20 +22,32 @@ def max_lengths(src_lens: Tensor, cfg: DecodeConfig, limit: int) -> Tensor:
     return lens.clamp(min=1, max=limit)
 
 
-def _next_log_probs(logits: Tensor, at_limit: Tensor) -> Tensor:
-    """(N, 1, V) -> (N, V) log-probabilities; only EOS is allowed for rows at their length limit.
-
-    PAD is never an output and is left out of the softmax, as in training (and as CTranslate2
-    drops it), so the same weights score the same here, in Hugging Face and in CTranslate2.
-    """
+def _allowed_logits(logits: Tensor) -> Tensor:
+    """(N, 1, V) -> (N, V) float logits with PAD at -inf: it is never an output (CTranslate2 drops
+    it too), so the same weights score the same here, in Hugging Face and in CTranslate2."""
     logits = logits[:, -1].float()
     logits[:, PAD] = float("-inf")
-    lp = torch.log_softmax(logits, dim=-1)
+    return logits
+
+
+def _limit_to_eos(scores: Tensor, at_limit: Tensor) -> Tensor:
+    """Rows at their length limit may only end: all but EOS to -inf, in place. EOS keeps its own
+    score (a log-probability over every token but PAD), not 1."""
     if bool(at_limit.any()):
-        eos = lp[:, EOS].clone()
-        lp[at_limit] = float("-inf")
-        lp[:, EOS] = eos
-    return lp
+        eos = scores[:, EOS].clone()
+        scores[at_limit] = float("-inf")
+        scores[:, EOS] = eos
+    return scores
+
+
+def _top_log_probs(logits: Tensor, at_limit: Tensor, n: int) -> tuple[Tensor, Tensor]:
+    """The n best (log-probability, token) of each row: (N, 1, V) -> (N, n), (N, n).
+
+    A sentence's 2K best candidates are among the 2K best tokens of each of its beams, so the beam
+    search adds beam scores to (N, 2K) values, not to the whole (N, V) vocabulary.
+    """
+    lp = _limit_to_eos(torch.log_softmax(_allowed_logits(logits), dim=-1), at_limit)
+    return lp.topk(n, dim=-1)
 
 
 @torch.inference_mode()
@@ -50,7 +62,8 @@ def greedy_search(model: Transformer, src: Tensor, max_lens: Tensor) -> list[lis
     cache = None
     for t in range(out.size(1)):
         logits, cache = model.decode(tokens, memory, src_mask, cache)
-        next_tok = _next_log_probs(logits, max_lens[active] <= t + 1).argmax(dim=-1)
+        # The most probable token is the largest logit: greedy needs no softmax.
+        next_tok = _limit_to_eos(_allowed_logits(logits), max_lens[active] <= t + 1).argmax(dim=-1)
         out[active, t] = next_tok
         keep = (next_tok != EOS).nonzero().squeeze(1)
         if keep.numel() == 0:
@@ -80,11 +93,10 @@ def beam_search(model: Transformer, src: Tensor, max_lens: Tensor, beam: int, le
         n = active.numel()
         logits, cache = model.decode(tokens, memory, src_mask, cache)
         at_limit = max_lens[active] <= t + 1  # (n,)
-        lp = _next_log_probs(logits, at_limit.repeat_interleave(k))
-        vocab = lp.size(-1)
-        cand = (scores[:, :, None] + lp.view(n, k, vocab)).view(n, k * vocab)
+        lp, tok = _top_log_probs(logits, at_limit.repeat_interleave(k), 2 * k)  # (n*K, 2K)
+        cand = (scores[:, :, None] + lp.view(n, k, 2 * k)).view(n, 2 * k * k)
         top_scores, top_idx = cand.topk(2 * k, dim=1)  # (n, 2K)
-        top_beam, top_tok = top_idx // vocab, top_idx % vocab
+        top_beam, top_tok = top_idx // (2 * k), tok.view(n, 2 * k * k).gather(1, top_idx)
         is_eos = top_tok == EOS
         _finish(finished, active, history, top_scores, top_beam, is_eos, k, (t + 1) ** length_penalty)
         # The K best candidates that are not EOS carry on.

@@ -8,9 +8,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from mt_cli.config import ModelConfig, TokenizerConfig
+from mt_cli import checkpoint
+from mt_cli.config import ModelConfig, TokenizerConfig, build_config
 from mt_cli.model import Transformer, build_model
 from mt_cli.tokenizer import Tokenizer, train_tokenizer
+from mt_cli.train import TrainPaths, train
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
@@ -82,3 +84,25 @@ def tiny_config(tokenizer: Tokenizer, **overrides) -> ModelConfig:
 def tiny_model(tokenizer) -> Transformer:
     torch.manual_seed(0)
     return build_model(tiny_config(tokenizer)).eval()
+
+
+@pytest.fixture(scope="session")
+def trained(tmp_path_factory, corpus_files):
+    """A tiny model trained long enough to translate the toy language (and to stop on its own)."""
+    d = tmp_path_factory.mktemp("trained")
+    f = corpus_files
+    cfg = build_config(
+        "tiny",
+        options={"tokenizer": {"vocab_size": 100}, "train": {"max_steps": 300, "batch_tokens": 500}},
+        sets=[
+            "train.valid_every=300",
+            "model.d_model=64",
+            "model.ffn_dim=128",
+            "model.dropout=0.0",
+            "train.warmup_steps=50",
+            "train.lr=3e-3",
+        ],
+    )
+    paths = TrainPaths(f["train_src"], f["train_tgt"], f["valid_src"], f["valid_tgt"], d / "run")
+    train(paths, cfg, log=lambda *_: None)
+    return checkpoint.load(d / "run" / "best.pt"), d

@@ -6,37 +6,12 @@ import pytest
 import torch
 
 from conftest import make_pairs
-from mt_cli import checkpoint
-from mt_cli.config import build_config
 from mt_cli.errors import MtError
 from mt_cli.export import check_exportable, export
-from mt_cli.train import TrainPaths, train
 from mt_cli.translate import translate_lines
 
 # Sentences of the toy language the model has not been trained on.
 LINES = make_pairs(24, seed=7)[0] + ["Ein hund.", "Der mann und die frau sehen ein rot haus."]
-
-
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory, corpus_files):
-    """A tiny model trained long enough to translate the toy language (and to stop on its own)."""
-    d = tmp_path_factory.mktemp("export")
-    f = corpus_files
-    cfg = build_config(
-        "tiny",
-        options={"tokenizer": {"vocab_size": 100}, "train": {"max_steps": 300, "batch_tokens": 500}},
-        sets=[
-            "train.valid_every=300",
-            "model.d_model=64",
-            "model.ffn_dim=128",
-            "model.dropout=0.0",
-            "train.warmup_steps=50",
-            "train.lr=3e-3",
-        ],
-    )
-    paths = TrainPaths(f["train_src"], f["train_tgt"], f["valid_src"], f["valid_tgt"], d / "run")
-    train(paths, cfg, log=lambda *_: None)
-    return checkpoint.load(d / "run" / "best.pt"), d
 
 
 def _mt_greedy(ckpt) -> list[str]:

@@ -3,10 +3,13 @@ from dataclasses import dataclass
 
 import torch
 
+from conftest import make_pairs
 from mt_cli.config import DecodeConfig
 from mt_cli.data import pad
+from mt_cli.runtime import Bf16Linear
 from mt_cli.search import beam_search, decode_batch, greedy_search, translate_ids
 from mt_cli.tokenizer import EOS
+from mt_cli.translate import load_for_decoding, translate_lines
 
 A, B = 4, 5
 VOCAB = 6
@@ -94,3 +97,21 @@ def test_translate_ids_returns_input_order_whatever_the_batching(tiny_model, tok
     one = translate_ids(tiny_model, src_ids, DecodeConfig(beam=3, batch_size=1, max_len_offset=5))
     many = translate_ids(tiny_model, src_ids, DecodeConfig(beam=3, batch_size=3, max_len_offset=5))
     assert one == many
+
+
+def test_int8_and_bf16_decoding_translate_every_line_and_mostly_as_fp32_does(trained):
+    """The fast paths change the arithmetic, not the search: on a trained model they should agree
+    with fp32 on most sentences (speed.py checks BLEU on a real model)."""
+    _, run_dir = trained
+    lines = make_pairs(40, seed=11)[0] + ["", "Ein hund."]
+    outputs = {}
+    for precision in ("fp32", "int8", "bf16"):
+        model, tokenizer, cfg = load_for_decoding(run_dir / "run" / "best.pt", "cpu", {"precision": precision})
+        outputs[precision] = translate_lines(model, tokenizer, lines, cfg)
+        if precision == "int8" and torch.cpu._is_amx_tile_supported():
+            assert isinstance(model.output_projection, Bf16Linear)
+    assert len(set(outputs["fp32"])) > 20, "the model should translate, not repeat one string"
+    for precision in ("int8", "bf16"):
+        out = outputs[precision]
+        assert len(out) == len(lines) and out[-2] == ""
+        assert sum(a == b for a, b in zip(out, outputs["fp32"])) >= 0.8 * len(lines)
