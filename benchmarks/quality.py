@@ -46,7 +46,6 @@ COLUMNS = [
     "steps", "train min", "wall min", "machine", "signature",
 ]  # fmt: skip
 TUNE_BEAMS, TUNE_PENALTIES = [4, 5, 8], [0.6, 0.8, 1.0, 1.2]
-TABLE_START, TABLE_END = "<!-- quality-table:start -->", "<!-- quality-table:end -->"
 
 
 def commit() -> str:
@@ -166,14 +165,19 @@ def readme_table(rows: list[dict[str, str]]) -> str:
     return "\n".join(lines)
 
 
+def replace_section(path: Path, name: str, body: str) -> None:
+    """Put `body` between the `<!-- NAME:start -->` and `<!-- NAME:end -->` markers of `path`."""
+    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+    text = path.read_text(encoding="utf-8")
+    if start not in text or end not in text:
+        sys.exit(f"{path}: no {start} ... {end} markers")
+    head, rest = text.split(start, 1)
+    _, tail = rest.split(end, 1)
+    atomic_write_text(path, f"{head}{start}\n{body.strip()}\n{end}{tail}")
+
+
 def update_readme(readme: Path = README, results: Path = RESULTS) -> None:
-    text = readme.read_text(encoding="utf-8")
-    if TABLE_START not in text or TABLE_END not in text:
-        sys.exit(f"{readme}: no {TABLE_START} ... {TABLE_END} markers")
-    head, rest = text.split(TABLE_START, 1)
-    _, tail = rest.split(TABLE_END, 1)
-    table = readme_table(read_results(results))
-    atomic_write_text(readme, f"{head}{TABLE_START}\n{table}\n{TABLE_END}{tail}")
+    replace_section(readme, "quality-table", readme_table(read_results(results)))
 
 
 def main() -> None:

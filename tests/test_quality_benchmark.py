@@ -52,7 +52,7 @@ def test_readme_table_shows_the_newest_row_of_each_recipe_pair_and_test(tmp_path
     quality.append_results([{**row, "test": "t1", "BLEU": "30.00"}, {**row, "test": "t2", "BLEU": "20.00"}], results)
     quality.append_results([{**row, "test": "t1", "BLEU": "31.00"}], results)
     readme = tmp_path / "README.md"
-    readme.write_text(f"intro\n{quality.TABLE_START}\nold\n{quality.TABLE_END}\noutro\n")
+    readme.write_text("intro\n<!-- quality-table:start -->\nold\n<!-- quality-table:end -->\noutro\n")
     quality.update_readme(readme, results)
     text = readme.read_text()
     assert "31.00" in text and "20.00" in text and "30.00" not in text and "old" not in text
