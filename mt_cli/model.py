@@ -345,16 +345,21 @@ class Transformer(nn.Module):
         return self.output_projection(h), cache
 
     def forward(self, src: Tensor, tgt_in: Tensor, at: Tensor | None = None) -> Tensor:
-        """Teacher-forced logits (B, T, V) for training, or (N, V) at the N positions where `at`
-        (B, T) is True: the output layer is the largest product in the model, so training runs it
-        on real target tokens only, not on padding."""
+        """Teacher-forced logits (B, T, V), or (N, V) at the N positions where `at` (B, T) is True."""
+        return self.output_projection(self.hidden(src, tgt_in, at))
+
+    def hidden(self, src: Tensor, tgt_in: Tensor, at: Tensor | None = None) -> Tensor:
+        """The decoder's last states, teacher-forced: (B, T, D), or (N, D) where `at` is True.
+
+        The output layer is the largest product in the model, so training runs it on real target
+        tokens only, not on padding (and train.py fuses it with the loss)."""
         src_mask = src != PAD
         memory = self.encode(src, src_mask)
         h = self.decoder(tgt_in, self.new_cache(memory, src_mask, keep=False))
         if at is not None:
             # index_select, not h[at]: its backward is a cheap index_add, boolean indexing's a slow index_put.
             h = h.flatten(0, 1).index_select(0, at.flatten().nonzero().squeeze(1))  # (B, T, D) -> (N, D)
-        return self.output_projection(h)
+        return h
 
 
 def _key_mask(src_mask: Tensor) -> Tensor | None:

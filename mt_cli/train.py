@@ -80,6 +80,45 @@ def label_smoothed_loss(logits: Tensor, target: Tensor, smoothing: float, pad_id
     return (1.0 - smoothing) * nll + smoothing * uniform, nll
 
 
+class OutputLayerLoss(torch.autograd.Function):
+    """label_smoothed_loss(h @ weight.T, target) for training, a chunk of rows at a time.
+
+    The (N, V) logits never exist whole: each chunk's logits, softmax and gradient stay in the
+    CPU's cache, and the gradients are worked out in the forward pass, as the loss is. That cuts
+    the memory traffic of the softmax over the vocabulary, the step's largest elementwise work.
+    No PAD targets: training passes the real target tokens only.
+    """
+
+    @staticmethod
+    def forward(ctx, h: Tensor, weight: Tensor, target: Tensor, smoothing: float, chunk: int) -> Tensor:
+        vocab = weight.size(0)
+        loss = torch.zeros((), device=h.device)
+        grad_h, grad_w = torch.empty_like(h), torch.zeros_like(weight)
+        for i in range(0, h.size(0), chunk):
+            rows, gold = h[i : i + chunk], target[i : i + chunk, None]
+            lprobs = torch.log_softmax((rows @ weight.t()).float(), dim=-1)  # (c, D) -> (c, V)
+            nll = -lprobs.gather(1, gold).sum()
+            loss += (1.0 - smoothing) * nll - smoothing * lprobs.sum() / vocab
+            # d loss / d logits = softmax - smoothed target, in place of lprobs
+            g = lprobs.exp_().sub_(smoothing / vocab)
+            g.scatter_add_(1, gold, torch.full(gold.shape, smoothing - 1.0, device=g.device))
+            g = g.to(rows.dtype)
+            grad_h[i : i + chunk] = g @ weight.to(g.dtype)
+            grad_w += (g.t() @ rows.to(g.dtype)).to(grad_w.dtype)
+        ctx.save_for_backward(grad_h, grad_w)
+        return loss
+
+    @staticmethod
+    def backward(ctx, grad_loss: Tensor):
+        grad_h, grad_w = ctx.saved_tensors
+        return grad_h * grad_loss, grad_w * grad_loss, None, None, None
+
+
+def output_layer_loss(h: Tensor, weight: Tensor, target: Tensor, smoothing: float, chunk: int = 256) -> Tensor:
+    """Summed label-smoothed cross-entropy of the logits h (N, D) @ weight.T (V, D) -> (N, V)."""
+    return OutputLayerLoss.apply(h, weight, target, smoothing, chunk)
+
+
 @dataclass
 class TrainPaths:
     train_src: Path
@@ -291,9 +330,9 @@ def train_step(run: Run, batch: list[int], progress: float = 0.0) -> tuple[float
     src, tgt_in, tgt_out = (x.to(run.device) for x in collate(run.train_pairs, batch, run.model.start_token))
     keep = tgt_out != PAD
     with autocast(run.bf16, run.device):
-        logits = model(src, tgt_in, keep)  # (N, V), real target tokens only
-    loss_sum, _ = label_smoothed_loss(logits, tgt_out[keep], t.label_smoothing)
-    n_tokens = logits.size(0)
+        h = model.hidden(src, tgt_in, keep)  # (N, D), real target tokens only
+        loss_sum = output_layer_loss(h, model.output_projection.weight, tgt_out[keep], t.label_smoothing)
+    n_tokens = h.size(0)
     (loss_sum / n_tokens).backward()
     # With clipping off the norm is still measured (an infinite bound never clips), for the log.
     grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), t.clip_norm if t.clip_norm > 0 else math.inf)

@@ -11,7 +11,7 @@ from mt_cli.config import Config, DecodeConfig, TokenizerConfig, TrainConfig, bu
 from mt_cli.data import Pairs, collate
 from mt_cli.model import build_model
 from mt_cli.search import translate_ids
-from mt_cli.train import TrainPaths, budget_progress, label_smoothed_loss, lr_at, train
+from mt_cli.train import TrainPaths, budget_progress, label_smoothed_loss, lr_at, output_layer_loss, train
 
 
 def test_lr_warms_up_linearly_to_its_peak_then_decays_as_inverse_square_root():
@@ -84,6 +84,22 @@ def test_label_smoothed_loss_matches_the_formula_and_torch_and_ignores_padding_t
     keep = target != 0
     flat, flat_nll = label_smoothed_loss(logits[keep], target[keep], smoothing=0.1)
     assert (flat.item(), flat_nll.item()) == pytest.approx((loss.item(), nll.item()), rel=1e-6)
+
+
+def test_chunked_output_layer_loss_equals_the_plain_loss_and_its_gradients():
+    torch.manual_seed(0)
+    h = torch.randn(300, 16, requires_grad=True)
+    weight = torch.randn(50, 16, requires_grad=True)
+    target = torch.randint(1, 50, (300,))
+    want = label_smoothed_loss(h @ weight.t(), target, smoothing=0.1)[0]
+    want.backward()
+    want_h, want_w = h.grad.clone(), weight.grad.clone()
+    h.grad = weight.grad = None
+    got = output_layer_loss(h, weight, target, smoothing=0.1, chunk=64)  # 300 rows: the last chunk is short
+    (2.0 * got).backward()  # the incoming gradient scales what the forward pass worked out
+    assert got.item() == pytest.approx(want.item(), rel=1e-6)
+    torch.testing.assert_close(h.grad, 2.0 * want_h, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(weight.grad, 2.0 * want_w, rtol=1e-5, atol=1e-5)
 
 
 def test_loss_falls_and_greedy_reproduces_the_targets_when_overfitting_8_pairs(tokenizer, corpus):
