@@ -13,8 +13,8 @@ Each timed run is a process of its own (once CTranslate2 has run in a process, P
 the machine's drift over minutes does not land on one system only.
 Training: target tokens/s of mt's training step and of MarianMTModel built from the same config
 as Seq2SeqTrainer runs it (its own forward, LabelSmoother(0.1), fused AdamW), with its sdpa and its
-eager attention, on the same batches, fp32 and bf16 autocast, taking turns for --train-rounds
-rounds (the fastest of each kept), and the model FLOPs utilisation
+eager attention, on the same batches, fp32 and bf16 autocast, all taking turns step by step, and
+the model FLOPs utilisation
 of each against a large matrix product timed in the same run. Memory: peak RSS of `mt translate`
 on a 10k- and a 100k-line file. Thread count is the same for all (--threads).
 
@@ -37,6 +37,7 @@ from pathlib import Path
 import sacrebleu
 import torch
 from quality import README, RESULTS, commit, replace_section  # this folder's results helpers
+from torch import Tensor
 
 from mt_cli import checkpoint
 from mt_cli.config import DecodeConfig
@@ -244,42 +245,47 @@ def matmul_peak(dtype: torch.dtype, n: int = 2048, reps: int = 10) -> float:
     return 2.0 * n**3 * reps / (time.perf_counter() - start)
 
 
-def train_once(name: str, precision: str, ckpt, pairs: Pairs, batches: list[list[int]]) -> tuple[float, float]:
-    """(target tokens/s, linear FLOP/s) of one system over the batches, from a fresh model."""
-    model, loss_of = TRAINERS[name](ckpt)
-    # Fused AdamW: mt trains with it, and it is Seq2SeqTrainer's default on torch >= 2.8.
-    optim = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
-    seconds = tokens = flops = 0.0
-    for i, batch in enumerate(batches):
-        src, tgt_in, tgt_out = collate(pairs, batch, PAD)
+class Trainer:
+    """One system at one precision: a fresh model, fused AdamW, and the time and tokens of its steps."""
+
+    def __init__(self, name: str, precision: str, ckpt) -> None:
+        self.name, self.precision = name, precision
+        self.model, self.loss_of = TRAINERS[name](ckpt)
+        # Fused AdamW: mt trains with it, and it is Seq2SeqTrainer's default on torch >= 2.8.
+        self.optim = torch.optim.AdamW(self.model.parameters(), lr=1e-4, fused=True)
+        self.seconds = self.tokens = self.flops = 0.0
+
+    def step(self, src: Tensor, tgt_in: Tensor, tgt_out: Tensor, ckpt, timed: bool) -> None:
         start = time.perf_counter()
-        with autocast(precision == "bf16", torch.device("cpu")):
-            loss = loss_of(src, tgt_in, tgt_out)
-        optim.zero_grad(set_to_none=True)
+        with autocast(self.precision == "bf16", torch.device("cpu")):
+            loss = self.loss_of(src, tgt_in, tgt_out)
+        self.optim.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optim.step()
-        if i >= 3:  # the first steps warm up allocators and kernels
-            seconds += time.perf_counter() - start
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+        self.optim.step()
+        if timed:
+            self.seconds += time.perf_counter() - start
             n_tgt, n_src = int((tgt_out != PAD).sum()), int((src != PAD).sum())
-            tokens += n_tgt
-            flops += linear_flops_per_step(model if name == "mt" else model.model, n_src, n_tgt, ckpt)
-    return tokens / seconds, flops / seconds
+            self.tokens += n_tgt
+            model = self.model if self.name == "mt" else self.model.model
+            self.flops += linear_flops_per_step(model, n_src, n_tgt, ckpt)
 
 
 def training_rows(args, ckpt) -> tuple[list[dict], dict[str, float]]:
-    """Each system trains --train-rounds times, taking turns; its fastest round counts."""
+    """All systems step in turn, batch by batch, so that the machine's drift (10-20% over minutes
+    here) lands on every system alike; the first 3 steps of each warm up and are not timed."""
     pairs, batches = training_batches(ckpt, args)
     peaks = {"fp32": matmul_peak(torch.float32), "bf16": matmul_peak(torch.bfloat16)}
-    best: dict[tuple[str, str], tuple[float, float]] = {}
-    for _ in range(args.train_rounds):
-        for precision in ("fp32", "bf16"):
-            for name in TRAINERS:
-                tok_s, flop_s = train_once(name, precision, ckpt, pairs, batches)
-                print(f"  train {precision} {name}: {tok_s:.0f} tgt tok/s", flush=True)
-                best[(name, precision)] = max(best.get((name, precision), (0.0, 0.0)), (tok_s, flop_s))
-    rows = [{"system": name, "precision": precision, "tok/s": tok_s, "MFU": flop_s / peaks[precision]}
-            for (name, precision), (tok_s, flop_s) in best.items()]  # fmt: skip
+    trainers = [Trainer(name, precision, ckpt) for precision in ("fp32", "bf16") for name in TRAINERS]
+    for i, batch in enumerate(batches):
+        src, tgt_in, tgt_out = collate(pairs, batch, PAD)
+        for trainer in trainers:
+            trainer.step(src, tgt_in, tgt_out, ckpt, timed=i >= 3)
+    rows = []
+    for t in trainers:
+        rows.append({"system": t.name, "precision": t.precision, "tok/s": t.tokens / t.seconds,
+                     "MFU": t.flops / t.seconds / peaks[t.precision]})  # fmt: skip
+        print(f"  train {t.precision} {t.name}: {t.tokens / t.seconds:.0f} tgt tok/s", flush=True)
     return rows, peaks
 
 
@@ -351,7 +357,6 @@ def main() -> None:
     p.add_argument("--n", type=int, default=1000, help="sentences to translate")
     p.add_argument("--train-steps", type=int, default=30, help="timed training steps per system")
     p.add_argument("--rounds", type=int, default=3, help="decoding: timed runs per system, the fastest kept")
-    p.add_argument("--train-rounds", type=int, default=2, help="training: runs per system, the fastest kept")
     p.add_argument("--rss-lines", type=int, nargs="*", default=[10_000, 100_000])
     p.add_argument("--threads", type=int, default=os.cpu_count())
     p.add_argument("--parts", nargs="+", choices=PARTS, default=PARTS, help="run only these (implies --no-append)")
