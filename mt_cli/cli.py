@@ -233,6 +233,32 @@ def average(
     err(f"averaged {len(checkpoints)} checkpoints into {out}")
 
 
+@app.command()
+@friendly
+def doctor(
+    src: ExistingFile,
+    tgt: ExistingFile,
+    valid_src: Annotated[Path | None, typer.Option(help="Validation source, checked and compared with train.")] = None,
+    valid_tgt: Annotated[Path | None, typer.Option(help="Validation target.")] = None,
+    test_src: Annotated[Path | None, typer.Option(help="Test source, checked and compared with train.")] = None,
+    test_tgt: Annotated[Path | None, typer.Option(help="Test target.")] = None,
+    tokenizer: Annotated[Path | None, typer.Option(help="Tokenizer folder: also report unknown pieces.")] = None,
+    max_chars: Annotated[int, typer.Option(help="Lines longer than this are reported.")] = 1000,
+    max_ratio: Annotated[float, typer.Option(help="Length ratios this far off the corpus median are reported.")] = 3.0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the findings as JSON.")] = False,
+) -> None:
+    """Check a parallel corpus: line counts, bad bytes, empty lines, duplicates, copies, length
+    outliers, long lines, train/valid/test overlap, unknown pieces. Exits 1 when it finds an error."""
+    from mt_cli.doctor import run
+
+    text, has_error = run(
+        src, tgt, (valid_src, valid_tgt), (test_src, test_tgt), tokenizer, max_chars, max_ratio, as_json
+    )
+    typer.echo(text)
+    if has_error:
+        raise typer.Exit(1)
+
+
 @app.command("export")
 @friendly
 def export_model(
