@@ -98,6 +98,9 @@ def train(
     average_last: Annotated[
         int | None, typer.Option(help="After training, average the last K into OUT/averaged.pt.")
     ] = None,
+    on_bad_utf8: Annotated[
+        str | None, typer.Option(help="Bytes that are not UTF-8: error (default), skip the pair, or replace.")
+    ] = None,
     set_: Annotated[
         list[str] | None, typer.Option("--set", help="Override any field: --set model.dropout=0 (repeatable).")
     ] = None,
@@ -117,6 +120,7 @@ def train(
         "patience": patience,
         "keep_last": keep_last,
         "average_last": average_last,
+        "on_bad_utf8": on_bad_utf8,
     }
     options = {"train": {k: v for k, v in given.items() if v is not None}}
     cfg = build_config(preset, config, options, set_)

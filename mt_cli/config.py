@@ -110,6 +110,9 @@ class TrainConfig:
     # bf16 autocast: "auto" uses it on CUDA only; on this CPU it was not reliably faster.
     amp: str = "auto"
     threads: int = 0  # 0: PyTorch's default
+    # Training-data bytes that are not UTF-8: "error" names file and line and stops; "skip" drops
+    # those pairs; "replace" keeps them with U+FFFD. Counted in the log either way.
+    on_bad_utf8: str = "error"
 
     def __post_init__(self) -> None:
         _check(self.batch_tokens > 0, "train.batch_tokens must be positive")
@@ -125,6 +128,10 @@ class TrainConfig:
         ):
             _check(getattr(self, name) >= 0, f"train.{name} must not be negative")
         _check(self.lr > 0, "train.lr must be positive")
+        _check(
+            self.on_bad_utf8 in ("error", "skip", "replace"),
+            f"train.on_bad_utf8 must be error, skip or replace, not {self.on_bad_utf8!r}",
+        )
         _check(
             self.lr_schedule in ("inverse_sqrt", "cosine", "wsd"),
             f"train.lr_schedule must be inverse_sqrt, cosine or wsd, not {self.lr_schedule!r}",

@@ -14,32 +14,48 @@ from mt_cli.errors import MtError
 from mt_cli.files import atomic_write_text
 from mt_cli.tokenizer import EOS, PAD
 
+UTF8_HINT = "convert the file to UTF-8, e.g. with iconv"
 
-def read_lines(path: Path) -> list[str]:
-    """All lines of a UTF-8 text file, without line endings; a BOM and CRLF endings are removed.
 
-    Undecodable bytes stop the run with the file and line named, rather than being guessed at.
+def read_lines(
+    path: Path, on_bad_utf8: str = "error", bad: list[int] | None = None, hint: str = UTF8_HINT
+) -> list[str]:
+    """All lines of a UTF-8 text file, cleaned by `clean_line`.
+
+    Undecodable bytes stop the run with the file and line named, rather than being guessed at,
+    unless `on_bad_utf8` is "replace" (U+FFFD for each bad byte); their line numbers go to `bad`.
     """
     path = Path(path)
     if not path.is_file():
         raise MtError(f"{path}: file not found")
     with open(path, "rb") as f:
-        return list(iter_text_lines(f, str(path)))
+        return list(iter_text_lines(f, str(path), on_bad_utf8, bad, hint))
 
 
-def iter_text_lines(stream: BinaryIO, name: str) -> Iterator[str]:
+def iter_text_lines(
+    stream: BinaryIO, name: str, on_bad_utf8: str = "error", bad: list[int] | None = None, hint: str = UTF8_HINT
+) -> Iterator[str]:
     """Decode a binary stream line by line, so a huge file or stdin never sits in memory whole."""
     for lineno, raw in enumerate(stream, start=1):
         try:
             line = raw.decode("utf-8")
         except UnicodeDecodeError as e:
-            raise MtError(
-                f"{name}:{lineno}: not valid UTF-8 (byte 0x{raw[e.start]:02x} at column {e.start + 1}); "
-                "convert the file to UTF-8, e.g. with iconv"
-            ) from None
-        if lineno == 1:
-            line = line.removeprefix("\ufeff")
-        yield line.rstrip("\r\n")
+            if on_bad_utf8 == "error":
+                raise MtError(
+                    f"{name}:{lineno}: not valid UTF-8 (byte 0x{raw[e.start]:02x} at column {e.start + 1}); {hint}"
+                ) from None
+            line = raw.decode("utf-8", errors="replace")
+            if bad is not None:
+                bad.append(lineno)
+        yield clean_line(line, first=lineno == 1)
+
+
+def clean_line(line: str, first: bool = False) -> str:
+    """Without its line ending, a leading BOM (first line) and stray carriage returns: a \r left
+    inside a line would become part of a vocabulary piece or of an output line."""
+    if first:
+        line = line.removeprefix("\ufeff")
+    return line.rstrip("\r\n").replace("\r", " ")
 
 
 def check_aligned(path_a: Path, lines_a: list[str], path_b: Path, lines_b: list[str]) -> None:
@@ -55,16 +71,28 @@ class Corpus:
     src: list[str]
     tgt: list[str]
     dropped_empty: int = 0
+    bad_utf8: int = 0  # pairs with bytes that are not UTF-8: dropped ("skip") or repaired ("replace")
 
 
-def read_parallel(src_path: Path, tgt_path: Path) -> Corpus:
-    """Line-aligned source and target files; pairs with an empty side are dropped and counted."""
-    src, tgt = read_lines(src_path), read_lines(tgt_path)
+def read_parallel(src_path: Path, tgt_path: Path, on_bad_utf8: str = "error") -> Corpus:
+    """Line-aligned source and target files; pairs with an empty side are dropped and counted.
+
+    `on_bad_utf8`: "error" stops at the first undecodable byte, "skip" drops the pairs that hold
+    one (both sides, so the files stay aligned), "replace" keeps them with U+FFFD in its place.
+    """
+    hint = f"{UTF8_HINT}, or pass --on-bad-utf8 skip (drop such pairs) or replace"
+    bad_src: list[int] = []
+    bad_tgt: list[int] = []
+    src = read_lines(src_path, on_bad_utf8, bad_src, hint)
+    tgt = read_lines(tgt_path, on_bad_utf8, bad_tgt, hint)
     check_aligned(src_path, src, tgt_path, tgt)
-    keep = [i for i, (s, t) in enumerate(zip(src, tgt)) if s.strip() and t.strip()]
+    bad = {n - 1 for n in bad_src + bad_tgt}
+    skip = bad if on_bad_utf8 == "skip" else set()
+    keep = [i for i, (s, t) in enumerate(zip(src, tgt)) if s.strip() and t.strip() and i not in skip]
     if not keep:
         raise MtError(f"{src_path} / {tgt_path}: no sentence pairs with text on both sides")
-    return Corpus([src[i] for i in keep], [tgt[i] for i in keep], dropped_empty=len(src) - len(keep))
+    empty = sum(1 for i, (s, t) in enumerate(zip(src, tgt)) if i not in skip and not (s.strip() and t.strip()))
+    return Corpus([src[i] for i in keep], [tgt[i] for i in keep], dropped_empty=empty, bad_utf8=len(bad))
 
 
 @dataclass(frozen=True)

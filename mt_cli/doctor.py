@@ -11,6 +11,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from mt_cli.data import read_lines
 from mt_cli.errors import MtError
 from mt_cli.tokenizer import UNK, Tokenizer
 
@@ -35,20 +36,9 @@ class Side:
 
 
 def read_side(path: Path) -> Side:
-    """Every line, with a BOM and CRLF removed and undecodable bytes replaced (and noted)."""
-    if not path.is_file():
-        raise MtError(f"{path}: file not found")
-    lines, bad = [], []
-    with open(path, "rb") as f:
-        for lineno, raw in enumerate(f, start=1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                line = raw.decode("utf-8", errors="replace")
-                bad.append(lineno)
-            if lineno == 1:
-                line = line.removeprefix("\ufeff")
-            lines.append(line.rstrip("\r\n"))
+    """Every line, cleaned as training reads it, with undecodable bytes replaced (and noted)."""
+    bad: list[int] = []
+    lines = read_lines(path, "replace", bad)
     return Side(path, lines, bad)
 
 

@@ -158,18 +158,23 @@ def get_tokenizer(paths: TrainPaths, cfg: Config, log) -> Tokenizer:
     if own.is_dir():
         return Tokenizer.load(own)
     log(f"training a {cfg.tokenizer.vocab_size}-piece tokenizer into {own}")
-    corpus = read_parallel(paths.train_src, paths.train_tgt)
+    corpus = read_parallel(paths.train_src, paths.train_tgt, cfg.train.on_bad_utf8)
     tokenizer = train_tokenizer(corpus.src, corpus.tgt, cfg.tokenizer)
     tokenizer.save(own)
     return tokenizer
 
 
-def encode_corpus(src_path: Path, tgt_path: Path, tokenizer: Tokenizer, max_len: int | None, log) -> Pairs:
+def encode_corpus(
+    src_path: Path, tgt_path: Path, tokenizer: Tokenizer, max_len: int | None, log, on_bad_utf8: str = "error"
+) -> Pairs:
     """Token ids of a parallel corpus; training pairs longer than `max_len` are dropped and counted."""
-    corpus = read_parallel(src_path, tgt_path)
+    corpus = read_parallel(src_path, tgt_path, on_bad_utf8)
     src, tgt = tokenizer.encode_src(corpus.src), tokenizer.encode_tgt(corpus.tgt)
     pairs = filter_long(src, tgt, max_len) if max_len else Pairs(src, tgt)
     dropped = f"dropped {corpus.dropped_empty} with an empty side"
+    if corpus.bad_utf8:
+        done = "dropped" if on_bad_utf8 == "skip" else "repaired (U+FFFD)"
+        dropped += f", {done} {corpus.bad_utf8} with bytes that are not UTF-8"
     if max_len:
         dropped += f", {pairs.dropped_long} longer than {max_len} tokens"
     log(f"{src_path} / {tgt_path}: {len(pairs.src)} pairs ({dropped})")
@@ -295,9 +300,9 @@ def prepare(paths: TrainPaths, cfg: Config, log) -> Run:
         "shared_vocab": tokenizer.joint,
     }
     cfg = replace(cfg, model=replace(cfg.model, **vocab))
-    train_pairs = encode_corpus(paths.train_src, paths.train_tgt, tokenizer, t.max_len, log)
-    valid_pairs = encode_corpus(paths.valid_src, paths.valid_tgt, tokenizer, None, log)
-    valid_refs = read_parallel(paths.valid_src, paths.valid_tgt).tgt
+    train_pairs = encode_corpus(paths.train_src, paths.train_tgt, tokenizer, t.max_len, log, t.on_bad_utf8)
+    valid_pairs = encode_corpus(paths.valid_src, paths.valid_tgt, tokenizer, None, log, t.on_bad_utf8)
+    valid_refs = read_parallel(paths.valid_src, paths.valid_tgt, t.on_bad_utf8).tgt
 
     random.seed(t.seed)
     torch.manual_seed(t.seed)
