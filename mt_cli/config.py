@@ -113,6 +113,9 @@ class TrainConfig:
     # Training-data bytes that are not UTF-8: "error" names file and line and stops; "skip" drops
     # those pairs; "replace" keeps them with U+FFFD. Counted in the log either way.
     on_bad_utf8: str = "error"
+    # A step whose loss or gradient is not finite is skipped with a warning; this many in a row stop
+    # the run (the checkpoints written before stay as they were).
+    max_nonfinite: int = 5
 
     def __post_init__(self) -> None:
         _check(self.batch_tokens > 0, "train.batch_tokens must be positive")
@@ -128,6 +131,7 @@ class TrainConfig:
         ):
             _check(getattr(self, name) >= 0, f"train.{name} must not be negative")
         _check(self.lr > 0, "train.lr must be positive")
+        _check(self.max_nonfinite >= 1, "train.max_nonfinite must be at least 1")
         _check(
             self.on_bad_utf8 in ("error", "skip", "replace"),
             f"train.on_bad_utf8 must be error, skip or replace, not {self.on_bad_utf8!r}",

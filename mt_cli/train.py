@@ -140,6 +140,7 @@ class TrainState:
     best_bleu: float = -1.0
     best_step: int = 0
     validations_since_best: int = 0  # for early stopping
+    nonfinite_in_a_row: int = 0  # skipped steps (loss or gradient not finite) since the last good one
     history: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -342,13 +343,30 @@ def train_step(run: Run, batch: list[int], progress: float = 0.0) -> tuple[float
     # With clipping off the norm is still measured (an infinite bound never clips), for the log.
     grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), t.clip_norm if t.clip_norm > 0 else math.inf)
     lr = lr_at(run.state.step + 1, t.lr, t.warmup_steps, t.lr_schedule, progress, t.lr_cooldown)
-    for group in run.optimizer.param_groups:
-        group["lr"] = lr
-    run.optimizer.step()
+    loss, norm = loss_sum.item(), float(grad_norm)
+    if math.isfinite(loss) and math.isfinite(norm):  # else no update: one bad batch must not wreck the weights
+        for group in run.optimizer.param_groups:
+            group["lr"] = lr
+        run.optimizer.step()
+        if run.ema is not None:
+            ema_update(run.ema, model, t.ema_decay)
     run.optimizer.zero_grad(set_to_none=True)
-    if run.ema is not None:
-        ema_update(run.ema, model, t.ema_decay)
-    return loss_sum.item(), n_tokens, lr, float(grad_norm)
+    return loss, n_tokens, lr, norm
+
+
+def count_nonfinite(state: TrainState, loss: float, grad_norm: float, cfg: TrainConfig, last: Path) -> bool:
+    """True when the step was skipped; too many in a row stop the run with what to do."""
+    if math.isfinite(loss) and math.isfinite(grad_norm):
+        state.nonfinite_in_a_row = 0
+        return False
+    state.nonfinite_in_a_row += 1
+    if state.nonfinite_in_a_row >= cfg.max_nonfinite:
+        raise MtError(
+            f"step {state.step}: the loss or gradient was not finite {state.nonfinite_in_a_row} steps in a row; "
+            f"stopped without saving ({last} holds the last good state). Lower train.lr, keep train.clip_norm "
+            "on, or check the data with `mt doctor`"
+        )
+    return True
 
 
 def run_validation(run: Run, record, progress: TrainProgress) -> None:
@@ -392,8 +410,12 @@ def train_loop(run: Run, record, progress: TrainProgress) -> None:
             state.batch_in_epoch += 1
             now = time.perf_counter()
             state.elapsed_s = elapsed_before + (now - started)
-            window_loss, window_tokens = window_loss + loss_sum, window_tokens + n_tokens
-            if state.step % t.log_every == 0:
+            if count_nonfinite(state, loss_sum, grad_norm, t, run.paths.out / "last.pt"):
+                record({"step": state.step, "skipped": "loss or gradient not finite"})
+                progress.note(f"step {state.step}: loss {loss_sum}, gradient norm {grad_norm}: update skipped")
+            else:
+                window_loss, window_tokens = window_loss + loss_sum, window_tokens + n_tokens
+            if state.step % t.log_every == 0 and window_tokens:
                 entry = {
                     "step": state.step,
                     "epoch": state.epoch + 1,

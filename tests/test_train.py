@@ -1,3 +1,4 @@
+import json
 import math
 from pathlib import Path
 
@@ -9,6 +10,7 @@ from conftest import tiny_config
 from mt_cli import checkpoint
 from mt_cli.config import Config, DecodeConfig, TokenizerConfig, TrainConfig, build_config
 from mt_cli.data import Pairs, collate
+from mt_cli.errors import MtError
 from mt_cli.model import build_model
 from mt_cli.search import translate_ids
 from mt_cli.train import TrainPaths, budget_progress, label_smoothed_loss, lr_at, output_layer_loss, train
@@ -229,3 +231,41 @@ def test_with_ema_best_holds_the_averaged_weights_and_last_can_resume_them(corpu
     assert not torch.equal(best.model_state[key], last.model_state[key])
     state = train(_paths(corpus_files, out), _tiny_run_config(max_steps=12, ema_decay=0.9), log=lambda m: None)
     assert state.step == 12
+
+
+def _nan_on(calls: set[int], monkeypatch):
+    """Make the training loss NaN on the given calls (1-based), as a bad batch or an overflow would."""
+    import mt_cli.train as train_module
+
+    real, count = train_module.output_layer_loss, [0]
+
+    def loss(*args, **kwargs):
+        count[0] += 1
+        value = real(*args, **kwargs)
+        return value * float("nan") if count[0] in calls else value
+
+    monkeypatch.setattr(train_module, "output_layer_loss", loss)
+
+
+def test_a_non_finite_step_is_skipped_with_a_warning_and_training_goes_on(corpus_files, tmp_path, monkeypatch):
+    _nan_on({3, 4}, monkeypatch)
+    out = tmp_path / "run"
+    cfg = _tiny_run_config(max_steps=8, log_every=1, valid_every=8)
+    train(_paths(corpus_files, out), cfg, log=lambda m: None)
+    log = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+    assert [e["step"] for e in log if "skipped" in e] == [3, 4]
+    assert all(math.isfinite(e["loss"]) for e in log if "loss" in e)
+    weights = checkpoint.load(out / "last.pt").model_state
+    assert all(torch.isfinite(w).all() for w in weights.values() if w.is_floating_point())
+
+
+def test_too_many_non_finite_steps_stop_the_run_and_leave_last_pt_as_it_was(corpus_files, tmp_path, monkeypatch):
+    out = tmp_path / "run"
+    cfg = _tiny_run_config(max_steps=4, valid_every=4)
+    train(_paths(corpus_files, out), cfg, log=lambda m: None)
+    before = (out / "last.pt").read_bytes()
+    _nan_on(set(range(1, 100)), monkeypatch)
+    cfg = _tiny_run_config(max_steps=20, valid_every=4, max_nonfinite=3)
+    with pytest.raises(MtError, match="not finite 3 steps in a row"):
+        train(_paths(corpus_files, out), cfg, log=lambda m: None)
+    assert (out / "last.pt").read_bytes() == before
