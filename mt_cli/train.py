@@ -6,6 +6,8 @@ import copy
 import json
 import math
 import random
+import signal
+import threading
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -393,7 +395,7 @@ def run_validation(run: Run, record, progress: TrainProgress) -> None:
     progress.note(f"step {state.step}: valid loss {v.loss:.3f}, BLEU {v.bleu:.2f}{best}")
 
 
-def train_loop(run: Run, record, progress: TrainProgress) -> None:
+def train_loop(run: Run, record, progress: TrainProgress, stop: StopSignals | None = None) -> None:
     """Epochs of shuffled token batches until a limit is reached, validating every `valid_every` steps."""
     t, state = run.cfg.train, run.state
     started, elapsed_before = time.perf_counter(), state.elapsed_s
@@ -403,6 +405,8 @@ def train_loop(run: Run, record, progress: TrainProgress) -> None:
     while not _done(state, run.cfg):
         batches = make_batches(run.train_pairs, t.batch_tokens, seed=t.seed + state.epoch)
         while state.batch_in_epoch < len(batches) and not _done(state, run.cfg):
+            if stop is not None and stop.requested:
+                return  # between steps: the state is whole, and train() saves it
             epochs = state.epoch + state.batch_in_epoch / len(batches)
             spent = budget_progress(state.step, state.elapsed_s, epochs, t)
             loss_sum, n_tokens, lr, grad_norm = train_step(run, batches[state.batch_in_epoch], spent)
@@ -436,8 +440,33 @@ def train_loop(run: Run, record, progress: TrainProgress) -> None:
         if state.batch_in_epoch >= len(batches):
             state.epoch += 1
             state.batch_in_epoch = 0
-    if last_valid != state.step:
+    if last_valid != state.step and not (stop is not None and stop.requested):
         run_validation(run, record, progress)
+
+
+class StopSignals:
+    """SIGINT (Ctrl-C) and SIGTERM ask training to stop after the current step, which is then saved
+    whole; a second signal stops at once, saving nothing. Handlers can only be set from the main
+    thread; elsewhere signals keep their defaults."""
+
+    def __init__(self) -> None:
+        self.requested: str | None = None
+        self.previous: dict[int, Any] = {}
+
+    def __enter__(self) -> StopSignals:
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self.previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum: int, frame) -> None:
+        if self.requested is not None:
+            raise KeyboardInterrupt
+        self.requested = signal.Signals(signum).name
+
+    def __exit__(self, *exc) -> None:
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
 
 
 def train(paths: TrainPaths, cfg: Config, log=print) -> TrainState:
@@ -450,13 +479,16 @@ def train(paths: TrainPaths, cfg: Config, log=print) -> TrainState:
             log_file.write(json.dumps(entry) + "\n")
             log_file.flush()
 
-        try:
-            train_loop(run, record, progress)
-        except KeyboardInterrupt:
-            _save(last, run.cfg, run.tokenizer, run.model, run.optimizer, run.state, run.ema)
-            raise MtError(
-                f"interrupted at step {run.state.step}; {last} saved, rerun the same command to resume"
-            ) from None
+        with StopSignals() as stop:
+            try:
+                train_loop(run, record, progress, stop)
+            except KeyboardInterrupt:
+                raise MtError(f"stopped at once, mid-step; {last} holds the last saved state") from None
+            if stop.requested:
+                _save(last, run.cfg, run.tokenizer, run.model, run.optimizer, run.state, run.ema)
+                raise MtError(
+                    f"{stop.requested} at step {run.state.step}: {last} saved; rerun the same command to resume"
+                )
         state = run.state
         if state.validations_since_best >= run.cfg.train.patience > 0:
             log(f"early stop: no better validation BLEU in {run.cfg.train.patience} validations")

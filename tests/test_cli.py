@@ -134,3 +134,34 @@ def test_tune_decoding_scores_every_pair_best_first_and_writes_the_best_as_defau
     assert [r["bleu"] for r in rows] == sorted((r["bleu"] for r in rows), reverse=True)
     decode = checkpoint.load(tuned).config.decode
     assert (decode.beam, decode.length_penalty) == (rows[0]["beam"], rows[0]["length_penalty"])
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
+def test_a_signal_during_training_saves_last_pt_and_the_same_command_resumes(sig, corpus_files, tmp_path):
+    import signal
+    import time
+
+    f, out = corpus_files, tmp_path / "run"
+    cmd = [sys.executable, "-m", "mt_cli", "train", "--train-src", f["train_src"], "--train-tgt", f["train_tgt"],
+           "--valid-src", f["valid_src"], "--valid-tgt", f["valid_tgt"], "--out", out, "--preset", "tiny",
+           "--max-steps", "100000", "--set", "tokenizer.vocab_size=100", "--set", "train.log_every=1",
+           "--set", "train.valid_every=100000", "--set", "train.batch_tokens=300"]  # fmt: skip
+    proc = subprocess.Popen(list(map(str, cmd)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    log = out / "log.jsonl"
+    deadline = time.monotonic() + 300
+    while not (log.is_file() and log.read_text().count("\n") >= 3):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[1]
+        time.sleep(0.2)
+    sent = time.monotonic()
+    proc.send_signal(getattr(signal, sig))
+    _, stderr = proc.communicate(timeout=60)
+    assert time.monotonic() - sent < 30
+    assert proc.returncode == 1 and "Traceback" not in stderr
+    assert f"{sig} at step" in stderr and "rerun the same command to resume" in stderr
+    step = int(stderr.split(f"{sig} at step ")[1].split(":")[0])
+    from mt_cli import checkpoint
+
+    assert checkpoint.load(out / "last.pt").train_state["step"] == step
+    cmd[cmd.index("100000")] = str(step + 2)  # the same run, told to stop soon
+    again = mt(*cmd[3:])
+    assert f"resuming {out / 'last.pt'} at step {step}" in again.stderr
