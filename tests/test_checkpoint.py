@@ -135,3 +135,32 @@ def test_decoding_starts_from_a_zero_vector_even_when_the_tied_pad_row_has_learn
         emb.token.weight[PAD] = 1.0  # the output layer shares this row, so training may move it
         start = emb(torch.tensor([[PAD]]))
     torch.testing.assert_close(start[0, 0], emb.positions[0])  # position 0 alone: the token part is zero
+
+
+def test_a_full_disk_during_a_save_gives_a_clear_error_and_the_earlier_checkpoint_survives(
+    tiny_model, tokenizer, tmp_path, monkeypatch
+):
+    import errno
+
+    import mt_cli.files
+
+    path = _save(tmp_path, tiny_model, tokenizer)
+    before = path.read_bytes()
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(mt_cli.files.os, "fsync", full)
+    with torch.no_grad():
+        tiny_model.output_projection.weight.add_(1.0)  # a different model, so a half-write would show
+    with pytest.raises(MtError, match=r"model\.pt: write failed \(No space left on device\); the previous file"):
+        _save(tmp_path, tiny_model, tokenizer)
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.pt"]
+
+
+def test_an_unwritable_folder_gives_a_clear_error(tiny_model, tokenizer, tmp_path):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where a folder should be")
+    with pytest.raises(MtError, match=r"not-a-folder/run/model\.pt: cannot write here"):
+        _save(tmp_path / "not-a-folder" / "run", tiny_model, tokenizer)
