@@ -98,6 +98,7 @@ def train(
     average_last: Annotated[
         int | None, typer.Option(help="After training, average the last K into OUT/averaged.pt.")
     ] = None,
+    save_every: Annotated[int | None, typer.Option(help="Also write OUT/last.pt every N steps.")] = None,
     on_bad_utf8: Annotated[
         str | None, typer.Option(help="Bytes that are not UTF-8: error (default), skip the pair, or replace.")
     ] = None,
@@ -121,6 +122,7 @@ def train(
         "keep_last": keep_last,
         "average_last": average_last,
         "on_bad_utf8": on_bad_utf8,
+        "save_every": save_every,
     }
     options = {"train": {k: v for k, v in given.items() if v is not None}}
     cfg = build_config(preset, config, options, set_)

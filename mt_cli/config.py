@@ -101,6 +101,7 @@ class TrainConfig:
     adam_eps: float = 1e-9
     max_len: int = 256  # training pairs with a longer side (in tokens) are dropped
     valid_every: int = 500  # steps between validations; a final one always runs
+    save_every: int = 0  # steps between saves of last.pt besides those at validations (0: only those)
     patience: int = 0  # stop after this many validations without a better BLEU; 0: never
     keep_last: int = 0  # also keep the weights of the last K validations as RUN/step<N>.pt
     average_last: int = 0  # after training, average the last K validations' weights into RUN/averaged.pt
@@ -127,6 +128,7 @@ class TrainConfig:
             "weight_decay",
             "patience",
             "keep_last",
+            "save_every",
             "average_last",
         ):
             _check(getattr(self, name) >= 0, f"train.{name} must not be negative")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import math
 import random
@@ -143,6 +144,7 @@ class TrainState:
     best_step: int = 0
     validations_since_best: int = 0  # for early stopping
     nonfinite_in_a_row: int = 0  # skipped steps (loss or gradient not finite) since the last good one
+    data: dict[str, str] = field(default_factory=dict)  # sha256 of each data file, checked on resume
     history: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -256,6 +258,27 @@ def _resume(path: Path, cfg: Config, model, optimizer, ema, log) -> TrainState:
     return state
 
 
+def file_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def check_data(paths: TrainPaths, recorded: dict[str, str], last: Path) -> dict[str, str]:
+    """Fingerprints of the four data files; a resumed run must see the files it started with."""
+    now = {role: file_digest(getattr(paths, role)) for role in ("train_src", "train_tgt", "valid_src", "valid_tgt")}
+    changed = [role for role in now if role in recorded and recorded[role] != now[role]]
+    if changed:
+        role = changed[0]
+        raise MtError(
+            f"{getattr(paths, role)}: not the {role.replace('_', ' ')} file that {last} was trained on "
+            "(its contents changed); restore it, or train into a new --out folder"
+        )
+    return now
+
+
 def numbered_checkpoints(run_dir: Path) -> list[Path]:
     """RUN/step<N>.pt files, oldest first."""
     found = [p for p in run_dir.glob("step*.pt") if p.stem[4:].isdigit()]
@@ -322,6 +345,7 @@ def prepare(paths: TrainPaths, cfg: Config, log) -> Run:
     ema = copy.deepcopy(model).requires_grad_(False) if t.ema_decay > 0 else None
     last = paths.out / "last.pt"
     state = _resume(last, cfg, model, optimizer, ema, log) if last.is_file() else TrainState()
+    state.data = check_data(paths, state.data, last)
     atomic_write_text(paths.out / "config.yaml", to_yaml(cfg))
     bf16 = use_bf16(t.amp, device)
     n_params = sum(p.numel() for p in model.parameters())
@@ -437,6 +461,8 @@ def train_loop(run: Run, record, progress: TrainProgress, stop: StopSignals | No
                 last_valid = state.step
                 window_start = time.perf_counter()  # keep validation time out of tokens/s
                 state.elapsed_s = elapsed_before + (window_start - started)
+            elif t.save_every and state.step % t.save_every == 0:
+                _save(run.paths.out / "last.pt", run.cfg, run.tokenizer, run.model, run.optimizer, state, run.ema)
         if state.batch_in_epoch >= len(batches):
             state.epoch += 1
             state.batch_in_epoch = 0

@@ -269,3 +269,30 @@ def test_too_many_non_finite_steps_stop_the_run_and_leave_last_pt_as_it_was(corp
     with pytest.raises(MtError, match="not finite 3 steps in a row"):
         train(_paths(corpus_files, out), cfg, log=lambda m: None)
     assert (out / "last.pt").read_bytes() == before
+
+
+def test_save_every_writes_last_pt_between_validations(corpus_files, tmp_path, monkeypatch):
+    import mt_cli.train as train_module
+
+    def crash_after_step_4(state, *args):  # a crash that leaves no chance to save
+        if state.step > 4:
+            raise MtError("crash")
+        return False
+
+    monkeypatch.setattr(train_module, "count_nonfinite", crash_after_step_4)
+    out = tmp_path / "run"
+    with pytest.raises(MtError, match="crash"):
+        train(_paths(corpus_files, out), _tiny_run_config(max_steps=7, valid_every=100, save_every=3), log=print)
+    assert checkpoint.load(out / "last.pt").train_state["step"] == 3  # saved at step 3, no validation yet
+
+
+def test_resuming_with_changed_data_is_refused(corpus_files, tmp_path):
+    files = {k: tmp_path / f"{k}.txt" for k in corpus_files}
+    for k, path in files.items():
+        path.write_bytes(corpus_files[k].read_bytes())
+    out = tmp_path / "run"
+    train(_paths(files, out), _tiny_run_config(max_steps=2, valid_every=2), log=lambda m: None)
+    train(_paths(files, out), _tiny_run_config(max_steps=3, valid_every=2), log=lambda m: None)  # same data: resumes
+    files["train_tgt"].write_text(files["train_tgt"].read_text().replace("dog", "cat"))
+    with pytest.raises(MtError, match=r"train_tgt\.txt: not the train tgt file that .*last\.pt was trained on"):
+        train(_paths(files, out), _tiny_run_config(max_steps=4, valid_every=2), log=lambda m: None)
