@@ -249,13 +249,13 @@ class Trainer:
     """One system at one precision: a fresh model, fused AdamW, and the time and tokens of its steps."""
 
     def __init__(self, name: str, precision: str, ckpt) -> None:
-        self.name, self.precision = name, precision
+        self.name, self.precision, self.ckpt = name, precision, ckpt
         self.model, self.loss_of = TRAINERS[name](ckpt)
         # Fused AdamW: mt trains with it, and it is Seq2SeqTrainer's default on torch >= 2.8.
         self.optim = torch.optim.AdamW(self.model.parameters(), lr=1e-4, fused=True)
         self.seconds = self.tokens = self.flops = 0.0
 
-    def step(self, src: Tensor, tgt_in: Tensor, tgt_out: Tensor, ckpt, timed: bool) -> None:
+    def step(self, src: Tensor, tgt_in: Tensor, tgt_out: Tensor, timed: bool) -> None:
         start = time.perf_counter()
         with autocast(self.precision == "bf16", torch.device("cpu")):
             loss = self.loss_of(src, tgt_in, tgt_out)
@@ -268,7 +268,7 @@ class Trainer:
             n_tgt, n_src = int((tgt_out != PAD).sum()), int((src != PAD).sum())
             self.tokens += n_tgt
             model = self.model if self.name == "mt" else self.model.model
-            self.flops += linear_flops_per_step(model, n_src, n_tgt, ckpt)
+            self.flops += linear_flops_per_step(model, n_src, n_tgt, self.ckpt)
 
 
 def training_rows(args, ckpt) -> tuple[list[dict], dict[str, float]]:
@@ -280,7 +280,7 @@ def training_rows(args, ckpt) -> tuple[list[dict], dict[str, float]]:
     for i, batch in enumerate(batches):
         src, tgt_in, tgt_out = collate(pairs, batch, PAD)
         for trainer in trainers:
-            trainer.step(src, tgt_in, tgt_out, ckpt, timed=i >= 3)
+            trainer.step(src, tgt_in, tgt_out, timed=i >= 3)
     rows = []
     for t in trainers:
         rows.append({"system": t.name, "precision": t.precision, "tok/s": t.tokens / t.seconds,

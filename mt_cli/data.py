@@ -91,7 +91,7 @@ def read_parallel(src_path: Path, tgt_path: Path, on_bad_utf8: str = "error") ->
     keep = [i for i, (s, t) in enumerate(zip(src, tgt)) if s.strip() and t.strip() and i not in skip]
     if not keep:
         raise MtError(f"{src_path} / {tgt_path}: no sentence pairs with text on both sides")
-    empty = sum(1 for i, (s, t) in enumerate(zip(src, tgt)) if i not in skip and not (s.strip() and t.strip()))
+    empty = len(src) - len(keep) - len(skip)  # what was left out and not for its bytes
     return Corpus([src[i] for i in keep], [tgt[i] for i in keep], dropped_empty=empty, bad_utf8=len(bad))
 
 

@@ -6,6 +6,7 @@ bytes replaced) so that one run reports everything.
 
 from __future__ import annotations
 
+import json
 import statistics
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -158,8 +159,6 @@ def run(
     json_output: bool = False,
 ) -> tuple[str, bool]:
     """The report as text (a Markdown table or JSON) and whether it holds an error."""
-    import json
-
     files = {"train": (src, tgt)}
     for name, (s, t) in (("valid", valid), ("test", test)):
         if (s is None) != (t is None):

@@ -94,20 +94,25 @@ class OutputLayerLoss(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, h: Tensor, weight: Tensor, target: Tensor, smoothing: float, chunk: int) -> Tensor:
-        vocab = weight.size(0)
+        vocab, device = weight.size(0), h.device.type
+        # Under autocast the products run in its dtype: cast the (V, D) weight once here, not per
+        # chunk and product, as autocast would inside this function (its weight cache is off here).
+        dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else h.dtype
         loss = torch.zeros((), device=h.device)
         grad_h, grad_w = torch.empty_like(h), torch.zeros_like(weight)
-        for i in range(0, h.size(0), chunk):
-            rows, gold = h[i : i + chunk], target[i : i + chunk, None]
-            lprobs = torch.log_softmax((rows @ weight.t()).float(), dim=-1)  # (c, D) -> (c, V)
-            nll = -lprobs.gather(1, gold).sum()
-            loss += (1.0 - smoothing) * nll - smoothing * lprobs.sum() / vocab
-            # d loss / d logits = softmax - smoothed target, in place of lprobs
-            g = lprobs.exp_().sub_(smoothing / vocab)
-            g.scatter_add_(1, gold, torch.full(gold.shape, smoothing - 1.0, device=g.device))
-            g = g.to(rows.dtype)
-            grad_h[i : i + chunk] = g @ weight.to(g.dtype)
-            grad_w += (g.t() @ rows.to(g.dtype)).to(grad_w.dtype)
+        with torch.autocast(device, enabled=False):
+            w, x = weight.to(dtype), h.to(dtype)
+            for i in range(0, h.size(0), chunk):
+                rows, gold = x[i : i + chunk], target[i : i + chunk, None]
+                lprobs = torch.log_softmax((rows @ w.t()).float(), dim=-1)  # (c, D) -> (c, V)
+                nll = -lprobs.gather(1, gold).sum()
+                loss += (1.0 - smoothing) * nll - smoothing * lprobs.sum() / vocab
+                # d loss / d logits = softmax - smoothed target, in place of lprobs
+                g = lprobs.exp_().sub_(smoothing / vocab)
+                g.scatter_add_(1, gold, torch.full(gold.shape, smoothing - 1.0, device=g.device))
+                g = g.to(dtype)
+                grad_h[i : i + chunk] = g @ w
+                grad_w += g.t() @ rows
         ctx.save_for_backward(grad_h, grad_w)
         return loss
 
@@ -199,7 +204,7 @@ def validate(
             keep = tgt_out != PAD
             loss, nll = label_smoothed_loss(model(src, tgt_in, keep), tgt_out[keep], cfg.train.label_smoothing)
             loss_sum, nll_sum = loss_sum + loss.item(), nll_sum + nll.item()
-            n_tokens += int((tgt_out != PAD).sum())
+            n_tokens += int(keep.sum())
         hyps = tokenizer.decode_tgt(translate_ids(model, pairs.src, cfg.decode))
     model.train()
     bleu = score(hyps, [refs], metrics=("bleu",))["bleu"]
