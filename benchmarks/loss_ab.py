@@ -18,10 +18,10 @@ from speed import training_batches  # this folder's benchmark helpers
 
 from mt_cli import checkpoint
 from mt_cli.data import collate
+from mt_cli.loss import label_smoothed_loss, output_layer_loss
 from mt_cli.model import build_model
 from mt_cli.runtime import autocast
 from mt_cli.tokenizer import PAD
-from mt_cli.train import label_smoothed_loss, output_layer_loss
 
 
 def plain(model, src, tgt_in, tgt_out, chunk):

@@ -44,11 +44,11 @@ from mt_cli.config import DecodeConfig
 from mt_cli.data import Pairs, collate, make_batches
 from mt_cli.export import export, marian_config, to_marian_id
 from mt_cli.files import atomic_write_text
+from mt_cli.loss import output_layer_loss
 from mt_cli.model import build_model
 from mt_cli.runtime import autocast
 from mt_cli.search import max_lengths
 from mt_cli.tokenizer import PAD
-from mt_cli.train import output_layer_loss
 from mt_cli.translate import load_for_decoding, translate_lines
 
 BATCH = 64

@@ -12,8 +12,8 @@ from torch.profiler import ProfilerActivity, profile
 from mt_cli import checkpoint
 from mt_cli.config import DecodeConfig
 from mt_cli.data import Pairs, collate, make_batches
+from mt_cli.loss import label_smoothed_loss
 from mt_cli.search import translate_ids
-from mt_cli.train import label_smoothed_loss
 
 ck = checkpoint.load(sys.argv[1])
 D = sys.argv[2] if len(sys.argv) > 2 else "../shared/data/multi30k"

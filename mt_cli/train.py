@@ -3,20 +3,19 @@
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 import math
+import os
 import random
 import signal
+import tempfile
 import threading
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
-from torch import Tensor
 
 from mt_cli import checkpoint
 from mt_cli.config import Config, TrainConfig, to_yaml
@@ -24,8 +23,18 @@ from mt_cli.data import Pairs, collate, filter_long, make_batches, read_parallel
 from mt_cli.errors import MtError
 from mt_cli.evaluate import score
 from mt_cli.files import atomic_write_text
+from mt_cli.loss import label_smoothed_loss, output_layer_loss
 from mt_cli.model import Transformer, build_model
 from mt_cli.progress import TrainProgress
+from mt_cli.runstate import (
+    TrainState,
+    check_data,
+    clear_leftovers,
+    numbered_checkpoints,
+    resume,
+    trim_log,
+    write_checkpoint,
+)
 from mt_cli.runtime import autocast, resolve_device, set_threads, use_bf16
 from mt_cli.search import translate_ids
 from mt_cli.tokenizer import PAD, Tokenizer, train_tokenizer
@@ -68,65 +77,6 @@ def budget_progress(step: int, elapsed_s: float, epochs: float, cfg: TrainConfig
     return max(fractions)
 
 
-def label_smoothed_loss(logits: Tensor, target: Tensor, smoothing: float, pad_id: int = PAD) -> tuple[Tensor, Tensor]:
-    """Summed label-smoothed cross-entropy and summed NLL over the targets that are not `pad_id`.
-
-    logits (..., V), target (...). The smoothed target puts 1 - eps on the gold token and spreads
-    eps evenly over all V classes. PAD never reaches the decoder as content (it embeds as zeros) and
-    search never picks it, so it needs no special place in the softmax.
-    """
-    lprobs = F.log_softmax(logits.float(), dim=-1).flatten(0, -2)  # (..., V) -> (N, V)
-    target = target.reshape(-1)
-    nll = F.nll_loss(lprobs, target, ignore_index=pad_id, reduction="sum")
-    # Weighted, not indexed: lprobs[target != pad_id] would cost a slow index_put in the backward pass.
-    uniform = -(lprobs.sum(dim=-1) * (target != pad_id)).sum() / lprobs.size(-1)
-    return (1.0 - smoothing) * nll + smoothing * uniform, nll
-
-
-class OutputLayerLoss(torch.autograd.Function):
-    """label_smoothed_loss(h @ weight.T, target) for training, a chunk of rows at a time.
-
-    The (N, V) logits never exist whole: each chunk's logits, softmax and gradient stay in the
-    CPU's cache, and the gradients are worked out in the forward pass, as the loss is. That cuts
-    the memory traffic of the softmax over the vocabulary, the step's largest elementwise work.
-    No PAD targets: training passes the real target tokens only.
-    """
-
-    @staticmethod
-    def forward(ctx, h: Tensor, weight: Tensor, target: Tensor, smoothing: float, chunk: int) -> Tensor:
-        vocab, device = weight.size(0), h.device.type
-        # Under autocast the products run in its dtype: cast the (V, D) weight once here, not per
-        # chunk and product, as autocast would inside this function (its weight cache is off here).
-        dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else h.dtype
-        loss = torch.zeros((), device=h.device)
-        grad_h, grad_w = torch.empty_like(h), torch.zeros_like(weight)
-        with torch.autocast(device, enabled=False):
-            w, x = weight.to(dtype), h.to(dtype)
-            for i in range(0, h.size(0), chunk):
-                rows, gold = x[i : i + chunk], target[i : i + chunk, None]
-                lprobs = torch.log_softmax((rows @ w.t()).float(), dim=-1)  # (c, D) -> (c, V)
-                nll = -lprobs.gather(1, gold).sum()
-                loss += (1.0 - smoothing) * nll - smoothing * lprobs.sum() / vocab
-                # d loss / d logits = softmax - smoothed target, in place of lprobs
-                g = lprobs.exp_().sub_(smoothing / vocab)
-                g.scatter_add_(1, gold, torch.full(gold.shape, smoothing - 1.0, device=g.device))
-                g = g.to(dtype)
-                grad_h[i : i + chunk] = g @ w
-                grad_w += g.t() @ rows
-        ctx.save_for_backward(grad_h, grad_w)
-        return loss
-
-    @staticmethod
-    def backward(ctx, grad_loss: Tensor):
-        grad_h, grad_w = ctx.saved_tensors
-        return grad_h * grad_loss, grad_w * grad_loss, None, None, None
-
-
-def output_layer_loss(h: Tensor, weight: Tensor, target: Tensor, smoothing: float, chunk: int = 256) -> Tensor:
-    """Summed label-smoothed cross-entropy of the logits h (N, D) @ weight.T (V, D) -> (N, V)."""
-    return OutputLayerLoss.apply(h, weight, target, smoothing, chunk)
-
-
 @dataclass
 class TrainPaths:
     train_src: Path
@@ -135,22 +85,6 @@ class TrainPaths:
     valid_tgt: Path
     out: Path
     tokenizer: Path | None = None
-
-
-@dataclass
-class TrainState:
-    """Where a run stands; with the RNG and optimizer states it is what `last.pt` resumes from."""
-
-    step: int = 0
-    epoch: int = 0
-    batch_in_epoch: int = 0  # batches of this epoch already trained on
-    elapsed_s: float = 0.0
-    best_bleu: float = -1.0
-    best_step: int = 0
-    validations_since_best: int = 0  # for early stopping
-    nonfinite_in_a_row: int = 0  # skipped steps (loss or gradient not finite) since the last good one
-    data: dict[str, str] = field(default_factory=dict)  # sha256 of each data file, checked on resume
-    history: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -170,7 +104,10 @@ def get_tokenizer(paths: TrainPaths, cfg: Config, log) -> Tokenizer:
     log(f"training a {cfg.tokenizer.vocab_size}-piece tokenizer into {own}")
     corpus = read_parallel(paths.train_src, paths.train_tgt, cfg.train.on_bad_utf8)
     tokenizer = train_tokenizer(corpus.src, corpus.tgt, cfg.tokenizer)
-    tokenizer.save(own)
+    # Whole or not at all: a kill between the src and tgt models must not leave half a tokenizer.
+    tmp = Path(tempfile.mkdtemp(dir=paths.out, prefix=".tokenizer."))
+    tokenizer.save(tmp)
+    os.replace(tmp, own)
     return tokenizer
 
 
@@ -211,83 +148,11 @@ def validate(
     return Validation(loss_sum / n_tokens, nll_sum / n_tokens, bleu)
 
 
-def _rng_state() -> dict[str, Any]:
-    state = {"python": random.getstate(), "torch": torch.get_rng_state()}
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def _set_rng_state(state: dict[str, Any]) -> None:
-    random.setstate(state["python"])
-    torch.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
-
-
 def ema_update(ema: torch.nn.Module, model: torch.nn.Module, decay: float) -> None:
     """ema <- decay * ema + (1 - decay) * model, parameter by parameter."""
     with torch.no_grad():
         for e, p in zip(ema.parameters(), model.parameters(), strict=True):
             e.lerp_(p, 1.0 - decay)
-
-
-def _save(path: Path, cfg, tokenizer, model, optimizer=None, state: TrainState | None = None, ema=None) -> None:
-    train_state = None
-    if state is not None:
-        train_state = {**vars(state), "optimizer": optimizer.state_dict(), "rng": _rng_state()}
-        if ema is not None:
-            train_state["ema"] = ema.state_dict()
-    checkpoint.save(path, cfg, tokenizer, model.state_dict(), train_state)
-
-
-def _resume(path: Path, cfg: Config, model, optimizer, ema, log) -> TrainState:
-    ckpt = checkpoint.load(path)
-    if ckpt.train_state is None:
-        raise MtError(f"{path}: holds no training state to resume from; use a new --out folder")
-    for section in ("model", "tokenizer"):
-        if getattr(ckpt.config, section) != getattr(cfg, section):
-            raise MtError(
-                f"{path}: the run was started with a different {section} config; "
-                "rerun with the same settings or use a new --out folder"
-            )
-    model.load_state_dict(ckpt.model_state)
-    ts = dict(ckpt.train_state)
-    optimizer.load_state_dict(ts.pop("optimizer"))
-    _set_rng_state(ts.pop("rng"))
-    ema_state = ts.pop("ema", None)
-    if ema is not None:
-        ema.load_state_dict(ema_state if ema_state is not None else ckpt.model_state)
-    state = TrainState(**ts)
-    log(f"resuming {path} at step {state.step} (epoch {state.epoch + 1}, best BLEU {state.best_bleu:.2f})")
-    return state
-
-
-def file_digest(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def check_data(paths: TrainPaths, recorded: dict[str, str], last: Path) -> dict[str, str]:
-    """Fingerprints of the four data files; a resumed run must see the files it started with."""
-    now = {role: file_digest(getattr(paths, role)) for role in ("train_src", "train_tgt", "valid_src", "valid_tgt")}
-    changed = [role for role in now if role in recorded and recorded[role] != now[role]]
-    if changed:
-        role = changed[0]
-        raise MtError(
-            f"{getattr(paths, role)}: not the {role.replace('_', ' ')} file that {last} was trained on "
-            "(its contents changed); restore it, or train into a new --out folder"
-        )
-    return now
-
-
-def numbered_checkpoints(run_dir: Path) -> list[Path]:
-    """RUN/step<N>.pt files, oldest first."""
-    found = [p for p in run_dir.glob("step*.pt") if p.stem[4:].isdigit()]
-    return sorted(found, key=lambda p: int(p.stem[4:]))
 
 
 def _done(state: TrainState, cfg: Config) -> bool:
@@ -324,6 +189,8 @@ def prepare(paths: TrainPaths, cfg: Config, log) -> Run:
     device = resolve_device(t.device)
     set_threads(t.threads)
     paths.out.mkdir(parents=True, exist_ok=True)
+    if cleared := clear_leftovers(paths.out):
+        log(f"{paths.out}: removed {cleared} temporary file(s) left by an interrupted save")
     tokenizer = get_tokenizer(paths, cfg, log)
     vocab = {
         "src_vocab_size": tokenizer.src_vocab_size,
@@ -349,8 +216,11 @@ def prepare(paths: TrainPaths, cfg: Config, log) -> Run:
     )
     ema = copy.deepcopy(model).requires_grad_(False) if t.ema_decay > 0 else None
     last = paths.out / "last.pt"
-    state = _resume(last, cfg, model, optimizer, ema, log) if last.is_file() else TrainState()
-    state.data = check_data(paths, state.data, last)
+    state = resume(last, cfg, model, optimizer, ema, log) if last.is_file() else TrainState()
+    roles = ("train_src", "train_tgt", "valid_src", "valid_tgt")
+    state.data = check_data({role: getattr(paths, role) for role in roles}, state.data, last)
+    if dropped := trim_log(paths.out / "log.jsonl", state.step):
+        log(f"{paths.out / 'log.jsonl'}: dropped {dropped} entries past step {state.step}, which will be redone")
     atomic_write_text(paths.out / "config.yaml", to_yaml(cfg))
     bf16 = use_bf16(t.amp, device)
     n_params = sum(p.numel() for p in model.parameters())
@@ -400,6 +270,11 @@ def count_nonfinite(state: TrainState, loss: float, grad_norm: float, cfg: Train
     return True
 
 
+def save_last(run: Run) -> None:
+    """RUN/last.pt: everything the next step depends on."""
+    write_checkpoint(run.paths.out / "last.pt", run.cfg, run.tokenizer, run.model, run.optimizer, run.state, run.ema)
+
+
 def run_validation(run: Run, record, progress: TrainProgress) -> None:
     """Score the validation set, keep best.pt when BLEU improves, and always refresh last.pt."""
     state, out = run.state, run.paths.out
@@ -411,15 +286,15 @@ def run_validation(run: Run, record, progress: TrainProgress) -> None:
     improved = v.bleu > state.best_bleu
     if improved:
         state.best_bleu, state.best_step, state.validations_since_best = v.bleu, state.step, 0
-        _save(out / "best.pt", run.cfg, run.tokenizer, scored)
+        write_checkpoint(out / "best.pt", run.cfg, run.tokenizer, scored)
     else:
         state.validations_since_best += 1
     keep = max(run.cfg.train.keep_last, run.cfg.train.average_last)
     if keep > 0:
-        _save(out / f"step{state.step}.pt", run.cfg, run.tokenizer, scored)
+        write_checkpoint(out / f"step{state.step}.pt", run.cfg, run.tokenizer, scored)
         for old in numbered_checkpoints(out)[:-keep]:
             old.unlink()
-    _save(out / "last.pt", run.cfg, run.tokenizer, run.model, run.optimizer, state, run.ema)
+    save_last(run)
     best = " (best, saved)" if improved else f" (best {state.best_bleu:.2f} at step {state.best_step})"
     progress.note(f"step {state.step}: valid loss {v.loss:.3f}, BLEU {v.bleu:.2f}{best}")
 
@@ -428,7 +303,7 @@ def train_loop(run: Run, record, progress: TrainProgress, stop: StopSignals | No
     """Epochs of shuffled token batches until a limit is reached, validating every `valid_every` steps."""
     t, state = run.cfg.train, run.state
     started, elapsed_before = time.perf_counter(), state.elapsed_s
-    window_loss, window_tokens, window_start = 0.0, 0, started
+    timed_tokens, window_start = 0, started  # for tokens/s, counted in this process only
     last_valid = state.history[-1]["step"] if state.history else -1
     run.model.train()
     while not _done(state, run.cfg):
@@ -447,27 +322,28 @@ def train_loop(run: Run, record, progress: TrainProgress, stop: StopSignals | No
                 record({"step": state.step, "skipped": "loss or gradient not finite"})
                 progress.note(f"step {state.step}: loss {loss_sum}, gradient norm {grad_norm}: update skipped")
             else:
-                window_loss, window_tokens = window_loss + loss_sum, window_tokens + n_tokens
-            if state.step % t.log_every == 0 and window_tokens:
+                state.log_loss, state.log_tokens = state.log_loss + loss_sum, state.log_tokens + n_tokens
+                timed_tokens += n_tokens
+            if state.step % t.log_every == 0 and state.log_tokens:
                 entry = {
                     "step": state.step,
                     "epoch": state.epoch + 1,
-                    "loss": window_loss / window_tokens,
+                    "loss": state.log_loss / state.log_tokens,
                     "lr": lr,
                     "grad_norm": grad_norm,
-                    "tokens_per_s": window_tokens / max(now - window_start, 1e-9),
+                    "tokens_per_s": timed_tokens / max(now - window_start, 1e-9),
                     "elapsed_s": round(state.elapsed_s, 1),
                 }
                 record(entry)
                 progress.update(state, entry)
-                window_loss, window_tokens, window_start = 0.0, 0, now
+                state.log_loss, state.log_tokens, timed_tokens, window_start = 0.0, 0, 0, now
             if state.step % t.valid_every == 0:
                 run_validation(run, record, progress)
                 last_valid = state.step
-                window_start = time.perf_counter()  # keep validation time out of tokens/s
+                timed_tokens, window_start = 0, time.perf_counter()  # keep validation time out of tokens/s
                 state.elapsed_s = elapsed_before + (window_start - started)
             elif t.save_every and state.step % t.save_every == 0:
-                _save(run.paths.out / "last.pt", run.cfg, run.tokenizer, run.model, run.optimizer, state, run.ema)
+                save_last(run)
         if state.batch_in_epoch >= len(batches):
             state.epoch += 1
             state.batch_in_epoch = 0
@@ -516,7 +392,7 @@ def train(paths: TrainPaths, cfg: Config, log=print) -> TrainState:
             except KeyboardInterrupt:
                 raise MtError(f"stopped at once, mid-step; {last} holds the last saved state") from None
             if stop.requested:
-                _save(last, run.cfg, run.tokenizer, run.model, run.optimizer, run.state, run.ema)
+                save_last(run)
                 raise MtError(
                     f"{stop.requested} at step {run.state.step}: {last} saved; rerun the same command to resume"
                 )

@@ -1,0 +1,148 @@
+"""What a run keeps to resume exactly: its counters, RNG states, optimizer and data fingerprints.
+
+The promise (tested with SIGKILL at many moments): rerunning the same command after a kill
+ends with a last.pt whose tensors are bitwise those of a run that was never interrupted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from mt_cli import checkpoint
+from mt_cli.config import Config
+from mt_cli.errors import MtError
+from mt_cli.files import atomic_write_text
+from mt_cli.tokenizer import Tokenizer
+
+
+@dataclass
+class TrainState:
+    """Where a run stands; with the RNG and optimizer states it is what `last.pt` resumes from."""
+
+    step: int = 0
+    epoch: int = 0
+    batch_in_epoch: int = 0  # batches of this epoch already trained on
+    elapsed_s: float = 0.0
+    best_bleu: float = -1.0
+    best_step: int = 0
+    validations_since_best: int = 0  # for early stopping
+    log_loss: float = 0.0  # summed loss and target tokens since the last log entry, which averages them
+    log_tokens: int = 0
+    nonfinite_in_a_row: int = 0  # skipped steps (loss or gradient not finite) since the last good one
+    data: dict[str, str] = field(default_factory=dict)  # sha256 of each data file, checked on resume
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+
+def rng_state() -> dict[str, Any]:
+    state = {"python": random.getstate(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def write_checkpoint(
+    path: Path, cfg: Config, tokenizer: Tokenizer, model, optimizer=None, state: TrainState | None = None, ema=None
+) -> None:
+    """A model checkpoint; with `state` (and the optimizer and EMA) a resumable one, like last.pt."""
+    train_state = None
+    if state is not None:
+        train_state = {**vars(state), "optimizer": optimizer.state_dict(), "rng": rng_state()}
+        if ema is not None:
+            train_state["ema"] = ema.state_dict()
+    checkpoint.save(path, cfg, tokenizer, model.state_dict(), train_state)
+
+
+def resume(path: Path, cfg: Config, model, optimizer, ema, log) -> TrainState:
+    """Load everything the next step depends on from `path` into the given objects."""
+    ckpt = checkpoint.load(path)
+    if ckpt.train_state is None:
+        raise MtError(f"{path}: holds no training state to resume from; use a new --out folder")
+    for section in ("model", "tokenizer"):
+        if getattr(ckpt.config, section) != getattr(cfg, section):
+            raise MtError(
+                f"{path}: the run was started with a different {section} config; "
+                "rerun with the same settings or use a new --out folder"
+            )
+    model.load_state_dict(ckpt.model_state)
+    ts = dict(ckpt.train_state)
+    optimizer.load_state_dict(ts.pop("optimizer"))
+    set_rng_state(ts.pop("rng"))
+    ema_state = ts.pop("ema", None)
+    if ema is not None:
+        ema.load_state_dict(ema_state if ema_state is not None else ckpt.model_state)
+    state = TrainState(**ts)
+    log(f"resuming {path} at step {state.step} (epoch {state.epoch + 1}, best BLEU {state.best_bleu:.2f})")
+    return state
+
+
+def file_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def check_data(files: dict[str, Path], recorded: dict[str, str], last: Path) -> dict[str, str]:
+    """Fingerprints of the data files by role; a resumed run must see the files it started with."""
+    now = {role: file_digest(path) for role, path in files.items()}
+    changed = [role for role in now if role in recorded and recorded[role] != now[role]]
+    if changed:
+        role = changed[0]
+        raise MtError(
+            f"{files[role]}: not the {role.replace('_', ' ')} file that {last} was trained on "
+            "(its contents changed); restore it, or train into a new --out folder"
+        )
+    return now
+
+
+def numbered_checkpoints(run_dir: Path) -> list[Path]:
+    """RUN/step<N>.pt files, oldest first."""
+    found = [p for p in run_dir.glob("step*.pt") if p.stem[4:].isdigit()]
+    return sorted(found, key=lambda p: int(p.stem[4:]))
+
+
+def trim_log(path: Path, step: int) -> int:
+    """Drop log.jsonl entries past `step`, and a line cut short by a kill; returns how many went.
+
+    A run killed after its last save logged steps that the resumed run will log again, so
+    without this they would appear twice.
+    """
+    if not path.is_file():
+        return 0
+    kept, dropped = [], 0
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:
+            entry = None
+        if isinstance(entry, dict) and entry.get("step", 0) <= step:
+            kept.append(line + "\n")
+        else:
+            dropped += 1
+    if dropped:
+        atomic_write_text(path, "".join(kept))
+    return dropped
+
+
+def clear_leftovers(run_dir: Path) -> int:
+    """Remove the temporary files of saves that a kill interrupted; returns how many went."""
+    found = [p for p in run_dir.glob(".*.tmp") if p.is_file()] + [p for p in run_dir.glob(".tokenizer.*") if p.is_dir()]
+    for p in found:
+        shutil.rmtree(p) if p.is_dir() else p.unlink()
+    return len(found)

@@ -1,0 +1,102 @@
+"""Run `mt` and SIGKILL it at a chosen moment: `python tests/kill_at.py POINT N -- mt-args...`.
+
+A SIGKILL cannot be caught, so nothing in mt gets to clean up; this is the power cut or OOM
+killer the resume promise is about. The points patch mt only to find the moment, never to
+change what it does:
+  step N          right after the N-th optimizer update, before anything records it
+  replace N       during the N-th checkpoint save, written and fsynced but not yet renamed
+  midwrite N      during the N-th checkpoint save, half its bytes on disk
+  log N           after the N-th line of log.jsonl, half of the next one written
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import sys
+
+
+def _die() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _after(n: int):
+    count = [0]
+
+    def hit() -> bool:
+        count[0] += 1
+        return count[0] == n
+
+    return hit
+
+
+def install(point: str, n: int) -> None:
+    import mt_cli.checkpoint as checkpoint_module
+    import mt_cli.files as files_module
+    import mt_cli.train as train_module
+
+    hit = _after(n)
+    if point == "step":
+        real_step = train_module.train_step
+
+        def train_step(*args, **kwargs):
+            result = real_step(*args, **kwargs)
+            if hit():
+                _die()
+            return result
+
+        train_module.train_step = train_step
+    elif point in ("replace", "midwrite"):
+        torch_module = checkpoint_module.torch
+
+        class Torch:  # the checkpoint module's `torch`: `save` patched, everything else passed through
+            def __getattr__(self, name):
+                return getattr(torch_module, name)
+
+            @staticmethod
+            def save(obj, f):
+                if point == "midwrite" and hit():
+                    buffer = io.BytesIO()
+                    torch_module.save(obj, buffer)
+                    f.write(buffer.getvalue()[: buffer.tell() // 2])
+                    f.flush()
+                    os.fsync(f.fileno())
+                    _die()
+                torch_module.save(obj, f)
+                if point == "replace" and hit():
+                    files_module.os.replace = lambda *a: _die()
+
+        checkpoint_module.torch = Torch()
+    elif point == "log":
+        real_json, lines = train_module.json, [0]
+
+        class Torn(str):
+            def __add__(self, other):  # drop the newline: the line is cut short
+                return str(self)
+
+        class Json:  # json with `dumps` patched; the torn line is flushed, then the next entry kills
+            def __getattr__(self, name):
+                return getattr(real_json, name)
+
+            @staticmethod
+            def dumps(obj):
+                lines[0] += 1
+                if lines[0] == n + 2:
+                    _die()
+                text = real_json.dumps(obj)
+                return Torn(text[: len(text) // 2]) if lines[0] == n + 1 else text
+
+        train_module.json = Json()
+    else:
+        raise SystemExit(f"unknown kill point {point}")
+
+
+if __name__ == "__main__":
+    point, n = sys.argv[1], int(sys.argv[2])
+    assert sys.argv[3] == "--"
+    install(point, n)
+    sys.argv = ["mt", *sys.argv[4:]]
+    from mt_cli.cli import main
+
+    main()
