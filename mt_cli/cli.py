@@ -99,6 +99,10 @@ def train(
         int | None, typer.Option(help="After training, average the last K into OUT/averaged.pt.")
     ] = None,
     save_every: Annotated[int | None, typer.Option(help="Also write OUT/last.pt every N steps.")] = None,
+    max_len: Annotated[int | None, typer.Option(help="Longest side of a training pair, in tokens.")] = None,
+    long_pairs: Annotated[
+        str | None, typer.Option(help="A pair over --max-len: drop (default) or truncate it.")
+    ] = None,
     on_bad_utf8: Annotated[
         str | None, typer.Option(help="Bytes that are not UTF-8: error (default), skip the pair, or replace.")
     ] = None,
@@ -123,6 +127,8 @@ def train(
         "average_last": average_last,
         "on_bad_utf8": on_bad_utf8,
         "save_every": save_every,
+        "max_len": max_len,
+        "long_pairs": long_pairs,
     }
     options = {"train": {k: v for k, v in given.items() if v is not None}}
     cfg = build_config(preset, config, options, set_)

@@ -99,7 +99,8 @@ class TrainConfig:
     ema_decay: float = 0.0
     adam_betas: tuple[float, float] = (0.9, 0.98)
     adam_eps: float = 1e-9
-    max_len: int = 256  # training pairs with a longer side (in tokens) are dropped
+    max_len: int = 256  # the longest side of a training pair, in tokens
+    long_pairs: str = "drop"  # a pair over max_len: "drop" it, or "truncate" both sides to fit
     valid_every: int = 500  # steps between validations; a final one always runs
     save_every: int = 0  # steps between saves of last.pt besides those at validations (0: only those)
     patience: int = 0  # stop after this many validations without a better BLEU; 0: never
@@ -117,6 +118,7 @@ class TrainConfig:
     # A step whose loss or gradient is not finite is skipped with a warning; this many in a row stop
     # the run (the checkpoints written before stay as they were).
     max_nonfinite: int = 5
+    doctor: bool = True  # log `mt doctor`'s warnings about the data before training
 
     def __post_init__(self) -> None:
         _check(self.batch_tokens > 0, "train.batch_tokens must be positive")
@@ -133,6 +135,10 @@ class TrainConfig:
         ):
             _check(getattr(self, name) >= 0, f"train.{name} must not be negative")
         _check(self.lr > 0, "train.lr must be positive")
+        _check(
+            self.long_pairs in ("drop", "truncate"),
+            f"train.long_pairs must be drop or truncate, not {self.long_pairs!r}",
+        )
         _check(self.max_nonfinite >= 1, "train.max_nonfinite must be at least 1")
         _check(
             self.on_bad_utf8 in ("error", "skip", "replace"),

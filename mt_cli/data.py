@@ -101,12 +101,26 @@ class Pairs:
 
     src: list[list[int]]
     tgt: list[list[int]]
-    dropped_long: int = 0
+    long: int = 0  # pairs over the length limit, dropped or truncated
 
 
-def filter_long(src: list[list[int]], tgt: list[list[int]], max_len: int) -> Pairs:
-    keep = [i for i in range(len(src)) if len(src[i]) <= max_len and len(tgt[i]) + 1 <= max_len]
-    return Pairs([src[i] for i in keep], [tgt[i] for i in keep], dropped_long=len(src) - len(keep))
+def limit_length(src: list[list[int]], tgt: list[list[int]], max_len: int, mode: str = "drop") -> Pairs:
+    """Pairs with a side over `max_len` tokens (counting the target's EOS) are dropped, or cut to fit.
+
+    Truncating keeps the source's EOS; a cut target still gets EOS in training, so the model sees
+    sentences end early. That is the price of keeping the pair, and why "drop" is the default.
+    """
+    long = [i for i in range(len(src)) if len(src[i]) > max_len or len(tgt[i]) + 1 > max_len]
+    if mode == "truncate":
+        cut = set(long)
+        return Pairs(
+            [s[: max_len - 1] + s[-1:] if i in cut and len(s) > max_len else s for i, s in enumerate(src)],
+            [t[: max_len - 1] for t in tgt],
+            long=len(long),
+        )
+    skip = set(long)
+    keep = [i for i in range(len(src)) if i not in skip]
+    return Pairs([src[i] for i in keep], [tgt[i] for i in keep], long=len(long))
 
 
 def make_batches(pairs: Pairs, batch_tokens: int, seed: int) -> list[list[int]]:

@@ -136,6 +136,21 @@ def diagnose(
     return findings
 
 
+def preflight(files: dict[str, tuple[Path, Path]], log) -> list[Finding]:
+    """The doctor's warnings, logged before `mt train` starts work.
+
+    Its errors (misaligned files, bytes that are not UTF-8) are left to the readers, which stop
+    on them with the file and line, or, with train.on_bad_utf8 skip/replace, count what they did.
+    """
+    findings = [f for f in diagnose(files) if f.severity == "warning"]
+    for f in findings:
+        lines = ", ".join(map(str, f.lines)) + (", ..." if f.count > len(f.lines) else "")
+        log(f"data warning: {f.check}: {f.count} in {f.where} (lines {lines}): {f.fix}")
+    if findings:
+        log("(mt doctor --src ... --tgt ... --json lists these in full; --set train.doctor=false skips the checks)")
+    return findings
+
+
 def as_json(findings: list[Finding]) -> list[dict]:
     return [asdict(f) for f in findings]
 

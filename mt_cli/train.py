@@ -19,7 +19,8 @@ import torch
 
 from mt_cli import checkpoint
 from mt_cli.config import Config, TrainConfig, to_yaml
-from mt_cli.data import Pairs, collate, filter_long, make_batches, read_parallel
+from mt_cli.data import Pairs, collate, limit_length, make_batches, read_parallel
+from mt_cli.doctor import preflight
 from mt_cli.errors import MtError
 from mt_cli.evaluate import score
 from mt_cli.files import atomic_write_text
@@ -112,18 +113,22 @@ def get_tokenizer(paths: TrainPaths, cfg: Config, log) -> Tokenizer:
 
 
 def encode_corpus(
-    src_path: Path, tgt_path: Path, tokenizer: Tokenizer, max_len: int | None, log, on_bad_utf8: str = "error"
+    src_path: Path, tgt_path: Path, tokenizer: Tokenizer, log, cfg: TrainConfig, limit: bool = True
 ) -> Pairs:
-    """Token ids of a parallel corpus; training pairs longer than `max_len` are dropped and counted."""
-    corpus = read_parallel(src_path, tgt_path, on_bad_utf8)
+    """Token ids of a parallel corpus, with what was dropped or changed counted in the log.
+
+    With `limit`, pairs longer than cfg.max_len are dropped or truncated (cfg.long_pairs).
+    """
+    corpus = read_parallel(src_path, tgt_path, cfg.on_bad_utf8)
     src, tgt = tokenizer.encode_src(corpus.src), tokenizer.encode_tgt(corpus.tgt)
-    pairs = filter_long(src, tgt, max_len) if max_len else Pairs(src, tgt)
+    pairs = limit_length(src, tgt, cfg.max_len, cfg.long_pairs) if limit else Pairs(src, tgt)
     dropped = f"dropped {corpus.dropped_empty} with an empty side"
     if corpus.bad_utf8:
-        done = "dropped" if on_bad_utf8 == "skip" else "repaired (U+FFFD)"
+        done = "dropped" if cfg.on_bad_utf8 == "skip" else "repaired (U+FFFD)"
         dropped += f", {done} {corpus.bad_utf8} with bytes that are not UTF-8"
-    if max_len:
-        dropped += f", {pairs.dropped_long} longer than {max_len} tokens"
+    if limit:
+        done = "truncated" if cfg.long_pairs == "truncate" else "dropped"
+        dropped += f", {done} {pairs.long} longer than {cfg.max_len} tokens"
     log(f"{src_path} / {tgt_path}: {len(pairs.src)} pairs ({dropped})")
     return pairs
 
@@ -191,6 +196,8 @@ def prepare(paths: TrainPaths, cfg: Config, log) -> Run:
     paths.out.mkdir(parents=True, exist_ok=True)
     if cleared := clear_leftovers(paths.out):
         log(f"{paths.out}: removed {cleared} temporary file(s) left by an interrupted save")
+    if t.doctor:
+        preflight({"train": (paths.train_src, paths.train_tgt), "valid": (paths.valid_src, paths.valid_tgt)}, log)
     tokenizer = get_tokenizer(paths, cfg, log)
     vocab = {
         "src_vocab_size": tokenizer.src_vocab_size,
@@ -198,8 +205,8 @@ def prepare(paths: TrainPaths, cfg: Config, log) -> Run:
         "shared_vocab": tokenizer.joint,
     }
     cfg = replace(cfg, model=replace(cfg.model, **vocab))
-    train_pairs = encode_corpus(paths.train_src, paths.train_tgt, tokenizer, t.max_len, log, t.on_bad_utf8)
-    valid_pairs = encode_corpus(paths.valid_src, paths.valid_tgt, tokenizer, None, log, t.on_bad_utf8)
+    train_pairs = encode_corpus(paths.train_src, paths.train_tgt, tokenizer, log, t)
+    valid_pairs = encode_corpus(paths.valid_src, paths.valid_tgt, tokenizer, log, t, limit=False)
     valid_refs = read_parallel(paths.valid_src, paths.valid_tgt, t.on_bad_utf8).tgt
 
     random.seed(t.seed)

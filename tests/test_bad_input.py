@@ -63,3 +63,58 @@ def test_mt_train_reports_skipped_bad_utf8_pairs(tmp_path, corpus_files):
     logged: list[str] = []
     train(TrainPaths(src, f["train_tgt"], f["valid_src"], f["valid_tgt"], tmp_path / "run"), cfg, log=logged.append)
     assert any("dropped 1 with bytes that are not UTF-8" in line for line in logged)
+
+
+def _tiny_train(tmp_path, src, tgt, f, **train_options):
+    from mt_cli.config import build_config
+    from mt_cli.train import TrainPaths, train
+
+    options = {"train": {"max_steps": 2, "valid_every": 2, **train_options}, "tokenizer": {"vocab_size": 100}}
+    logged: list[str] = []
+    paths = TrainPaths(src, tgt, f["valid_src"], f["valid_tgt"], tmp_path / "run")
+    train(paths, build_config("tiny", options=options), log=logged.append)
+    return logged
+
+
+def test_mt_train_truncates_over_long_pairs_when_asked_and_reports_how_many(tmp_path, corpus_files):
+    f = corpus_files
+    dropped = _tiny_train(tmp_path / "a", f["train_src"], f["train_tgt"], f, max_len=6)
+    truncated = _tiny_train(tmp_path / "b", f["train_src"], f["train_tgt"], f, max_len=6, long_pairs="truncate")
+    n_lines = len(f["train_src"].read_text().splitlines())
+    drop_line = next(line for line in dropped if "longer than 6 tokens" in line)
+    cut_line = next(line for line in truncated if "longer than 6 tokens" in line)
+    n_long = int(drop_line.split("dropped ")[-1].split()[0])
+    assert 0 < n_long < n_lines
+    assert f"{n_lines - n_long} pairs (" in drop_line
+    assert f"{n_lines} pairs (" in cut_line and f"truncated {n_long} longer than 6 tokens" in cut_line
+
+
+def test_mt_train_warns_about_what_the_doctor_finds_and_stops_on_misaligned_files_before_any_work(
+    tmp_path, corpus_files
+):
+    import pytest
+
+    from mt_cli.errors import MtError
+
+    f = corpus_files
+    src, tgt = f["train_src"].read_text().splitlines(), f["train_tgt"].read_text().splitlines()
+    src_file, tgt_file = tmp_path / "train.de", tmp_path / "train.en"
+    write = lambda path, lines: path.write_text("".join(x + "\n" for x in lines))  # noqa: E731
+    write(src_file, src + src[:3] + ["Hund."])  # three duplicate pairs and one copied unchanged
+    write(tgt_file, tgt + tgt[:3] + ["Hund."])
+    logged = _tiny_train(tmp_path / "warn", src_file, tgt_file, f)
+    warnings = [line for line in logged if line.startswith("data warning")]
+    from mt_cli.doctor import diagnose
+
+    before = [x.count for x in diagnose({"train": (f["train_src"], f["train_tgt"])}) if x.check == "duplicate pairs"]
+    assert any(f"duplicate pairs: {sum(before) + 3} in train" in w for w in warnings)  # the toy corpus has some
+    assert any("source = target: 1 in train" in w and str(len(src) + 4) in w for w in warnings)
+    assert (tmp_path / "warn" / "run" / "last.pt").is_file()  # warnings do not stop training
+    assert not any(
+        line.startswith("data warning") for line in _tiny_train(tmp_path / "off", src_file, tgt_file, f, doctor=False)
+    )
+
+    write(tgt_file, tgt)  # now one line short of the source
+    with pytest.raises(MtError, match=r"train\.de has 404 lines but .*train\.en has 400; .*must be line-aligned"):
+        _tiny_train(tmp_path / "err", src_file, tgt_file, f)
+    assert not (tmp_path / "err" / "run" / "tokenizer").exists()  # stopped before any work
