@@ -101,6 +101,9 @@ def test_bad_input_gets_one_clear_line_and_a_nonzero_exit(tmp_path, corpus_files
     _fails_with_one_line(["tokenizer", "train", "--src", short, "--tgt", short, "--out", tmp_path / "t",
                           "--vocab-size", 0], "vocab_size must be positive")  # fmt: skip
     _fails_with_one_line(["translate", "--bogus"], "No such option")
+    good = ["train", "--train-src", f["train_src"], "--train-tgt", f["train_tgt"], *common]
+    _fails_with_one_line([*good, "--tokenizer", tmp_path / "nope"], "nope: tokenizer folder not found")
+    _fails_with_one_line([*good, "--long-pairs", "cut"], "long_pairs must be drop or truncate")
 
 
 def test_empty_corpus_is_refused(tmp_path, corpus_files):

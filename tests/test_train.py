@@ -297,3 +297,14 @@ def test_resuming_with_changed_data_is_refused(corpus_files, tmp_path):
     files["train_tgt"].write_text(files["train_tgt"].read_text().replace("dog", "cat"))
     with pytest.raises(MtError, match=r"train_tgt\.txt: not the train tgt file that .*last\.pt was trained on"):
         train(_paths(files, out), _tiny_run_config(max_steps=4, valid_every=2), log=lambda m: None)
+
+
+def test_resuming_with_a_different_model_config_is_refused_and_last_pt_is_kept(corpus_files, tmp_path):
+    out = tmp_path / "run"
+    train(_paths(corpus_files, out), _tiny_run_config(max_steps=2, valid_every=2), log=lambda m: None)
+    before = (out / "last.pt").read_bytes()
+    wider = build_config("tiny", options={"tokenizer": {"vocab_size": 100}, "train": {"max_steps": 4}},
+                         sets=["model.ffn_dim=96"])  # fmt: skip
+    with pytest.raises(MtError, match=r"last\.pt: the run was started with a different model config"):
+        train(_paths(corpus_files, out), wider, log=lambda m: None)
+    assert (out / "last.pt").read_bytes() == before
