@@ -18,6 +18,7 @@ import torch
 
 from mt_cli.checkpoint import Checkpoint
 from mt_cli.errors import MtError
+from mt_cli.files import temp_dir
 from mt_cli.tokenizer import EOS, PAD, UNK
 
 
@@ -150,7 +151,7 @@ def export_hf(ckpt: Checkpoint, out_dir: Path) -> Path:
     check_exportable(ckpt)
     out_dir = Path(out_dir)
     _refuse_non_empty(out_dir)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    tmp = temp_dir(out_dir.parent, f".{out_dir.name}.")
     try:
         config, generation = marian_config(ckpt)
         _write_json(tmp / "config.json", config)

@@ -15,6 +15,25 @@ from typing import IO
 from mt_cli.errors import MtError
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+# mkstemp makes files only their owner can read; a checkpoint or translation should get the
+# permissions any other new file would, so that colleagues and other services can read it.
+FILE_MODE = 0o666 & ~_umask()
+DIR_MODE = 0o777 & ~_umask()
+
+
+def temp_dir(parent: Path, prefix: str) -> Path:
+    """A new folder in `parent` to fill and then rename into place, with a new folder's permissions."""
+    tmp = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    os.chmod(tmp, DIR_MODE)
+    return tmp
+
+
 @contextlib.contextmanager
 def atomic_open(path: Path, mode: str = "w") -> Iterator[IO]:
     """Open a temporary sibling of `path` for writing; it replaces `path` only on clean exit."""
@@ -25,6 +44,7 @@ def atomic_open(path: Path, mode: str = "w") -> Iterator[IO]:
     except OSError as e:
         raise MtError(f"{path}: cannot write here ({e.strerror})") from None
     try:
+        os.fchmod(fd, FILE_MODE)
         encoding = None if "b" in mode else "utf-8"
         with os.fdopen(fd, mode, encoding=encoding, newline=None if encoding is None else "\n") as f:
             yield f

@@ -8,7 +8,6 @@ import math
 import os
 import random
 import signal
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -23,7 +22,7 @@ from mt_cli.data import Pairs, collate, limit_length, make_batches, read_paralle
 from mt_cli.doctor import preflight
 from mt_cli.errors import MtError
 from mt_cli.evaluate import score
-from mt_cli.files import atomic_write_text
+from mt_cli.files import atomic_write_text, temp_dir
 from mt_cli.loss import label_smoothed_loss, output_layer_loss
 from mt_cli.model import Transformer, build_model
 from mt_cli.progress import TrainProgress
@@ -106,7 +105,7 @@ def get_tokenizer(paths: TrainPaths, cfg: Config, log) -> Tokenizer:
     corpus = read_parallel(paths.train_src, paths.train_tgt, cfg.train.on_bad_utf8)
     tokenizer = train_tokenizer(corpus.src, corpus.tgt, cfg.tokenizer)
     # Whole or not at all: a kill between the src and tgt models must not leave half a tokenizer.
-    tmp = Path(tempfile.mkdtemp(dir=paths.out, prefix=".tokenizer."))
+    tmp = temp_dir(paths.out, ".tokenizer.")
     tokenizer.save(tmp)
     os.replace(tmp, own)
     return tokenizer

@@ -83,6 +83,15 @@ def test_saving_over_a_checkpoint_is_atomic_no_temporary_files_remain(tiny_model
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model.pt"]
 
 
+def test_a_saved_file_gets_the_permissions_of_any_new_file_not_owner_only(tiny_model, tokenizer, tmp_path):
+    import os
+    import stat
+
+    (tmp_path / "plain").write_text("")  # what open() gives under this process's umask
+    want = stat.S_IMODE(os.stat(tmp_path / "plain").st_mode)
+    assert stat.S_IMODE(os.stat(_save(tmp_path, tiny_model, tokenizer)).st_mode) == want
+
+
 def test_model_config_round_trips_through_the_checkpoint(tokenizer, tmp_path):
     from mt_cli.model import build_model
 

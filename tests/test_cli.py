@@ -71,6 +71,11 @@ def test_train_without_a_tokenizer_trains_one_into_the_run(tmp_path, corpus_file
         "--preset", "tiny", "--max-steps", 2, "--set", "tokenizer.vocab_size=90", "--device", "cpu",
     )  # fmt: skip
     assert (tmp_path / "run" / "tokenizer" / "joint.model").is_file()
+    import stat
+
+    (tmp_path / "plain-dir").mkdir()  # what a new folder gets under this umask; others may read it
+    mode = lambda p: stat.S_IMODE(p.stat().st_mode)  # noqa: E731
+    assert mode(tmp_path / "run" / "tokenizer") == mode(tmp_path / "plain-dir")
 
 
 runner = CliRunner()
