@@ -8,6 +8,7 @@ and each layer is checked when the dataclasses are built.
 from __future__ import annotations
 
 import dataclasses
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -298,6 +299,23 @@ def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+class _Loader(yaml.SafeLoader):
+    """YAML with the 1.2 booleans: only true/false. In YAML 1.1 `amp: off` would be False, not "off"."""
+
+
+_Loader.yaml_implicit_resolvers = {
+    first: [r for r in resolvers if r[0] != "tag:yaml.org,2002:bool"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+)
+
+
+def read_yaml(text: str) -> Any:
+    return yaml.load(text, Loader=_Loader)  # noqa: S506 (a SafeLoader)
+
+
 def parse_set(item: str) -> dict[str, Any]:
     """`model.dropout=0` -> {"model": {"dropout": 0}}; the value is read as YAML."""
     key, sep, raw = item.partition("=")
@@ -305,7 +323,7 @@ def parse_set(item: str) -> dict[str, Any]:
     if not sep or len(parts) != 2 or not all(parts):
         raise MtError(f"--set {item!r}: expected SECTION.FIELD=VALUE, e.g. --set model.dropout=0")
     try:
-        value = yaml.safe_load(raw)
+        value = read_yaml(raw)
     except yaml.YAMLError:
         value = raw
     return {parts[0]: {parts[1]: value}}
@@ -315,7 +333,7 @@ def load_yaml(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise MtError(f"{path}: config file not found")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        data = read_yaml(path.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as e:
         raise MtError(f"{path}: not valid YAML ({e})".replace("\n", " ")) from None
     if not isinstance(data, dict):
@@ -341,4 +359,5 @@ def build_config(
     data = _merge(data, options or {})
     for item in sets or []:
         data = _merge(data, parse_set(item))
-    return from_dict(data, where=str(yaml_path) if yaml_path else "config")
+    where = str(yaml_path) if yaml_path else "config"
+    return from_dict(data, where=f"{where} with the command-line options" if options or sets else where)

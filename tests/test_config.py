@@ -64,3 +64,13 @@ def test_the_preset_yaml_files_in_configs_equal_the_presets(name):
 @pytest.mark.parametrize("path", sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml")), ids=str)
 def test_every_shipped_config_file_builds(path):
     assert isinstance(build_config(None, path), Config)
+
+
+def test_off_and_on_stay_words_in_yaml_and_set_while_true_and_false_are_booleans(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("train:\n  amp: off\nmodel:\n  pre_norm: true\n")
+    cfg = build_config("tiny", path)
+    assert cfg.train.amp == "off" and cfg.model.pre_norm is True
+    assert build_config("tiny", sets=["train.amp=off", "model.pre_norm=false"]).train.amp == "off"
+    with pytest.raises(MtError, match=r"c\.yaml with the command-line options: train\.amp must be"):
+        build_config("tiny", path, sets=["train.amp=3"])
