@@ -56,7 +56,7 @@ def main() -> None:
             optim = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
             seconds = tokens = 0.0
             for i, batch in enumerate(batches):
-                src, tgt_in, tgt_out = collate(pairs, batch, PAD)
+                src, tgt_in, tgt_out = collate(*pairs.take(batch), PAD)
                 start = time.perf_counter()
                 with autocast(args.precision == "bf16", torch.device("cpu")):
                     loss = loss_of(model, src, tgt_in, tgt_out, args.chunk)

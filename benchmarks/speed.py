@@ -182,7 +182,7 @@ def training_batches(ckpt, args) -> tuple[Pairs, list[list[int]]]:
     src = args.train_src.read_text(encoding="utf-8").splitlines()[:20_000]
     tgt = args.train_tgt.read_text(encoding="utf-8").splitlines()[:20_000]
     pairs = Pairs(ckpt.tokenizer.encode_src(src), ckpt.tokenizer.encode_tgt(tgt))
-    batches = make_batches(pairs, ckpt.config.train.batch_tokens, seed=0)
+    batches = make_batches(pairs.src_lens, pairs.tgt_lens, ckpt.config.train.batch_tokens, seed=0)
     return pairs, batches[: args.train_steps + 3]
 
 
@@ -278,7 +278,7 @@ def training_rows(args, ckpt) -> tuple[list[dict], dict[str, float]]:
     peaks = {"fp32": matmul_peak(torch.float32), "bf16": matmul_peak(torch.bfloat16)}
     trainers = [Trainer(name, precision, ckpt) for precision in ("fp32", "bf16") for name in TRAINERS]
     for i, batch in enumerate(batches):
-        src, tgt_in, tgt_out = collate(pairs, batch, PAD)
+        src, tgt_in, tgt_out = collate(*pairs.take(batch), PAD)
         for trainer in trainers:
             trainer.step(src, tgt_in, tgt_out, timed=i >= 3)
     rows = []

@@ -20,13 +20,13 @@ D = sys.argv[2] if len(sys.argv) > 2 else "../shared/data/multi30k"
 src = open(f"{D}/train.de").read().splitlines()[:5000]
 tgt = open(f"{D}/train.en").read().splitlines()[:5000]
 pairs = Pairs(ck.tokenizer.encode_src(src), ck.tokenizer.encode_tgt(tgt))
-batches = make_batches(pairs, 2048, seed=0)[:8]
+batches = make_batches(pairs.src_lens, pairs.tgt_lens, 2048, seed=0)[:8]
 model = ck.build_model().train()
 opt = torch.optim.AdamW(model.parameters(), lr=1e-5)
 
 
 def step(b):
-    s, ti, to = collate(pairs, b, model.start_token)
+    s, ti, to = collate(*pairs.take(b), model.start_token)
     loss = label_smoothed_loss(model(s, ti), to, 0.1)[0]
     n = int((to != 0).sum())
     (loss / n).backward()

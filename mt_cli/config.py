@@ -119,6 +119,11 @@ class TrainConfig:
     # A step whose loss or gradient is not finite is skipped with a warning; this many in a row stop
     # the run (the checkpoints written before stay as they were).
     max_nonfinite: int = 5
+    # Each global batch (batch_tokens) is split into accumulate x processes shares; gradients are
+    # summed over them, so the update does not depend on how many processes or shares there are.
+    accumulate: int = 1
+    workers: int = 1  # processes that tokenize the corpus into its cache
+    dist_timeout_s: float = 1800.0  # under torchrun: how long a rank waits for the others before giving up
     doctor: bool = True  # log `mt doctor`'s warnings about the data before training
 
     def __post_init__(self) -> None:
@@ -140,6 +145,8 @@ class TrainConfig:
             self.long_pairs in ("drop", "truncate"),
             f"train.long_pairs must be drop or truncate, not {self.long_pairs!r}",
         )
+        _check(self.accumulate >= 1 and self.workers >= 1, "train.accumulate and train.workers must be at least 1")
+        _check(self.dist_timeout_s > 0, "train.dist_timeout_s must be positive")
         _check(self.max_nonfinite >= 1, "train.max_nonfinite must be at least 1")
         _check(
             self.on_bad_utf8 in ("error", "skip", "replace"),

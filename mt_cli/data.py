@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+import numpy as np
 import torch
 
 from mt_cli.errors import MtError
@@ -15,6 +15,7 @@ from mt_cli.files import atomic_write_text
 from mt_cli.tokenizer import EOS, PAD
 
 UTF8_HINT = "convert the file to UTF-8, e.g. with iconv"
+BAD_UTF8_FIX = f"{UTF8_HINT}, or pass --on-bad-utf8 skip (drop such pairs) or replace"
 
 
 def read_lines(
@@ -80,7 +81,7 @@ def read_parallel(src_path: Path, tgt_path: Path, on_bad_utf8: str = "error") ->
     `on_bad_utf8`: "error" stops at the first undecodable byte, "skip" drops the pairs that hold
     one (both sides, so the files stay aligned), "replace" keeps them with U+FFFD in its place.
     """
-    hint = f"{UTF8_HINT}, or pass --on-bad-utf8 skip (drop such pairs) or replace"
+    hint = BAD_UTF8_FIX
     bad_src: list[int] = []
     bad_tgt: list[int] = []
     src = read_lines(src_path, on_bad_utf8, bad_src, hint)
@@ -97,11 +98,29 @@ def read_parallel(src_path: Path, tgt_path: Path, on_bad_utf8: str = "error") ->
 
 @dataclass(frozen=True)
 class Pairs:
-    """Token ids of a corpus: sources end with EOS; targets carry neither BOS nor EOS."""
+    """Token ids of a corpus in memory: sources end with EOS; targets carry neither BOS nor EOS.
+
+    Validation sets and tests use it; training reads a `corpus.TokenCorpus`, which answers the
+    same `take`, `src_lens` and `tgt_lens`.
+    """
 
     src: list[list[int]]
     tgt: list[list[int]]
     long: int = 0  # pairs over the length limit, dropped or truncated
+
+    def __len__(self) -> int:
+        return len(self.src)
+
+    @property
+    def src_lens(self) -> np.ndarray:
+        return np.array([len(s) for s in self.src], dtype=np.int64)
+
+    @property
+    def tgt_lens(self) -> np.ndarray:
+        return np.array([len(t) for t in self.tgt], dtype=np.int64)
+
+    def take(self, indices) -> tuple[list[list[int]], list[list[int]]]:
+        return [self.src[i] for i in indices], [self.tgt[i] for i in indices]
 
 
 def limit_length(src: list[list[int]], tgt: list[list[int]], max_len: int, mode: str = "drop") -> Pairs:
@@ -123,29 +142,28 @@ def limit_length(src: list[list[int]], tgt: list[list[int]], max_len: int, mode:
     return Pairs([src[i] for i in keep], [tgt[i] for i in keep], long=len(long))
 
 
-def make_batches(pairs: Pairs, batch_tokens: int, seed: int) -> list[list[int]]:
+def make_batches(src_lens: np.ndarray, tgt_lens: np.ndarray, batch_tokens: int, seed: int) -> list[np.ndarray]:
     """Group similar lengths so little is padding; a batch holds at most `batch_tokens` padded tokens.
 
-    The order is random but fixed by `seed`, so an epoch can be replayed exactly on resume.
+    The order is random but fixed by `seed`, so an epoch can be replayed exactly on resume. Only
+    the lengths are needed, so this works the same for 50 million pairs (a few numpy arrays).
     """
-    rng = random.Random(seed)
-    order = list(range(len(pairs.src)))
-    rng.shuffle(order)  # random tie-breaking, so buckets differ between epochs
-    order.sort(key=lambda i: (len(pairs.src[i]), len(pairs.tgt[i])))
-    batches: list[list[int]] = []
-    batch: list[int] = []
-    longest = 0
-    for i in order:
-        size = max(len(pairs.src[i]), len(pairs.tgt[i]) + 1)
-        if batch and max(longest, size) * (len(batch) + 1) > batch_tokens:
-            batches.append(batch)
-            batch, longest = [], 0
-        batch.append(i)
-        longest = max(longest, size)
-    if batch:
-        batches.append(batch)
-    rng.shuffle(batches)
-    return batches
+    rng = np.random.default_rng(seed)
+    size = np.maximum(src_lens, tgt_lens + 1)  # the padded length a pair brings to a batch
+    order = rng.permutation(len(size))  # random tie-breaking, so batches differ between epochs
+    order = order[np.argsort(size[order], kind="stable")]
+    sizes = size[order]
+    batches: list[np.ndarray] = []
+    start, n = 0, len(order)
+    while start < n:
+        # Sorted by size, the last pair is the longest: the batch can take pairs while
+        # size[j] * count <= budget, a condition that only gets harder further on.
+        window = sizes[start : start + max(1, batch_tokens // max(int(sizes[start]), 1))]
+        fits = window * np.arange(1, len(window) + 1) <= batch_tokens
+        count = max(1, int(np.argmin(fits)) if not fits.all() else len(window))
+        batches.append(order[start : start + count])
+        start += count
+    return [batches[i] for i in rng.permutation(len(batches))]
 
 
 def pad(seqs: list[list[int]]) -> torch.Tensor:
@@ -156,12 +174,9 @@ def pad(seqs: list[list[int]]) -> torch.Tensor:
     return out
 
 
-def collate(pairs: Pairs, indices: list[int], start: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def collate(src: list[list[int]], tgt: list[list[int]], start: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Teacher forcing: the decoder reads start + target and predicts target + EOS."""
-    src = pad([pairs.src[i] for i in indices])
-    tgt_in = pad([[start] + pairs.tgt[i] for i in indices])
-    tgt_out = pad([pairs.tgt[i] + [EOS] for i in indices])
-    return src, tgt_in, tgt_out
+    return pad(src), pad([[start] + t for t in tgt]), pad([t + [EOS] for t in tgt])
 
 
 # Multi30k as the quickstart gets it: hub split -> file stem used by the local copy.

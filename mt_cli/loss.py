@@ -66,3 +66,19 @@ class OutputLayerLoss(torch.autograd.Function):
 def output_layer_loss(h: Tensor, weight: Tensor, target: Tensor, smoothing: float, chunk: int = 256) -> Tensor:
     """Summed label-smoothed cross-entropy of the logits h (N, D) @ weight.T (V, D) -> (N, V)."""
     return OutputLayerLoss.apply(h, weight, target, smoothing, chunk)
+
+
+class TranslationLoss(torch.nn.Module):
+    """The training objective as one module: DistributedDataParallel wraps it, so that the
+    encoder, decoder and the fused output layer all run inside the one forward it watches."""
+
+    def __init__(self, model: torch.nn.Module, smoothing: float) -> None:
+        super().__init__()
+        self.model = model
+        self.smoothing = smoothing
+
+    def forward(self, src: Tensor, tgt_in: Tensor, tgt_out: Tensor) -> Tensor:
+        """Summed label-smoothed loss over the real (non-PAD) target tokens."""
+        keep = tgt_out != PAD
+        h = self.model.hidden(src, tgt_in, keep)  # (N, D), real target tokens only
+        return output_layer_loss(h, self.model.output_projection.weight, tgt_out[keep], self.smoothing)

@@ -13,10 +13,11 @@ UNITS = 1000  # the bar runs in thousandths of whichever limit (steps, epochs, m
 
 
 class TrainProgress:
-    def __init__(self, cfg: Config) -> None:
+    def __init__(self, cfg: Config, enabled: bool = True) -> None:
         self.cfg = cfg
+        self.enabled = enabled  # off on torchrun ranks past 0: one process reports
         self.console = Console(stderr=True)
-        self.live = self.console.is_terminal
+        self.live = self.console.is_terminal and enabled
         self.bar = Progress(
             TextColumn("{task.description}"),
             BarColumn(),
@@ -50,11 +51,12 @@ class TrainProgress:
         )
         if self.live:
             self.bar.update(self.task, completed=self.fraction(state) * UNITS, description=text)
-        else:
+        elif self.enabled:
             self.console.print(text, highlight=False)
 
     def note(self, message: str) -> None:
-        self.console.print(message, highlight=False)
+        if self.enabled:
+            self.console.print(message, highlight=False)
 
     def __enter__(self) -> TrainProgress:
         self.bar.__enter__()

@@ -6,7 +6,6 @@ ends with a last.pt whose tensors are bitwise those of a run that was never inte
 
 from __future__ import annotations
 
-import hashlib
 import json
 import random
 import shutil
@@ -37,7 +36,7 @@ class TrainState:
     log_loss: float = 0.0  # summed loss and target tokens since the last log entry, which averages them
     log_tokens: int = 0
     nonfinite_in_a_row: int = 0  # skipped steps (loss or gradient not finite) since the last good one
-    data: dict[str, str] = field(default_factory=dict)  # sha256 of each data file, checked on resume
+    data: dict[str, str] = field(default_factory=dict)  # fingerprint of each split's data, checked on resume
     history: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -56,19 +55,35 @@ def set_rng_state(state: dict[str, Any]) -> None:
 
 
 def write_checkpoint(
-    path: Path, cfg: Config, tokenizer: Tokenizer, model, optimizer=None, state: TrainState | None = None, ema=None
+    path: Path,
+    cfg: Config,
+    tokenizer: Tokenizer,
+    model,
+    optimizer=None,
+    state: TrainState | None = None,
+    ema=None,
+    rng_ranks: list[dict[str, Any]] | None = None,
 ) -> None:
-    """A model checkpoint; with `state` (and the optimizer and EMA) a resumable one, like last.pt."""
+    """A model checkpoint; with `state` (and the optimizer and EMA) a resumable one, like last.pt.
+
+    `rng_ranks`: under torchrun, every rank's RNG states (rank 0's are also kept as "rng").
+    """
     train_state = None
     if state is not None:
         train_state = {**vars(state), "optimizer": optimizer.state_dict(), "rng": rng_state()}
         if ema is not None:
             train_state["ema"] = ema.state_dict()
+        if rng_ranks is not None and len(rng_ranks) > 1:
+            train_state["rng_ranks"] = rng_ranks
     checkpoint.save(path, cfg, tokenizer, model.state_dict(), train_state)
 
 
-def resume(path: Path, cfg: Config, model, optimizer, ema, log) -> TrainState:
-    """Load everything the next step depends on from `path` into the given objects."""
+def resume(path: Path, cfg: Config, model, optimizer, ema, log, rank: int = 0, world: int = 1) -> TrainState:
+    """Load everything the next step depends on from `path` into the given objects.
+
+    Under torchrun each rank takes back its own RNG states when the run had as many ranks; with
+    another number of processes, ranks past 0 start fresh streams (dropout then differs).
+    """
     ckpt = checkpoint.load(path)
     if ckpt.train_state is None:
         raise MtError(f"{path}: holds no training state to resume from; use a new --out folder")
@@ -81,7 +96,11 @@ def resume(path: Path, cfg: Config, model, optimizer, ema, log) -> TrainState:
     model.load_state_dict(ckpt.model_state)
     ts = dict(ckpt.train_state)
     optimizer.load_state_dict(ts.pop("optimizer"))
-    set_rng_state(ts.pop("rng"))
+    rng, ranks = ts.pop("rng"), ts.pop("rng_ranks", None)
+    if rank == 0:
+        set_rng_state(rng)
+    elif ranks is not None and len(ranks) == world:
+        set_rng_state(ranks[rank])
     ema_state = ts.pop("ema", None)
     if ema is not None:
         ema.load_state_dict(ema_state if ema_state is not None else ckpt.model_state)
@@ -90,23 +109,15 @@ def resume(path: Path, cfg: Config, model, optimizer, ema, log) -> TrainState:
     return state
 
 
-def file_digest(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def check_data(files: dict[str, Path], recorded: dict[str, str], last: Path) -> dict[str, str]:
-    """Fingerprints of the data files by role; a resumed run must see the files it started with."""
-    now = {role: file_digest(path) for role, path in files.items()}
+def check_data(now: dict[str, str], recorded: dict[str, str], names: dict[str, str], last: Path) -> dict[str, str]:
+    """A resumed run must see the data it started with: `now` and `recorded` map each split to
+    its fingerprint, `names` to how the user gave it."""
     changed = [role for role in now if role in recorded and recorded[role] != now[role]]
     if changed:
         role = changed[0]
         raise MtError(
-            f"{files[role]}: not the {role.replace('_', ' ')} file that {last} was trained on "
-            "(its contents changed); restore it, or train into a new --out folder"
+            f"{names[role]}: not the {role} data that {last} was trained on (its contents changed); "
+            "restore it, or train into a new --out folder"
         )
     return now
 

@@ -29,6 +29,9 @@ class Tokenizer:
         self.src = _load_sp(src_model)
         self.tgt = self.src if tgt_model is None else _load_sp(tgt_model)
 
+    def __reduce__(self):  # pickled as its model bytes, for `datasets` worker processes
+        return (Tokenizer, (self._src_bytes, self._tgt_bytes))
+
     @property
     def src_vocab_size(self) -> int:
         return self.src.get_piece_size()

@@ -1,7 +1,13 @@
-"""Training: the loss and learning-rate schedule as pure functions, then one readable loop."""
+"""Training: the learning-rate schedule as pure functions, then one readable loop.
+
+One process, or several under torchrun: each global batch is cut into shares, every process
+trains on its own, and DistributedDataParallel sums the gradients, so the update is the same
+for any number of processes (and of --accumulate shares).
+"""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import math
@@ -14,30 +20,33 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from mt_cli import checkpoint
+from mt_cli import distributed as ddp
 from mt_cli.config import Config, TrainConfig, to_yaml
-from mt_cli.data import Pairs, collate, limit_length, make_batches, read_parallel
-from mt_cli.doctor import preflight
+from mt_cli.corpus import TokenCorpus, fingerprint
+from mt_cli.data import Pairs, collate, make_batches
 from mt_cli.errors import MtError
-from mt_cli.evaluate import score
-from mt_cli.files import atomic_write_text, temp_dir
-from mt_cli.loss import label_smoothed_loss, output_layer_loss
+from mt_cli.files import atomic_write_text
+from mt_cli.loss import TranslationLoss
 from mt_cli.model import Transformer, build_model
 from mt_cli.progress import TrainProgress
+from mt_cli.rundata import TrainPaths, check_first, get_tokenizer, load_train_data, load_valid_data, wait_for_path
 from mt_cli.runstate import (
     TrainState,
     check_data,
     clear_leftovers,
     numbered_checkpoints,
     resume,
+    rng_state,
     trim_log,
     write_checkpoint,
 )
 from mt_cli.runtime import autocast, resolve_device, set_threads, use_bf16
-from mt_cli.search import translate_ids
-from mt_cli.tokenizer import PAD, Tokenizer, train_tokenizer
+from mt_cli.tokenizer import Tokenizer
+from mt_cli.validation import Validation, validate
 
 
 def lr_at(
@@ -77,88 +86,6 @@ def budget_progress(step: int, elapsed_s: float, epochs: float, cfg: TrainConfig
     return max(fractions)
 
 
-@dataclass
-class TrainPaths:
-    train_src: Path
-    train_tgt: Path
-    valid_src: Path
-    valid_tgt: Path
-    out: Path
-    tokenizer: Path | None = None
-
-
-@dataclass
-class Validation:
-    loss: float
-    nll: float
-    bleu: float
-
-
-def get_tokenizer(paths: TrainPaths, cfg: Config, log) -> Tokenizer:
-    """The given tokenizer, the run's own (when resuming), or a new one trained into RUN/tokenizer."""
-    if paths.tokenizer is not None:
-        return Tokenizer.load(paths.tokenizer)
-    own = paths.out / "tokenizer"
-    if own.is_dir():
-        return Tokenizer.load(own)
-    log(f"training a {cfg.tokenizer.vocab_size}-piece tokenizer into {own}")
-    corpus = read_parallel(paths.train_src, paths.train_tgt, cfg.train.on_bad_utf8)
-    tokenizer = train_tokenizer(corpus.src, corpus.tgt, cfg.tokenizer)
-    # Whole or not at all: a kill between the src and tgt models must not leave half a tokenizer.
-    tmp = temp_dir(paths.out, ".tokenizer.")
-    tokenizer.save(tmp)
-    os.replace(tmp, own)
-    return tokenizer
-
-
-def encode_corpus(
-    src_path: Path, tgt_path: Path, tokenizer: Tokenizer, log, cfg: TrainConfig, limit: bool = True
-) -> Pairs:
-    """Token ids of a parallel corpus, with what was dropped or changed counted in the log.
-
-    With `limit`, pairs longer than cfg.max_len are dropped or truncated (cfg.long_pairs).
-    """
-    corpus = read_parallel(src_path, tgt_path, cfg.on_bad_utf8)
-    src, tgt = tokenizer.encode_src(corpus.src), tokenizer.encode_tgt(corpus.tgt)
-    pairs = limit_length(src, tgt, cfg.max_len, cfg.long_pairs) if limit else Pairs(src, tgt)
-    dropped = f"dropped {corpus.dropped_empty} with an empty side"
-    if corpus.bad_utf8:
-        done = "dropped" if cfg.on_bad_utf8 == "skip" else "repaired (U+FFFD)"
-        dropped += f", {done} {corpus.bad_utf8} with bytes that are not UTF-8"
-    if limit:
-        done = "truncated" if cfg.long_pairs == "truncate" else "dropped"
-        dropped += f", {done} {pairs.long} longer than {cfg.max_len} tokens"
-    log(f"{src_path} / {tgt_path}: {len(pairs.src)} pairs ({dropped})")
-    return pairs
-
-
-def validate(
-    model: Transformer, tokenizer: Tokenizer, pairs: Pairs, refs: list[str], cfg: Config, device, bf16: bool
-) -> Validation:
-    """Validation loss with teacher forcing, and BLEU of the same decoding `mt translate` does."""
-    model.eval()
-    loss_sum = nll_sum = 0.0
-    n_tokens = 0
-    with torch.inference_mode(), autocast(bf16, device):
-        for batch in make_batches(pairs, cfg.train.batch_tokens, seed=0):
-            src, tgt_in, tgt_out = (t.to(device) for t in collate(pairs, batch, model.start_token))
-            keep = tgt_out != PAD
-            loss, nll = label_smoothed_loss(model(src, tgt_in, keep), tgt_out[keep], cfg.train.label_smoothing)
-            loss_sum, nll_sum = loss_sum + loss.item(), nll_sum + nll.item()
-            n_tokens += int(keep.sum())
-        hyps = tokenizer.decode_tgt(translate_ids(model, pairs.src, cfg.decode))
-    model.train()
-    bleu = score(hyps, [refs], metrics=("bleu",))["bleu"]
-    return Validation(loss_sum / n_tokens, nll_sum / n_tokens, bleu)
-
-
-def ema_update(ema: torch.nn.Module, model: torch.nn.Module, decay: float) -> None:
-    """ema <- decay * ema + (1 - decay) * model, parameter by parameter."""
-    with torch.no_grad():
-        for e, p in zip(ema.parameters(), model.parameters(), strict=True):
-            e.lerp_(p, 1.0 - decay)
-
-
 def _done(state: TrainState, cfg: Config) -> bool:
     t = cfg.train
     return (
@@ -175,42 +102,49 @@ class Run:
 
     paths: TrainPaths
     cfg: Config
+    dist: ddp.Dist
     device: torch.device
     bf16: bool
     tokenizer: Tokenizer
     model: Transformer
+    objective: torch.nn.Module  # TranslationLoss(model), wrapped in DistributedDataParallel under torchrun
     optimizer: torch.optim.Optimizer
     ema: Transformer | None  # the moving average of the weights, when train.ema_decay > 0
-    train_pairs: Pairs
+    train_data: TokenCorpus
     valid_pairs: Pairs
     valid_refs: list[str]
     state: TrainState
 
 
-def prepare(paths: TrainPaths, cfg: Config, log) -> Run:
+def prepare(paths: TrainPaths, cfg: Config, log, d: ddp.Dist = ddp.Dist()) -> Run:
     """Tokenizer, data, model and optimizer; the run's own last.pt is resumed when there is one."""
     t = cfg.train
-    device = resolve_device(t.device)
+    device = ddp.device_for(d, resolve_device(t.device))
     set_threads(t.threads)
-    paths.out.mkdir(parents=True, exist_ok=True)
-    if cleared := clear_leftovers(paths.out):
-        log(f"{paths.out}: removed {cleared} temporary file(s) left by an interrupted save")
-    if t.doctor:
-        preflight({"train": (paths.train_src, paths.train_tgt), "valid": (paths.valid_src, paths.valid_tgt)}, log)
-    tokenizer = get_tokenizer(paths, cfg, log)
+    sources = paths.sources()
+    if d.main:
+        paths.out.mkdir(parents=True, exist_ok=True)
+        if cleared := clear_leftovers(paths.out):
+            log(f"{paths.out}: removed {cleared} temporary file(s) left by an interrupted save")
+        if t.doctor:
+            check_first(sources, log)
+    else:
+        wait_for_path(paths.out, "run folder", d)
+    tokenizer = get_tokenizer(paths, sources["train"], cfg, log, d)
     vocab = {
         "src_vocab_size": tokenizer.src_vocab_size,
         "tgt_vocab_size": tokenizer.tgt_vocab_size,
         "shared_vocab": tokenizer.joint,
     }
     cfg = replace(cfg, model=replace(cfg.model, **vocab))
-    train_pairs = encode_corpus(paths.train_src, paths.train_tgt, tokenizer, log, t)
-    valid_pairs = encode_corpus(paths.valid_src, paths.valid_tgt, tokenizer, log, t, limit=False)
-    valid_refs = read_parallel(paths.valid_src, paths.valid_tgt, t.on_bad_utf8).tgt
+    train_data = load_train_data(sources["train"], tokenizer, paths, t, log, d)
+    valid_pairs, valid_refs = load_valid_data(sources["valid"], tokenizer, paths, t, log)
 
     random.seed(t.seed)
     torch.manual_seed(t.seed)
     model = build_model(cfg.model).to(device)
+    if d.rank > 0:  # the same initial weights everywhere, then each rank its own dropout masks
+        torch.manual_seed(t.seed * 1000 + d.rank)
     # The fused kernel: one pass over all parameters, 5x faster than the loop on this CPU.
     optimizer = torch.optim.AdamW(
         model.parameters(),
@@ -222,43 +156,73 @@ def prepare(paths: TrainPaths, cfg: Config, log) -> Run:
     )
     ema = copy.deepcopy(model).requires_grad_(False) if t.ema_decay > 0 else None
     last = paths.out / "last.pt"
-    state = resume(last, cfg, model, optimizer, ema, log) if last.is_file() else TrainState()
-    roles = ("train_src", "train_tgt", "valid_src", "valid_tgt")
-    state.data = check_data({role: getattr(paths, role) for role in roles}, state.data, last)
-    if dropped := trim_log(paths.out / "log.jsonl", state.step):
-        log(f"{paths.out / 'log.jsonl'}: dropped {dropped} entries past step {state.step}, which will be redone")
-    atomic_write_text(paths.out / "config.yaml", to_yaml(cfg))
+    state = resume(last, cfg, model, optimizer, ema, log, d.rank, d.world) if last.is_file() else TrainState()
+    now = {role: fingerprint(s) for role, s in sources.items()}
+    state.data = check_data(now, state.data, {r: s.describe() for r, s in sources.items()}, last)
+    if d.main:
+        if dropped := trim_log(paths.out / "log.jsonl", state.step):
+            log(f"{paths.out / 'log.jsonl'}: dropped {dropped} entries past step {state.step}, which will be redone")
+        atomic_write_text(paths.out / "config.yaml", to_yaml(cfg))
+    objective = TranslationLoss(model, t.label_smoothing)
+    if d.active:
+        ids = [device.index] if device.type == "cuda" else None
+        objective = torch.nn.parallel.DistributedDataParallel(objective, device_ids=ids)
     bf16 = use_bf16(t.amp, device)
     n_params = sum(p.numel() for p in model.parameters())
-    log(f"model: {n_params / 1e6:.1f}M parameters on {device}{' with bf16 autocast' if bf16 else ''}")
-    return Run(paths, cfg, device, bf16, tokenizer, model, optimizer, ema, train_pairs, valid_pairs, valid_refs, state)
+    where = f" x {d.world} processes" if d.active else ""
+    log(f"model: {n_params / 1e6:.1f}M parameters on {device}{where}{' with bf16 autocast' if bf16 else ''}")
+    return Run(paths, cfg, d, device, bf16, tokenizer, model, objective, optimizer, ema, train_data,
+               valid_pairs, valid_refs, state)  # fmt: skip
 
 
-def train_step(run: Run, batch: list[int], progress: float = 0.0) -> tuple[float, int, float, float]:
-    """One update on one batch: returns (summed loss, target tokens, learning rate, gradient norm).
+def shares(batch: np.ndarray, n: int) -> list[np.ndarray]:
+    """A global batch cut into n disjoint shares of nearly equal size (some empty if it is tiny)."""
+    return [batch[i::n] for i in range(n)]
+
+
+def train_step(run: Run, batch: np.ndarray, progress: float = 0.0, stop: bool = False):
+    """One update on one global batch. Returns (summed loss, target tokens, learning rate,
+    gradient norm, whether any rank asked to stop), all the same on every rank.
 
     `progress` is the spent fraction of the budget, which the cosine and wsd schedules decay over.
     """
-    t, model = run.cfg.train, run.model
-    src, tgt_in, tgt_out = (x.to(run.device) for x in collate(run.train_pairs, batch, run.model.start_token))
-    keep = tgt_out != PAD
-    with autocast(run.bf16, run.device):
-        h = model.hidden(src, tgt_in, keep)  # (N, D), real target tokens only
-        loss_sum = output_layer_loss(h, model.output_projection.weight, tgt_out[keep], t.label_smoothing)
-    n_tokens = h.size(0)
-    (loss_sum / n_tokens).backward()
+    t, d, data = run.cfg.train, run.dist, run.train_data
+    mine = shares(batch, d.world * t.accumulate)[d.rank * t.accumulate : (d.rank + 1) * t.accumulate]
+    n_tokens = int((data.tgt_lens[batch] + 1).sum())  # every target token and its EOS, in all shares
+    # DDP averages gradients over ranks; scaled so, the update follows the mean over the global batch.
+    scale = d.world / n_tokens
+    loss_sum = 0.0
+    for k, share in enumerate(mine):
+        # A rank whose share is empty still runs a batch (weighted 0): DDP needs every rank's gradients.
+        weight = 1.0 if len(share) else 0.0
+        src, tgt_in, tgt_out = collate(*data.take(share if len(share) else batch[:1]), run.model.start_token)
+        last_share = k == len(mine) - 1
+        no_sync = run.objective.no_sync() if d.active and not last_share else contextlib.nullcontext()
+        with no_sync:
+            with autocast(run.bf16, run.device):
+                loss = run.objective(src.to(run.device), tgt_in.to(run.device), tgt_out.to(run.device))
+            (loss * (weight * scale)).backward()
+        loss_sum += loss.item() * weight
+    loss_sum, stops = ddp.all_sum([loss_sum, float(stop)], d)
     # With clipping off the norm is still measured (an infinite bound never clips), for the log.
-    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), t.clip_norm if t.clip_norm > 0 else math.inf)
+    grad_norm = torch.nn.utils.clip_grad_norm_(run.model.parameters(), t.clip_norm if t.clip_norm > 0 else math.inf)
     lr = lr_at(run.state.step + 1, t.lr, t.warmup_steps, t.lr_schedule, progress, t.lr_cooldown)
-    loss, norm = loss_sum.item(), float(grad_norm)
-    if math.isfinite(loss) and math.isfinite(norm):  # else no update: one bad batch must not wreck the weights
+    norm = float(grad_norm)
+    if math.isfinite(loss_sum) and math.isfinite(norm):  # else no update: one bad batch must not wreck the weights
         for group in run.optimizer.param_groups:
             group["lr"] = lr
         run.optimizer.step()
         if run.ema is not None:
-            ema_update(run.ema, model, t.ema_decay)
+            ema_update(run.ema, run.model, t.ema_decay)
     run.optimizer.zero_grad(set_to_none=True)
-    return loss, n_tokens, lr, norm
+    return loss_sum, n_tokens, lr, norm, stops > 0
+
+
+def ema_update(ema: torch.nn.Module, model: torch.nn.Module, decay: float) -> None:
+    """ema <- decay * ema + (1 - decay) * model, parameter by parameter."""
+    with torch.no_grad():
+        for e, p in zip(ema.parameters(), model.parameters(), strict=True):
+            e.lerp_(p, 1.0 - decay)
 
 
 def count_nonfinite(state: TrainState, loss: float, grad_norm: float, cfg: TrainConfig, last: Path) -> bool:
@@ -277,49 +241,69 @@ def count_nonfinite(state: TrainState, loss: float, grad_norm: float, cfg: Train
 
 
 def save_last(run: Run) -> None:
-    """RUN/last.pt: everything the next step depends on."""
-    write_checkpoint(run.paths.out / "last.pt", run.cfg, run.tokenizer, run.model, run.optimizer, run.state, run.ema)
+    """RUN/last.pt: everything the next step depends on. Under torchrun every rank calls it (to
+    hand in its RNG states) and rank 0 writes."""
+    rngs = ddp.gather(rng_state(), run.dist)
+    if run.dist.main:
+        write_checkpoint(run.paths.out / "last.pt", run.cfg, run.tokenizer, run.model, run.optimizer,
+                         run.state, run.ema, rngs)  # fmt: skip
 
 
 def run_validation(run: Run, record, progress: TrainProgress) -> None:
-    """Score the validation set, keep best.pt when BLEU improves, and always refresh last.pt."""
+    """Rank 0 scores the validation set and keeps best.pt when BLEU improves; every rank then
+    takes its verdict (for early stopping) and last.pt is refreshed."""
     state, out = run.state, run.paths.out
-    scored = run.ema if run.ema is not None else run.model  # the weights best.pt would hold
-    v = validate(scored, run.tokenizer, run.valid_pairs, run.valid_refs, run.cfg, run.device, run.bf16)
-    entry = {"step": state.step, "valid_loss": v.loss, "valid_nll": v.nll, "valid_bleu": v.bleu}
-    record(entry)
-    state.history.append(entry)
-    improved = v.bleu > state.best_bleu
-    if improved:
-        state.best_bleu, state.best_step, state.validations_since_best = v.bleu, state.step, 0
-        write_checkpoint(out / "best.pt", run.cfg, run.tokenizer, scored)
-    else:
-        state.validations_since_best += 1
-    keep = max(run.cfg.train.keep_last, run.cfg.train.average_last)
-    if keep > 0:
-        write_checkpoint(out / f"step{state.step}.pt", run.cfg, run.tokenizer, scored)
-        for old in numbered_checkpoints(out)[:-keep]:
-            old.unlink()
+    if run.dist.main:
+        scored = run.ema if run.ema is not None else run.model  # the weights best.pt would hold
+        v = validate(scored, run.tokenizer, run.valid_pairs, run.valid_refs, run.cfg, run.device, run.bf16)
+        entry = {"step": state.step, "valid_loss": v.loss, "valid_nll": v.nll, "valid_bleu": v.bleu}
+        record(entry)
+        state.history.append(entry)
+        improved = v.bleu > state.best_bleu
+        if improved:
+            state.best_bleu, state.best_step, state.validations_since_best = v.bleu, state.step, 0
+            write_checkpoint(out / "best.pt", run.cfg, run.tokenizer, scored)
+        else:
+            state.validations_since_best += 1
+        keep = max(run.cfg.train.keep_last, run.cfg.train.average_last)
+        if keep > 0:
+            write_checkpoint(out / f"step{state.step}.pt", run.cfg, run.tokenizer, scored)
+            for old in numbered_checkpoints(out)[:-keep]:
+                old.unlink()
+        best = " (best, saved)" if improved else f" (best {state.best_bleu:.2f} at step {state.best_step})"
+        progress.note(f"step {state.step}: valid loss {v.loss:.3f}, BLEU {v.bleu:.2f}{best}")
+    verdict = (state.best_bleu, state.best_step, state.validations_since_best, state.history)
+    state.best_bleu, state.best_step, state.validations_since_best, state.history = ddp.broadcast(verdict, run.dist)
     save_last(run)
-    best = " (best, saved)" if improved else f" (best {state.best_bleu:.2f} at step {state.best_step})"
-    progress.note(f"step {state.step}: valid loss {v.loss:.3f}, BLEU {v.bleu:.2f}{best}")
 
 
-def train_loop(run: Run, record, progress: TrainProgress, stop: StopSignals | None = None) -> None:
-    """Epochs of shuffled token batches until a limit is reached, validating every `valid_every` steps."""
-    t, state = run.cfg.train, run.state
+def log_entry(state: TrainState, lr: float, grad_norm: float, tokens_per_s: float) -> dict[str, Any]:
+    return {
+        "step": state.step,
+        "epoch": state.epoch + 1,
+        "loss": state.log_loss / state.log_tokens,
+        "lr": lr,
+        "grad_norm": grad_norm,
+        "tokens_per_s": tokens_per_s,
+        "elapsed_s": round(state.elapsed_s, 1),
+    }
+
+
+def train_loop(run: Run, record, progress: TrainProgress, stop: StopSignals | None = None) -> bool:
+    """Epochs of shuffled token batches until a limit is reached, validating every `valid_every`
+    steps. Returns False when a signal stopped it (after a whole step, on every rank alike)."""
+    t, state, data = run.cfg.train, run.state, run.train_data
     started, elapsed_before = time.perf_counter(), state.elapsed_s
     timed_tokens, window_start = 0, started  # for tokens/s, counted in this process only
     last_valid = state.history[-1]["step"] if state.history else -1
     run.model.train()
     while not _done(state, run.cfg):
-        batches = make_batches(run.train_pairs, t.batch_tokens, seed=t.seed + state.epoch)
+        batches = make_batches(data.src_lens, data.tgt_lens, t.batch_tokens, seed=t.seed + state.epoch)
         while state.batch_in_epoch < len(batches) and not _done(state, run.cfg):
-            if stop is not None and stop.requested:
-                return  # between steps: the state is whole, and train() saves it
             epochs = state.epoch + state.batch_in_epoch / len(batches)
             spent = budget_progress(state.step, state.elapsed_s, epochs, t)
-            loss_sum, n_tokens, lr, grad_norm = train_step(run, batches[state.batch_in_epoch], spent)
+            asked = stop is not None and stop.requested is not None
+            loss_sum, n_tokens, lr, grad_norm, stopping = train_step(run, batches[state.batch_in_epoch], spent, asked)
             state.step += 1
             state.batch_in_epoch += 1
             now = time.perf_counter()
@@ -331,18 +315,14 @@ def train_loop(run: Run, record, progress: TrainProgress, stop: StopSignals | No
                 state.log_loss, state.log_tokens = state.log_loss + loss_sum, state.log_tokens + n_tokens
                 timed_tokens += n_tokens
             if state.step % t.log_every == 0 and state.log_tokens:
-                entry = {
-                    "step": state.step,
-                    "epoch": state.epoch + 1,
-                    "loss": state.log_loss / state.log_tokens,
-                    "lr": lr,
-                    "grad_norm": grad_norm,
-                    "tokens_per_s": timed_tokens / max(now - window_start, 1e-9),
-                    "elapsed_s": round(state.elapsed_s, 1),
-                }
+                entry = log_entry(state, lr, grad_norm, timed_tokens / max(now - window_start, 1e-9))
                 record(entry)
                 progress.update(state, entry)
                 state.log_loss, state.log_tokens, timed_tokens, window_start = 0.0, 0, 0, now
+            if state.batch_in_epoch >= len(batches):
+                state.epoch, state.batch_in_epoch = state.epoch + 1, 0
+            if stopping:
+                return False  # the state is whole; train() saves it
             if state.step % t.valid_every == 0:
                 run_validation(run, record, progress)
                 last_valid = state.step
@@ -350,11 +330,9 @@ def train_loop(run: Run, record, progress: TrainProgress, stop: StopSignals | No
                 state.elapsed_s = elapsed_before + (window_start - started)
             elif t.save_every and state.step % t.save_every == 0:
                 save_last(run)
-        if state.batch_in_epoch >= len(batches):
-            state.epoch += 1
-            state.batch_in_epoch = 0
-    if last_valid != state.step and not (stop is not None and stop.requested):
+    if last_valid != state.step:
         run_validation(run, record, progress)
+    return True
 
 
 class StopSignals:
@@ -383,10 +361,21 @@ class StopSignals:
 
 
 def train(paths: TrainPaths, cfg: Config, log=print) -> TrainState:
-    """Train a model into `paths.out`: best.pt, last.pt, log.jsonl, config.yaml, tokenizer/."""
-    run = prepare(paths, cfg, log)
+    """Train a model into `paths.out`: best.pt, last.pt, log.jsonl, config.yaml, tokenizer/.
+
+    Under torchrun every process calls this; only rank 0 logs and writes.
+    """
+    d = ddp.from_env(cfg.train.dist_timeout_s)
+    device = ddp.device_for(d, resolve_device(cfg.train.device))
+    with ddp.process_group(d, device):
+        return _train(paths, cfg, log if d.main else (lambda *_: None), d)
+
+
+def _train(paths: TrainPaths, cfg: Config, log, d: ddp.Dist) -> TrainState:
+    run = prepare(paths, cfg, log, d)
     last = paths.out / "last.pt"
-    with open(paths.out / "log.jsonl", "a", encoding="utf-8") as log_file, TrainProgress(run.cfg) as progress:
+    log_path = paths.out / "log.jsonl" if d.main else Path(os.devnull)
+    with open(log_path, "a", encoding="utf-8") as log_file, TrainProgress(run.cfg, enabled=d.main) as progress:
 
         def record(entry: dict[str, Any]) -> None:
             log_file.write(json.dumps(entry) + "\n")
@@ -394,19 +383,18 @@ def train(paths: TrainPaths, cfg: Config, log=print) -> TrainState:
 
         with StopSignals() as stop:
             try:
-                train_loop(run, record, progress, stop)
+                finished = train_loop(run, record, progress, stop)
             except KeyboardInterrupt:
                 raise MtError(f"stopped at once, mid-step; {last} holds the last saved state") from None
-            if stop.requested:
+            if not finished:
                 save_last(run)
-                raise MtError(
-                    f"{stop.requested} at step {run.state.step}: {last} saved; rerun the same command to resume"
-                )
+                why = stop.requested or "a signal to another process"
+                raise MtError(f"{why} at step {run.state.step}: {last} saved; rerun the same command to resume")
         state = run.state
         if state.validations_since_best >= run.cfg.train.patience > 0:
             log(f"early stop: no better validation BLEU in {run.cfg.train.patience} validations")
         log(f"done: {state.step} steps; best validation BLEU {state.best_bleu:.2f} at step {state.best_step}")
-        if run.cfg.train.average_last:
+        if run.cfg.train.average_last and d.main:
             average_last(run, record, log)
     return state
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import random
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,12 @@ from mt_cli.config import ModelConfig, TokenizerConfig, build_config
 from mt_cli.model import Transformer, build_model
 from mt_cli.tokenizer import Tokenizer, train_tokenizer
 from mt_cli.train import TrainPaths, train
+
+# Tokenized caches and `datasets`' own cache go to a fresh folder, never the user's ~/.cache
+# (set before anything imports `datasets`, which reads its cache path once).
+_CACHE = tempfile.mkdtemp(prefix="mt-test-cache.")
+os.environ.setdefault("MT_CACHE", os.path.join(_CACHE, "mt"))
+os.environ.setdefault("HF_DATASETS_CACHE", os.path.join(_CACHE, "datasets"))
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 

@@ -111,7 +111,7 @@ def test_loss_falls_and_greedy_reproduces_the_targets_when_overfitting_8_pairs(t
     torch.manual_seed(0)
     model = build_model(tiny_config(tokenizer, d_model=64, ffn_dim=128))
     optim = torch.optim.Adam(model.parameters(), lr=3e-3)
-    src, tgt_in, tgt_out = collate(pairs, list(range(8)), model.start_token)
+    src, tgt_in, tgt_out = collate(*pairs.take(range(8)), model.start_token)
     losses = []
     for _ in range(150):
         loss, _ = label_smoothed_loss(model(src, tgt_in), tgt_out, smoothing=0.0)
@@ -236,16 +236,16 @@ def test_with_ema_best_holds_the_averaged_weights_and_last_can_resume_them(corpu
 
 def _nan_on(calls: set[int], monkeypatch):
     """Make the training loss NaN on the given calls (1-based), as a bad batch or an overflow would."""
-    import mt_cli.train as train_module
+    import mt_cli.loss as loss_module
 
-    real, count = train_module.output_layer_loss, [0]
+    real, count = loss_module.output_layer_loss, [0]
 
     def loss(*args, **kwargs):
         count[0] += 1
         value = real(*args, **kwargs)
         return value * float("nan") if count[0] in calls else value
 
-    monkeypatch.setattr(train_module, "output_layer_loss", loss)
+    monkeypatch.setattr(loss_module, "output_layer_loss", loss)
 
 
 def test_a_non_finite_step_is_skipped_with_a_warning_and_training_goes_on(corpus_files, tmp_path, monkeypatch):
@@ -295,7 +295,7 @@ def test_resuming_with_changed_data_is_refused(corpus_files, tmp_path):
     train(_paths(files, out), _tiny_run_config(max_steps=2, valid_every=2), log=lambda m: None)
     train(_paths(files, out), _tiny_run_config(max_steps=3, valid_every=2), log=lambda m: None)  # same data: resumes
     files["train_tgt"].write_text(files["train_tgt"].read_text().replace("dog", "cat"))
-    with pytest.raises(MtError, match=r"train_tgt\.txt: not the train tgt file that .*last\.pt was trained on"):
+    with pytest.raises(MtError, match=r"train_src\.txt / .*train_tgt\.txt: not the train data that .*last\.pt was"):
         train(_paths(files, out), _tiny_run_config(max_steps=4, valid_every=2), log=lambda m: None)
 
 

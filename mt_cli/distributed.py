@@ -1,0 +1,114 @@
+"""Several training processes, one model: torch.distributed as `torchrun` sets it up.
+
+`torchrun --nproc_per_node=N -m mt_cli train ...` starts N copies of `mt train`; each reads
+RANK, WORLD_SIZE and LOCAL_RANK from the environment, joins one process group (NCCL on CUDA,
+gloo on the CPU), and trains its share of every global batch under DistributedDataParallel.
+Without torchrun, WORLD_SIZE is unset and nothing here does anything.
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from mt_cli.errors import MtError
+
+
+@dataclass(frozen=True)
+class Dist:
+    rank: int = 0
+    world: int = 1
+    local_rank: int = 0
+    timeout_s: float = 1800.0
+
+    @property
+    def main(self) -> bool:
+        """Rank 0: the one process that writes checkpoints, logs and progress."""
+        return self.rank == 0
+
+    @property
+    def active(self) -> bool:
+        return self.world > 1
+
+
+def from_env(timeout_s: float) -> Dist:
+    """The ranks torchrun gave this process (rank 0 of 1 when it did not start it)."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    return Dist(rank, world, int(os.environ.get("LOCAL_RANK", "0")), timeout_s)
+
+
+def device_for(d: Dist, device: torch.device) -> torch.device:
+    """One GPU per process: rank r on a node takes cuda:LOCAL_RANK."""
+    if d.active and device.type == "cuda":
+        torch.cuda.set_device(d.local_rank)
+        return torch.device("cuda", d.local_rank)
+    return device
+
+
+@contextmanager
+def process_group(d: Dist, device: torch.device):
+    """Join the job's process group for the duration (a no-op for one process).
+
+    The timeout bounds every collective: a rank that died or hangs ends the others' wait with an
+    error after `timeout_s`, not a silent hang.
+    """
+    if not d.active:
+        yield
+        return
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    try:
+        dist.init_process_group(backend, timeout=timedelta(seconds=d.timeout_s))
+    except Exception as e:  # rendezvous failures come in several types
+        raise MtError(f"rank {d.rank}: could not join the {backend} process group ({_first_line(e)})") from None
+    try:
+        yield
+    except MtError:
+        raise
+    except (RuntimeError, dist.DistError) as e:
+        raise MtError(
+            f"rank {d.rank}: lost contact with the other processes ({_first_line(e)}). If one died, its own "
+            f"error is printed above; if one hung, the job gave up after {d.timeout_s:.0f} s (--dist-timeout)"
+        ) from None
+    finally:
+        dist.destroy_process_group()
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return text[0][:300] if text else type(e).__name__
+
+
+def all_sum(values: list[float], d: Dist) -> list[float]:
+    """Element-wise sum over ranks (in float64, so that sums of losses lose nothing)."""
+    if not d.active:
+        return values
+    t = torch.tensor(values, dtype=torch.float64)
+    if dist.get_backend() == "nccl":
+        t = t.cuda()
+    dist.all_reduce(t)
+    return t.tolist()
+
+
+def broadcast(obj: Any, d: Dist) -> Any:
+    """Rank 0's `obj`, on every rank."""
+    if not d.active:
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def gather(obj: Any, d: Dist) -> list[Any] | None:
+    """Every rank's `obj`, as a list on rank 0 (None elsewhere)."""
+    if not d.active:
+        return [obj]
+    out = [None] * d.world if d.main else None
+    dist.gather_object(obj, out, dst=0)
+    return out

@@ -1,0 +1,112 @@
+"""The data a run trains on: where it comes from, its tokenizer, the tokenized training cache
+and the validation pairs. Under torchrun rank 0 makes each of them and the others wait."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from mt_cli import distributed as ddp
+from mt_cli.config import Config, TrainConfig
+from mt_cli.corpus import Source, TokenCorpus, build_cache, read_pairs, sample_texts, wait_for_cache
+from mt_cli.data import Pairs
+from mt_cli.doctor import preflight
+from mt_cli.errors import MtError
+from mt_cli.files import temp_dir
+from mt_cli.tokenizer import Tokenizer, train_tokenizer
+
+TOKENIZER_SAMPLE = 1_000_000  # pairs; SentencePiece reads at most 2 million sentences anyway
+DOCTOR_MAX_BYTES = 200 << 20  # larger text corpora skip the check before training (mt doctor still runs)
+
+
+@dataclass
+class TrainPaths:
+    """Where the data comes from and where the run goes. Text files (train_src ...) or `train`/
+    `valid` sources (a table file or a dataset) for each split."""
+
+    train_src: Path | None
+    train_tgt: Path | None
+    valid_src: Path | None
+    valid_tgt: Path | None
+    out: Path
+    tokenizer: Path | None = None
+    train: Source | None = None
+    valid: Source | None = None
+    cache: Path | None = None  # tokenized caches; default $MT_CACHE or ~/.cache/mt
+
+    def sources(self) -> dict[str, Source]:
+        train = self.train or Source(self.train_src, self.train_tgt)
+        valid = self.valid or Source(self.valid_src, self.valid_tgt)
+        return {"train": train, "valid": valid}
+
+    def cache_root(self) -> Path:
+        default = Path(os.environ.get("MT_CACHE", Path.home() / ".cache" / "mt"))
+        return Path(self.cache) if self.cache is not None else default
+
+
+def wait_for_path(path: Path, what: str, d: ddp.Dist) -> None:
+    """Ranks past 0 wait for what rank 0 writes (a file wait has no collective timeout to outlast)."""
+    deadline = time.monotonic() + d.timeout_s
+    while not path.exists():
+        if time.monotonic() > deadline:
+            raise MtError(f"rank {d.rank}: {path}: rank 0 did not write the {what} within {d.timeout_s:.0f} s")
+        time.sleep(0.5)
+
+
+def get_tokenizer(paths: TrainPaths, source: Source, cfg: Config, log, d: ddp.Dist) -> Tokenizer:
+    """The given tokenizer, the run's own (when resuming), or a new one trained into RUN/tokenizer."""
+    if paths.tokenizer is not None:
+        return Tokenizer.load(paths.tokenizer)
+    own = paths.out / "tokenizer"
+    if not d.main:
+        wait_for_path(own, "tokenizer", d)
+    if own.is_dir():
+        return Tokenizer.load(own)
+    log(f"training a {cfg.tokenizer.vocab_size}-piece tokenizer into {own}")
+    with tempfile.TemporaryDirectory(dir=paths.out, prefix=".tokenizer-data.") as work:
+        src, tgt = sample_texts(source, TOKENIZER_SAMPLE, cfg.train.seed, cfg.train.on_bad_utf8, Path(work))
+    tokenizer = train_tokenizer(src, tgt, cfg.tokenizer)
+    # Whole or not at all: a kill between the src and tgt models must not leave half a tokenizer.
+    tmp = temp_dir(paths.out, ".tokenizer.")
+    tokenizer.save(tmp)
+    os.replace(tmp, own)
+    return tokenizer
+
+
+def load_train_data(source: Source, tokenizer: Tokenizer, paths: TrainPaths, t: TrainConfig, log, d) -> TokenCorpus:
+    """The training split from its tokenized cache, which rank 0 builds when it is missing."""
+    if d.main:
+        cache = build_cache(source, tokenizer, paths.cache_root(), t.workers, log)
+    else:
+        cache = wait_for_cache(source, tokenizer, paths.cache_root(), d.timeout_s)
+    data = TokenCorpus(cache, t.max_len, t.long_pairs, t.on_bad_utf8, source.describe())
+    c = data.counts
+    said = f"dropped {c['empty']} with an empty side"
+    if c["bad_utf8"]:
+        done = "dropped" if t.on_bad_utf8 == "skip" else "repaired (U+FFFD)"
+        said += f", {done} {c['bad_utf8']} with bytes that are not UTF-8"
+    said += f", {'truncated' if t.long_pairs == 'truncate' else 'dropped'} {c['long']} longer than {t.max_len} tokens"
+    log(f"{source.describe()}: {len(data)} pairs ({said}); cache {cache}")
+    return data
+
+
+def load_valid_data(source: Source, tokenizer: Tokenizer, paths: TrainPaths, t: TrainConfig, log):
+    """The validation split, whole in memory: token ids and the reference texts."""
+    with tempfile.TemporaryDirectory(dir=paths.out, prefix=".valid-data.") as work:
+        corpus = read_pairs(source, t.on_bad_utf8, Path(work))
+    pairs = Pairs(tokenizer.encode_src(corpus.src), tokenizer.encode_tgt(corpus.tgt))
+    log(f"{source.describe()}: {len(pairs)} pairs (dropped {corpus.dropped_empty} with an empty side)")
+    return pairs, corpus.tgt
+
+
+def check_first(sources: dict[str, Source], log) -> None:
+    """The doctor's warnings about text-file sources that are small enough to read twice."""
+    files = {name: (s.src, s.tgt) for name, s in sources.items() if s.src is not None}
+    size = sum(Path(p).stat().st_size for pair in files.values() for p in pair)
+    if size > DOCTOR_MAX_BYTES:
+        log(f"skipped the data checks on {size >> 20} MB of text (run `mt doctor` on it separately)")
+    elif "train" in files:
+        preflight(files, log)
