@@ -72,23 +72,53 @@ def tokenizer_train(
     err(f"wrote {out} ({'joint' if tok.joint else 'separate'}: {tok.src_vocab_size}/{tok.tgt_vocab_size} pieces)")
 
 
+TextFile = Annotated[Path | None, typer.Option(help="A UTF-8 text file, one sentence per line (.gz too).")]
+Table = Annotated[
+    Path | None, typer.Option(help="Pairs in one file: .tsv (source<TAB>target), .csv, .jsonl or .parquet (.gz too).")
+]
+
+
 @app.command()
 @friendly
 def train(
-    train_src: ExistingFile,
-    train_tgt: ExistingFile,
-    valid_src: ExistingFile,
-    valid_tgt: ExistingFile,
     out: Annotated[Path, typer.Option(help="Run folder: best.pt, last.pt, log.jsonl. Rerun to resume.")],
+    train_src: TextFile = None,
+    train_tgt: TextFile = None,
+    valid_src: TextFile = None,
+    valid_tgt: TextFile = None,
+    train: Table = None,
+    valid: Table = None,
+    dataset: Annotated[
+        str | None, typer.Option(help="A Hugging Face dataset (name or local folder) for splits not given as files.")
+    ] = None,
+    dataset_config: Annotated[str | None, typer.Option(help="The dataset's configuration, e.g. de-en.")] = None,
+    train_split: Annotated[str, typer.Option(help="The dataset's training split.")] = "train",
+    valid_split: Annotated[str, typer.Option(help="The dataset's validation split.")] = "validation",
+    src_lang: Annotated[
+        str | None, typer.Option(help="Source column, or key of a 'translation' column (e.g. de).")
+    ] = None,
+    tgt_lang: Annotated[str | None, typer.Option(help="Target column or key (e.g. en).")] = None,
     tokenizer: Annotated[
         Path | None, typer.Option(help="Tokenizer folder; without it one is trained into OUT/tokenizer.")
+    ] = None,
+    cache: Annotated[
+        Path | None, typer.Option(help="Where tokenized corpora are cached (default $MT_CACHE or ~/.cache/mt).")
     ] = None,
     preset: Annotated[str | None, typer.Option(help="Model size: tiny, small, base or big.")] = None,
     config: Annotated[Path | None, typer.Option(help="YAML config (sections model/tokenizer/train/decode).")] = None,
     max_steps: Annotated[int | None, typer.Option(help="Stop after this many updates.")] = None,
     max_epochs: Annotated[int | None, typer.Option(help="Stop after this many epochs.")] = None,
     max_minutes: Annotated[float | None, typer.Option(help="Stop after this much training time.")] = None,
-    batch_tokens: Annotated[int | None, typer.Option(help="Padded tokens per batch.")] = None,
+    batch_tokens: Annotated[
+        int | None, typer.Option(help="Padded tokens per global batch, over all processes and --accumulate shares.")
+    ] = None,
+    accumulate: Annotated[
+        int | None, typer.Option(help="Cut each batch into K shares run one after another (less memory, same update).")
+    ] = None,
+    workers: Annotated[int | None, typer.Option(help="Processes that tokenize the corpus into its cache.")] = None,
+    dist_timeout: Annotated[
+        float | None, typer.Option(help="Under torchrun: seconds a process waits for the others before giving up.")
+    ] = None,
     seed: Annotated[int | None, typer.Option(help="Random seed.")] = None,
     device: Annotated[str | None, typer.Option(help="auto, cpu, cuda, cuda:N or mps.")] = None,
     patience: Annotated[int | None, typer.Option(help="Stop after N validations without a better BLEU.")] = None,
@@ -110,9 +140,13 @@ def train(
         list[str] | None, typer.Option("--set", help="Override any field: --set model.dropout=0 (repeatable).")
     ] = None,
 ) -> None:
-    """Train a Transformer; writes OUT/best.pt (best validation BLEU), OUT/last.pt and OUT/log.jsonl."""
+    """Train a Transformer; writes OUT/best.pt (best validation BLEU), OUT/last.pt and OUT/log.jsonl.
+
+    Data: text files (--train-src/--train-tgt, --valid-src/--valid-tgt), a table file per split
+    (--train, --valid), or --dataset. Several processes: torchrun --nproc_per_node=N -m mt_cli train ...
+    """
     from mt_cli.config import build_config
-    from mt_cli.train import TrainPaths
+    from mt_cli.rundata import make_paths
     from mt_cli.train import train as run_training
 
     given = {
@@ -120,6 +154,9 @@ def train(
         "max_epochs": max_epochs,
         "max_minutes": max_minutes,
         "batch_tokens": batch_tokens,
+        "accumulate": accumulate,
+        "workers": workers,
+        "dist_timeout_s": dist_timeout,
         "seed": seed,
         "device": device,
         "patience": patience,
@@ -132,7 +169,10 @@ def train(
     }
     options = {"train": {k: v for k, v in given.items() if v is not None}}
     cfg = build_config(preset, config, options, set_)
-    paths = TrainPaths(train_src, train_tgt, valid_src, valid_tgt, out, tokenizer)
+    files = {"train_src": train_src, "train_tgt": train_tgt, "valid_src": valid_src, "valid_tgt": valid_tgt,
+             "train": train, "valid": valid}  # fmt: skip
+    paths = make_paths(out, files, dataset, dataset_config, (train_split, valid_split), (src_lang, tgt_lang),
+                       tokenizer, cache)  # fmt: skip
     run_training(paths, cfg, log=err)
 
 

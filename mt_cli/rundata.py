@@ -110,3 +110,37 @@ def check_first(sources: dict[str, Source], log) -> None:
         log(f"skipped the data checks on {size >> 20} MB of text (run `mt doctor` on it separately)")
     elif "train" in files:
         preflight(files, log)
+
+
+def make_paths(
+    out: Path,
+    files: dict[str, Path | None],
+    dataset: str | None = None,
+    dataset_config: str | None = None,
+    splits: tuple[str, str] = ("train", "validation"),
+    langs: tuple[str | None, str | None] = (None, None),
+    tokenizer: Path | None = None,
+    cache: Path | None = None,
+) -> TrainPaths:
+    """TrainPaths from the command line. `files` maps train_src, train_tgt, valid_src, valid_tgt,
+    train (a table) and valid (a table) to paths or None; a split not given as files comes
+    from `dataset`."""
+    sources: dict[str, Source | None] = {}
+    for split, hub_split in zip(("train", "valid"), splits):
+        src, tgt, table = files.get(f"{split}_src"), files.get(f"{split}_tgt"), files.get(split)
+        given = [flag for flag, value in ((f"--{split}-src/--{split}-tgt", src or tgt), (f"--{split}", table)) if value]
+        if len(given) > 1:
+            raise MtError(f"give the {split} data one way: {' or '.join(given)}, not both")
+        if table is not None:
+            sources[split] = Source(table=table, src_lang=langs[0], tgt_lang=langs[1])
+        elif src is not None or tgt is not None:
+            if src is None or tgt is None:
+                raise MtError(f"--{split}-src and --{split}-tgt go together; give both")
+            sources[split] = None  # the text files stay in TrainPaths' own fields
+        elif dataset is not None:
+            sources[split] = Source(dataset=dataset, config=dataset_config, split=hub_split,
+                                    src_lang=langs[0], tgt_lang=langs[1])  # fmt: skip
+        else:
+            raise MtError(f"no {split} data: give --{split}-src and --{split}-tgt, --{split} TABLE, or --dataset NAME")
+    return TrainPaths(files.get("train_src"), files.get("train_tgt"), files.get("valid_src"), files.get("valid_tgt"),
+                      out, tokenizer, sources["train"], sources["valid"], cache)  # fmt: skip

@@ -7,6 +7,7 @@ change what it does:
   replace N       during the N-th checkpoint save, written and fsynced but not yet renamed
   midwrite N      during the N-th checkpoint save, half its bytes on disk
   log N           after the N-th line of log.jsonl, half of the next one written
+  hang N / die N  under torchrun, rank 1 only: after its N-th update, sleep for good / SIGKILL itself
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import io
 import os
 import signal
 import sys
+import time
 
 
 def _die() -> None:
@@ -37,7 +39,20 @@ def install(point: str, n: int) -> None:
     import mt_cli.train as train_module
 
     hit = _after(n)
-    if point == "step":
+    if point in ("hang", "die"):
+        real_step = train_module.train_step
+
+        def train_step(*args, **kwargs):
+            result = real_step(*args, **kwargs)
+            if os.environ.get("RANK") == "1" and hit():
+                if point == "die":
+                    _die()
+                while True:
+                    time.sleep(60)
+            return result
+
+        train_module.train_step = train_step
+    elif point == "step":
         real_step = train_module.train_step
 
         def train_step(*args, **kwargs):
