@@ -1,0 +1,123 @@
+"""Every source format reads to the same pairs; the tokenized cache is built once and reused."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+
+import numpy as np
+import pytest
+
+from mt_cli.corpus import Source, TokenCorpus, build_cache, text_dataset
+from mt_cli.errors import MtError
+
+SRC = ["Ein Hund läuft.", 'Er sagt "hallo", dann geht er.', "Zwei\tKatzen?", "", "Ein Haus."]
+TGT = ["A dog runs.", 'He says "hello", then he goes.', "Two cats?", "Nothing.", "A house."]
+
+
+def _write_all_formats(d):
+    (d / "p.de").write_text("".join(s.replace("\t", " ") + "\n" for s in SRC))
+    (d / "p.en").write_text("".join(t + "\n" for t in TGT))
+    with gzip.open(d / "p.de.gz", "wt") as f:
+        f.write("".join(s.replace("\t", " ") + "\n" for s in SRC))
+    with gzip.open(d / "p.en.gz", "wt") as f:
+        f.write("".join(t + "\n" for t in TGT))
+    (d / "p.tsv").write_text("".join(f"{s.replace(chr(9), ' ')}\t{t}\n" for s, t in zip(SRC, TGT)))
+    with open(d / "p.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["de", "en"])
+        w.writerows(zip([s.replace("\t", " ") for s in SRC], TGT))
+    rows = [{"translation": {"de": s.replace("\t", " "), "en": t}} for s, t in zip(SRC, TGT)]
+    (d / "p.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"de": [s.replace("\t", " ") for s in SRC], "en": TGT}), d / "p.parquet")
+    hub = d / "hub"
+    hub.mkdir()
+    (hub / "train.jsonl").write_text((d / "p.jsonl").read_text())
+    (hub / "validation.jsonl").write_text((d / "p.jsonl").read_text())
+
+
+def test_text_gz_tsv_csv_jsonl_parquet_and_a_dataset_folder_all_read_to_the_same_pairs(tmp_path):
+    _write_all_formats(tmp_path)
+    want = ([s.replace("\t", " ") for s in SRC], TGT)
+    sources = {
+        "text": Source(tmp_path / "p.de", tmp_path / "p.en"),
+        "gz": Source(tmp_path / "p.de.gz", tmp_path / "p.en.gz"),
+        "tsv": Source(table=tmp_path / "p.tsv"),
+        "csv": Source(table=tmp_path / "p.csv", src_lang="de", tgt_lang="en"),
+        "jsonl": Source(table=tmp_path / "p.jsonl", src_lang="de", tgt_lang="en"),
+        "parquet": Source(table=tmp_path / "p.parquet", src_lang="de", tgt_lang="en"),
+        "dataset": Source(dataset=str(tmp_path / "hub"), split="validation", src_lang="de", tgt_lang="en"),
+    }
+    for name, source in sources.items():
+        ds = text_dataset(source, tmp_path / f"work-{name}")
+        assert (ds["src"][:], ds["tgt"][:]) == want, name
+
+
+def test_a_stray_carriage_return_does_not_split_a_line_of_a_parallel_text_corpus(tmp_path):
+    (tmp_path / "a.de").write_bytes(b"Ein\rHund.\r\nZwei.\n")
+    (tmp_path / "a.en").write_bytes(b"A dog.\nTwo.\n")
+    ds = text_dataset(Source(tmp_path / "a.de", tmp_path / "a.en"), tmp_path / "work")
+    assert ds["src"][:] == ["Ein Hund.", "Zwei."] and ds["tgt"][:] == ["A dog.", "Two."]
+
+
+def test_missing_columns_and_unknown_formats_get_one_clear_line(tmp_path):
+    _write_all_formats(tmp_path)
+    with pytest.raises(
+        MtError, match=r"p\.csv: no 'src' and 'tgt' columns \(found de, en\); name them with --src-lang"
+    ):
+        text_dataset(Source(table=tmp_path / "p.csv"), tmp_path / "w")
+    (tmp_path / "p.xml").write_text("<x/>")
+    with pytest.raises(MtError, match=r"p\.xml: unknown table format"):
+        Source(table=tmp_path / "p.xml")
+    with pytest.raises(MtError, match=r"nope\.tsv: file not found"):
+        Source(table=tmp_path / "nope.tsv")
+
+
+def test_the_cache_is_built_once_reused_and_keyed_by_the_tokenizer_and_the_data(tmp_path, corpus_files, tokenizer):
+    from mt_cli.config import TokenizerConfig
+    from mt_cli.tokenizer import train_tokenizer
+
+    source = Source(corpus_files["train_src"], corpus_files["train_tgt"])
+    said: list[str] = []
+    first = build_cache(source, tokenizer, tmp_path / "cache", 1, said.append)
+    stamp = (first / "mt-cache.json").stat().st_mtime_ns
+    assert build_cache(source, tokenizer, tmp_path / "cache", 1, said.append) == first
+    assert (first / "mt-cache.json").stat().st_mtime_ns == stamp and len(said) == 1  # not rebuilt
+    other_tok = train_tokenizer(*[p.read_text().splitlines() for p in source.files()], TokenizerConfig(vocab_size=90))
+    assert build_cache(source, other_tok, tmp_path / "cache", 1, said.append) != first
+    data = TokenCorpus(first, 256, "drop", "error", "train")
+    src, tgt = data.take([0, 1])
+    lines = source.src.read_text().splitlines(), source.tgt.read_text().splitlines()
+    assert src == tokenizer.encode_src(lines[0][:2]) and tgt == tokenizer.encode_tgt(lines[1][:2])
+    assert data.src_lens[0] == len(src[0]) and len(data) == 400
+
+
+def test_two_tokenizing_workers_build_the_same_cache_as_one(tmp_path, corpus_files, tokenizer):
+    source = Source(corpus_files["train_src"], corpus_files["train_tgt"])
+    one = TokenCorpus(build_cache(source, tokenizer, tmp_path / "a", 1, print), 256, "drop", "error", "a")
+    two = TokenCorpus(build_cache(source, tokenizer, tmp_path / "b", 2, print), 256, "drop", "error", "b")
+    assert np.array_equal(one.src_lens, two.src_lens) and np.array_equal(one.tgt_lens, two.tgt_lens)
+    assert one.take(range(400)) == two.take(range(400))
+
+
+def test_mt_train_reads_a_dataset_folder_by_name_with_translation_dicts(tmp_path, corpus_files):
+    from typer.testing import CliRunner
+
+    from mt_cli.cli import app
+
+    src, tgt = (corpus_files[k].read_text().splitlines() for k in ("train_src", "train_tgt"))
+    hub = tmp_path / "hub"
+    hub.mkdir()
+    for split, n in (("train", 400), ("validation", 20)):
+        rows = [{"translation": {"de": s, "en": t}} for s, t in zip(src[:n], tgt[:n])]
+        (hub / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    args = ["train", "--dataset", str(hub), "--src-lang", "de", "--tgt-lang", "en", "--out", str(tmp_path / "run"),
+            "--preset", "tiny", "--max-steps", "2", "--set", "tokenizer.vocab_size=100", "--device", "cpu"]  # fmt: skip
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert f"{hub} [train]: 400 pairs" in result.output and f"{hub} [validation]: 20 pairs" in result.output
+    assert (tmp_path / "run" / "last.pt").is_file()
