@@ -48,6 +48,7 @@ from mt_cli.loss import output_layer_loss
 from mt_cli.model import build_model
 from mt_cli.runtime import autocast
 from mt_cli.search import max_lengths
+from mt_cli.throughput import linear_flops, matmul_peak
 from mt_cli.tokenizer import PAD
 from mt_cli.translate import load_for_decoding, translate_lines
 
@@ -228,21 +229,13 @@ TRAINERS = {
 
 
 def linear_flops_per_step(model: torch.nn.Module, n_src: int, n_tgt: int, ckpt) -> float:
-    """6 x (weights a token passes through) x tokens: forward 2, backward 4. Attention scores are left
-    out; at Multi30k's lengths they add about 1%."""
-    enc = sum(m.weight.numel() for m in model.encoder.modules() if isinstance(m, torch.nn.Linear))
+    """mt's model FLOPs formula (mt_cli.throughput), on Marian's layers as on mt's."""
+    if hasattr(model, "output_projection"):
+        return linear_flops(model, n_src, n_tgt)
+    enc = sum(m.weight.numel() for m in model.encoder.modules() if isinstance(m, torch.nn.Linear))  # MarianModel
     dec = sum(m.weight.numel() for m in model.decoder.modules() if isinstance(m, torch.nn.Linear))
     out = ckpt.config.model.d_model * ckpt.config.model.tgt_vocab_size
     return 6.0 * (enc * n_src + (dec + out) * n_tgt)
-
-
-def matmul_peak(dtype: torch.dtype, n: int = 2048, reps: int = 10) -> float:
-    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
-    a @ b
-    start = time.perf_counter()
-    for _ in range(reps):
-        a @ b
-    return 2.0 * n**3 * reps / (time.perf_counter() - start)
 
 
 class Trainer:

@@ -72,6 +72,15 @@ def tokenizer_train(
     err(f"wrote {out} ({'joint' if tok.joint else 'separate'}: {tok.src_vocab_size}/{tok.tgt_vocab_size} pieces)")
 
 
+def parse_batch_tokens(value: str | None) -> int | None:
+    """--batch-tokens N, or auto (stored as 0)."""
+    if value is None or value == "auto":
+        return None if value is None else 0
+    if not value.isdigit():
+        raise MtError(f"--batch-tokens {value!r}: expected a number of tokens or auto")
+    return int(value)
+
+
 TextFile = Annotated[Path | None, typer.Option(help="A UTF-8 text file, one sentence per line (.gz too).")]
 Table = Annotated[
     Path | None, typer.Option(help="Pairs in one file: .tsv (source<TAB>target), .csv, .jsonl or .parquet (.gz too).")
@@ -110,7 +119,8 @@ def train(
     max_epochs: Annotated[int | None, typer.Option(help="Stop after this many epochs.")] = None,
     max_minutes: Annotated[float | None, typer.Option(help="Stop after this much training time.")] = None,
     batch_tokens: Annotated[
-        int | None, typer.Option(help="Padded tokens per global batch, over all processes and --accumulate shares.")
+        str | None,
+        typer.Option(help="Padded tokens per global batch, over all processes and --accumulate shares; auto on CUDA."),
     ] = None,
     accumulate: Annotated[
         int | None, typer.Option(help="Cut each batch into K shares run one after another (less memory, same update).")
@@ -153,7 +163,7 @@ def train(
         "max_steps": max_steps,
         "max_epochs": max_epochs,
         "max_minutes": max_minutes,
-        "batch_tokens": batch_tokens,
+        "batch_tokens": parse_batch_tokens(batch_tokens),
         "accumulate": accumulate,
         "workers": workers,
         "dist_timeout_s": dist_timeout,

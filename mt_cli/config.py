@@ -80,7 +80,7 @@ class TokenizerConfig:
 class TrainConfig:
     # Padded source or target tokens per batch, whichever is larger. 2048 beat 4096 for the small
     # preset on a 2-core CPU (more updates in the same time); raise it on a GPU.
-    batch_tokens: int = 2048
+    batch_tokens: int = 2048  # per global batch; 0: "auto", 80% of the largest that fits the GPU
     max_steps: int = 0  # 0: no limit
     max_epochs: int = 0  # 0: no limit
     max_minutes: float = 0.0  # 0: no limit; counts training time, validation included
@@ -123,11 +123,12 @@ class TrainConfig:
     # summed over them, so the update does not depend on how many processes or shares there are.
     accumulate: int = 1
     workers: int = 1  # processes that tokenize the corpus into its cache
+    compile: bool = False  # torch.compile the model for training (falls back to eager if compiling fails)
     dist_timeout_s: float = 1800.0  # under torchrun: how long a rank waits for the others before giving up
     doctor: bool = True  # log `mt doctor`'s warnings about the data before training
 
     def __post_init__(self) -> None:
-        _check(self.batch_tokens > 0, "train.batch_tokens must be positive")
+        _check(self.batch_tokens >= 0, "train.batch_tokens must be positive (or 0: auto, on CUDA)")
         for name in (
             "max_steps",
             "max_epochs",
@@ -171,7 +172,9 @@ class TrainConfig:
             self.device in ("auto", "cpu", "cuda", "mps") or self.device.startswith("cuda:"),
             f"train.device must be auto, cpu, cuda or mps, not {self.device!r}",
         )
-        _check(self.amp in ("auto", "bf16", "off"), f"train.amp must be auto, bf16 or off, not {self.amp!r}")
+        _check(
+            self.amp in ("auto", "bf16", "fp16", "off"), f"train.amp must be auto, bf16, fp16 or off, not {self.amp!r}"
+        )
 
 
 @dataclass(frozen=True)

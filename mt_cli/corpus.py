@@ -12,26 +12,27 @@ the line holding bad bytes. Its lines are handed to `datasets` as they are read.
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
+import multiprocessing
 import os
 import shutil
 import time
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
-from itertools import zip_longest
+from itertools import islice, zip_longest
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from mt_cli.data import BAD_UTF8_FIX, clean_line, iter_text_lines
 from mt_cli.errors import MtError
 from mt_cli.files import temp_dir
+from mt_cli.text import BAD_UTF8_FIX, clean_line, iter_text_lines, open_bytes
 from mt_cli.tokenizer import Tokenizer
 
-CACHE_FORMAT = 1  # bump when the cached columns change
+CACHE_FORMAT = 2  # bump when the cached columns or layout change
 TABLE_BUILDERS = {".tsv": "csv", ".csv": "csv", ".jsonl": "json", ".json": "json", ".parquet": "parquet"}
 
 
@@ -96,15 +97,11 @@ def fingerprint(source: Source) -> str:
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
 
-def _open(path: Path):
-    return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
-
-
 def _text_pairs(src: Path, tgt: Path) -> Iterator[dict[str, Any]]:
     """Lines of two files in step; bad bytes replaced and flagged (the policy is applied later)."""
     bad: list[int] = []
     n_src = n_tgt = 0
-    with _open(src) as fs, _open(tgt) as ft:
+    with open_bytes(src) as fs, open_bytes(tgt) as ft:
         lines = zip_longest(
             iter_text_lines(fs, str(src), "replace", bad), iter_text_lines(ft, str(tgt), "replace", bad)
         )
@@ -147,27 +144,9 @@ def _columns(ds, source: Source) -> tuple[str | None, str, str]:
     )
 
 
-def text_dataset(source: Source, work: Path):
-    """The source as a `datasets.Dataset` with columns src, tgt (cleaned text), line, bad."""
-    import datasets
-
-    if source.src is not None:
-        try:
-            return datasets.Dataset.from_generator(
-                _text_pairs,
-                gen_kwargs={"src": Path(source.src), "tgt": Path(source.tgt)},
-                cache_dir=str(work),
-                features=datasets.Features(
-                    {
-                        "src": datasets.Value("string"),
-                        "tgt": datasets.Value("string"),
-                        "line": datasets.Value("int64"),
-                        "bad": datasets.Value("bool"),
-                    }
-                ),  # fmt: skip
-            )
-        except datasets.exceptions.DatasetGenerationError as e:
-            raise (e.__cause__ if isinstance(e.__cause__, MtError) else e) from None
+def text_dataset(source: Source):
+    """A table or dataset source as a `datasets.Dataset` with columns src and tgt (cleaned text)
+    and line (1-based row). Text files are read by `_raw_chunks` instead (see the module note)."""
     ds = _load_dataset(source)
     column, src_key, tgt_key = _columns(ds, source)
 
@@ -178,21 +157,113 @@ def text_dataset(source: Source, work: Path):
             "src": [clean_line(s or "") for s in src],
             "tgt": [clean_line(t or "") for t in tgt],
             "line": [i + 1 for i in indices],
-            "bad": [False] * len(src),
         }
 
     return ds.map(pick, batched=True, with_indices=True, remove_columns=ds.column_names, desc="reading")
 
 
-def _tokenize(batch: dict[str, list], tokenizer: Tokenizer) -> dict[str, list]:
-    src, tgt = tokenizer.encode_src(batch["src"]), tokenizer.encode_tgt(batch["tgt"])
-    return {
-        "src_ids": src,
-        "tgt_ids": tgt,
-        "src_len": [len(x) for x in src],
-        "tgt_len": [len(x) for x in tgt],
-        "empty": [not s.strip() or not t.strip() for s, t in zip(batch["src"], batch["tgt"])],
+CHUNK = 20_000  # pairs per task: large enough that the Arrow file has few record batches
+
+
+def _features():
+    """The cache's columns: what `_encode_chunk` makes."""
+    from datasets import Features, Sequence, Value
+
+    ids, n = Sequence(Value("int32")), Value("int32")
+    flag = Value("bool")
+    return Features(
+        {"src_ids": ids, "tgt_ids": ids, "src_len": n, "tgt_len": n, "empty": flag, "bad": flag, "line": Value("int64")}
+    )
+
+
+def _raw_chunks(source: Source, progress) -> Iterator[tuple[list, list, int]]:
+    """(source lines, target lines, first line number) in chunks: raw bytes from text files,
+    cleaned strings from a table or dataset. Decoding and tokenizing happen in the workers."""
+    if source.src is None:
+        ds = text_dataset(source)
+        for start in range(0, len(ds), CHUNK):
+            rows = ds[start : start + CHUNK]
+            progress(start + len(rows["src"]), len(ds))
+            yield rows["src"], rows["tgt"], start + 1
+        return
+    src, tgt = Path(source.src), Path(source.tgt)
+    total = 0 if src.suffix == ".gz" else src.stat().st_size  # a .gz file's position is not its size's
+    n = 0
+    with open_bytes(src) as fs, open_bytes(tgt) as ft:
+        while True:
+            s, t = list(islice(fs, CHUNK)), list(islice(ft, CHUNK))
+            if len(s) != len(t):
+                n_src = n + len(s) + sum(1 for _ in fs)
+                n_tgt = n + len(t) + sum(1 for _ in ft)
+                raise MtError(f"{src} has {n_src} lines but {tgt} has {n_tgt}; the files must be line-aligned")
+            if not s:
+                return
+            yield s, t, n + 1
+            n += len(s)
+            progress(
+                fs.tell() if hasattr(fs, "tell") and src.suffix != ".gz" else n, total if src.suffix != ".gz" else 0
+            )
+
+
+_WORKER_TOKENIZER: Tokenizer | None = None
+
+
+def _start_worker(tokenizer: Tokenizer) -> None:
+    global _WORKER_TOKENIZER
+    _WORKER_TOKENIZER = tokenizer
+
+
+def _encode_chunk(chunk: tuple[list, list, int]):
+    """One chunk of pairs -> an Arrow record batch of token ids, lengths and flags (in a worker)."""
+    import pyarrow as pa
+
+    src_raw, tgt_raw, first = chunk
+    bad = [False] * len(src_raw)
+
+    def text(lines: list) -> list[str]:
+        out = []
+        for i, line in enumerate(lines):
+            if isinstance(line, bytes):
+                try:
+                    line = line.decode("utf-8")
+                except UnicodeDecodeError:
+                    line, bad[i] = line.decode("utf-8", errors="replace"), True
+                line = clean_line(line, first=first + i == 1)
+            out.append(line)
+        return out
+
+    src, tgt = text(src_raw), text(tgt_raw)
+    tok = _WORKER_TOKENIZER
+    src_ids, tgt_ids = tok.encode_src(src), tok.encode_tgt(tgt)
+    columns = {
+        "src_ids": pa.array(src_ids, pa.list_(pa.int32())),
+        "tgt_ids": pa.array(tgt_ids, pa.list_(pa.int32())),
+        "src_len": pa.array([len(x) for x in src_ids], pa.int32()),
+        "tgt_len": pa.array([len(x) for x in tgt_ids], pa.int32()),
+        "empty": pa.array([not a.strip() or not b.strip() for a, b in zip(src, tgt)]),
+        "bad": pa.array(bad),
+        "line": pa.array(range(first, first + len(src)), pa.int64()),
     }
+    return pa.RecordBatch.from_pydict(columns)
+
+
+def _encoded(chunks: Iterator, tokenizer: Tokenizer, workers: int) -> Iterator:
+    """Record batches in input order. With workers, a bounded window of chunks is in flight, so
+    memory does not grow with the corpus (Pool.imap would read the whole input ahead)."""
+    if workers <= 1:
+        _start_worker(tokenizer)
+        yield from map(_encode_chunk, chunks)
+        return
+    # spawn, not fork: the workers must not inherit torch's threads (or a CUDA context).
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(workers, initializer=_start_worker, initargs=(tokenizer,)) as pool:
+        pending: deque = deque()
+        for chunk in chunks:
+            pending.append(pool.apply_async(_encode_chunk, (chunk,)))
+            if len(pending) >= 2 * workers:
+                yield pending.popleft().get()
+        while pending:
+            yield pending.popleft().get()
 
 
 def cache_key(data_fingerprint: str, tokenizer: Tokenizer) -> str:
@@ -201,28 +272,40 @@ def cache_key(data_fingerprint: str, tokenizer: Tokenizer) -> str:
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
 
 
-def build_cache(source: Source, tokenizer: Tokenizer, cache_root: Path, workers: int, log) -> Path:
-    """The tokenized cache of `source` under `cache_root`, built once (in `workers` processes)."""
-    key = cache_key(fingerprint(source), tokenizer)
+def build_cache(
+    source: Source, tokenizer: Tokenizer, cache_root: Path, workers: int, log, data_fingerprint: str | None = None
+) -> Path:
+    """The tokenized cache of `source` under `cache_root` (one Arrow file), built once, by
+    `workers` processes tokenizing chunks while this one reads and writes."""
+    import pyarrow as pa
+    from datasets.arrow_writer import ArrowWriter
+
+    key = cache_key(data_fingerprint or fingerprint(source), tokenizer)
     final = Path(cache_root) / key
     if (final / "mt-cache.json").is_file():
         return final
     Path(cache_root).mkdir(parents=True, exist_ok=True)
     work = temp_dir(Path(cache_root), f".{key}.")
     try:
-        started = time.perf_counter()
-        texts = text_dataset(source, work / "text")
-        log(f"{source.describe()}: tokenizing {len(texts)} pairs into {final} ({workers} worker(s))")
-        tokens = texts.map(
-            _tokenize, batched=True, batch_size=2000, num_proc=workers if workers > 1 else None,
-            fn_kwargs={"tokenizer": tokenizer}, remove_columns=["src", "tgt"], desc="tokenizing",
-            cache_file_name=str(work / "tokens" / "tokens.arrow"),
-        )  # fmt: skip
-        tokens.save_to_disk(str(work / "final"))
-        info = {"source": source.describe(), "pairs": len(tokens), "seconds": time.perf_counter() - started}
-        (work / "final" / "mt-cache.json").write_text(json.dumps(info) + "\n")
+        started, said = time.perf_counter(), [time.perf_counter()]
+
+        def progress(done: int, total: int) -> None:
+            if time.perf_counter() - said[0] > 10:  # a line every 10 s: big corpora take minutes
+                said[0] = time.perf_counter()
+                log(f"  tokenizing {source.describe()}: {100 * done / total:.0f}%" if total else f"  {done} lines")
+
+        log(f"{source.describe()}: tokenizing into {final} ({workers} worker(s))")
+        writer = ArrowWriter(features=_features(), path=str(work / "data.arrow"))
+        pairs = 0
+        for batch in _encoded(_raw_chunks(source, progress), tokenizer, workers):
+            writer.write_table(pa.Table.from_batches([batch]))
+            pairs += batch.num_rows
+        writer.finalize()
+        writer.close()
+        info = {"source": source.describe(), "pairs": pairs, "seconds": time.perf_counter() - started}
+        (work / "mt-cache.json").write_text(json.dumps(info) + "\n")
         try:
-            os.replace(work / "final", final)
+            os.replace(work, final)
         except OSError:  # another process (or rank) finished the same cache first: theirs is as good
             if not (final / "mt-cache.json").is_file():
                 raise
@@ -231,9 +314,9 @@ def build_cache(source: Source, tokenizer: Tokenizer, cache_root: Path, workers:
     return final
 
 
-def wait_for_cache(source: Source, tokenizer: Tokenizer, cache_root: Path, timeout_s: float) -> Path:
+def wait_for_cache(data_fingerprint: str, tokenizer: Tokenizer, cache_root: Path, timeout_s: float) -> Path:
     """For ranks other than 0: the cache that rank 0 builds, once it is whole."""
-    final = Path(cache_root) / cache_key(fingerprint(source), tokenizer)
+    final = Path(cache_root) / cache_key(data_fingerprint, tokenizer)
     deadline = time.monotonic() + timeout_s
     while not (final / "mt-cache.json").is_file():
         if time.monotonic() > deadline:
@@ -252,7 +335,7 @@ class TokenCorpus:
     def __init__(self, path: Path, max_len: int | None, long_pairs: str, on_bad_utf8: str, name: str) -> None:
         import datasets
 
-        self.ds = datasets.load_from_disk(str(path))
+        self.ds = datasets.Dataset.from_file(str(Path(path) / "data.arrow"))  # memory-mapped
         col = lambda name: self.ds.data.column(name).to_numpy()  # noqa: E731 (from the mapped Arrow table)
         src_len, tgt_len = col("src_len").astype(np.int64), col("tgt_len").astype(np.int64)
         empty, bad = col("empty").astype(bool), col("bad").astype(bool)
@@ -282,13 +365,13 @@ class TokenCorpus:
         return src, tgt
 
 
-def read_pairs(source: Source, on_bad_utf8: str, work: Path):
+def read_pairs(source: Source, on_bad_utf8: str):
     """A small split (validation) whole in memory, as a `data.Corpus`, empty pairs dropped."""
     from mt_cli.data import Corpus, read_parallel
 
     if source.src is not None:
         return read_parallel(Path(source.src), Path(source.tgt), on_bad_utf8)
-    texts = text_dataset(source, work)
+    texts = text_dataset(source)
     keep = [i for i, (s, t) in enumerate(zip(texts["src"], texts["tgt"])) if s.strip() and t.strip()]
     if not keep:
         raise MtError(f"{source.describe()}: no sentence pairs with text on both sides")
@@ -296,7 +379,7 @@ def read_pairs(source: Source, on_bad_utf8: str, work: Path):
     return Corpus([src[i] for i in keep], [tgt[i] for i in keep], dropped_empty=len(texts) - len(keep))
 
 
-def sample_texts(source: Source, n: int, seed: int, on_bad_utf8: str, work: Path) -> tuple[list[str], list[str]]:
+def sample_texts(source: Source, n: int, seed: int, on_bad_utf8: str) -> tuple[list[str], list[str]]:
     """Up to `n` pairs drawn evenly from the whole source, for training a tokenizer on a corpus
     too large to hold (SentencePiece itself reads at most 2 million sentences)."""
     import random
@@ -306,7 +389,7 @@ def sample_texts(source: Source, n: int, seed: int, on_bad_utf8: str, work: Path
     if source.src is not None:
         pairs = ((p["src"], p["tgt"], p["bad"], p["line"]) for p in _text_pairs(Path(source.src), Path(source.tgt)))
     else:
-        texts = text_dataset(source, work)
+        texts = text_dataset(source)
         pairs = ((s, t, False, 0) for s, t in zip(texts["src"], texts["tgt"]))
     seen = 0
     for s, t, bad, line in pairs:

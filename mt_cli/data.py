@@ -2,69 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
 
 import numpy as np
 import torch
 
 from mt_cli.errors import MtError
 from mt_cli.files import atomic_write_text
+from mt_cli.text import BAD_UTF8_FIX, check_aligned, read_lines
 from mt_cli.tokenizer import EOS, PAD
-
-UTF8_HINT = "convert the file to UTF-8, e.g. with iconv"
-BAD_UTF8_FIX = f"{UTF8_HINT}, or pass --on-bad-utf8 skip (drop such pairs) or replace"
-
-
-def read_lines(
-    path: Path, on_bad_utf8: str = "error", bad: list[int] | None = None, hint: str = UTF8_HINT
-) -> list[str]:
-    """All lines of a UTF-8 text file, cleaned by `clean_line`.
-
-    Undecodable bytes stop the run with the file and line named, rather than being guessed at,
-    unless `on_bad_utf8` is "replace" (U+FFFD for each bad byte); their line numbers go to `bad`.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise MtError(f"{path}: file not found")
-    with open(path, "rb") as f:
-        return list(iter_text_lines(f, str(path), on_bad_utf8, bad, hint))
-
-
-def iter_text_lines(
-    stream: BinaryIO, name: str, on_bad_utf8: str = "error", bad: list[int] | None = None, hint: str = UTF8_HINT
-) -> Iterator[str]:
-    """Decode a binary stream line by line, so a huge file or stdin never sits in memory whole."""
-    for lineno, raw in enumerate(stream, start=1):
-        try:
-            line = raw.decode("utf-8")
-        except UnicodeDecodeError as e:
-            if on_bad_utf8 == "error":
-                raise MtError(
-                    f"{name}:{lineno}: not valid UTF-8 (byte 0x{raw[e.start]:02x} at column {e.start + 1}); {hint}"
-                ) from None
-            line = raw.decode("utf-8", errors="replace")
-            if bad is not None:
-                bad.append(lineno)
-        yield clean_line(line, first=lineno == 1)
-
-
-def clean_line(line: str, first: bool = False) -> str:
-    """Without its line ending, a leading BOM (first line) and stray carriage returns: a \r left
-    inside a line would become part of a vocabulary piece or of an output line."""
-    if first:
-        line = line.removeprefix("\ufeff")
-    return line.rstrip("\r\n").replace("\r", " ")
-
-
-def check_aligned(path_a: Path, lines_a: list[str], path_b: Path, lines_b: list[str]) -> None:
-    """Parallel files, or hypotheses and references, must have one line for each other's line."""
-    if len(lines_a) != len(lines_b):
-        raise MtError(
-            f"{path_a} has {len(lines_a)} lines but {path_b} has {len(lines_b)}; the files must be line-aligned"
-        )
 
 
 @dataclass(frozen=True)

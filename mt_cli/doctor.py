@@ -12,8 +12,8 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from mt_cli.data import read_lines
 from mt_cli.errors import MtError
+from mt_cli.text import read_lines
 from mt_cli.tokenizer import UNK, Tokenizer
 
 EXAMPLES = 5  # line numbers shown per finding

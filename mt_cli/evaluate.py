@@ -7,8 +7,8 @@ from typing import Any
 
 from sacrebleu.metrics import BLEU, CHRF, TER
 
-from mt_cli.data import check_aligned, read_lines
 from mt_cli.errors import MtError
+from mt_cli.text import check_aligned, read_lines
 from mt_cli.tokenizer import is_mostly_cjk
 
 METRICS = ("bleu", "chrf", "ter")

@@ -4,7 +4,6 @@ and the validation pairs. Under torchrun rank 0 makes each of them and the other
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,8 +65,7 @@ def get_tokenizer(paths: TrainPaths, source: Source, cfg: Config, log, d: ddp.Di
     if own.is_dir():
         return Tokenizer.load(own)
     log(f"training a {cfg.tokenizer.vocab_size}-piece tokenizer into {own}")
-    with tempfile.TemporaryDirectory(dir=paths.out, prefix=".tokenizer-data.") as work:
-        src, tgt = sample_texts(source, TOKENIZER_SAMPLE, cfg.train.seed, cfg.train.on_bad_utf8, Path(work))
+    src, tgt = sample_texts(source, TOKENIZER_SAMPLE, cfg.train.seed, cfg.train.on_bad_utf8)
     tokenizer = train_tokenizer(src, tgt, cfg.tokenizer)
     # Whole or not at all: a kill between the src and tgt models must not leave half a tokenizer.
     tmp = temp_dir(paths.out, ".tokenizer.")
@@ -76,12 +74,14 @@ def get_tokenizer(paths: TrainPaths, source: Source, cfg: Config, log, d: ddp.Di
     return tokenizer
 
 
-def load_train_data(source: Source, tokenizer: Tokenizer, paths: TrainPaths, t: TrainConfig, log, d) -> TokenCorpus:
-    """The training split from its tokenized cache, which rank 0 builds when it is missing."""
+def load_train_data(
+    source: Source, fp: str, tokenizer: Tokenizer, paths: TrainPaths, t: TrainConfig, log, d
+) -> TokenCorpus:
+    """The training split (fingerprint `fp`) from its tokenized cache, which rank 0 builds when missing."""
     if d.main:
-        cache = build_cache(source, tokenizer, paths.cache_root(), t.workers, log)
+        cache = build_cache(source, tokenizer, paths.cache_root(), t.workers, log, fp)
     else:
-        cache = wait_for_cache(source, tokenizer, paths.cache_root(), d.timeout_s)
+        cache = wait_for_cache(fp, tokenizer, paths.cache_root(), d.timeout_s)
     data = TokenCorpus(cache, t.max_len, t.long_pairs, t.on_bad_utf8, source.describe())
     c = data.counts
     said = f"dropped {c['empty']} with an empty side"
@@ -95,8 +95,7 @@ def load_train_data(source: Source, tokenizer: Tokenizer, paths: TrainPaths, t: 
 
 def load_valid_data(source: Source, tokenizer: Tokenizer, paths: TrainPaths, t: TrainConfig, log):
     """The validation split, whole in memory: token ids and the reference texts."""
-    with tempfile.TemporaryDirectory(dir=paths.out, prefix=".valid-data.") as work:
-        corpus = read_pairs(source, t.on_bad_utf8, Path(work))
+    corpus = read_pairs(source, t.on_bad_utf8)
     pairs = Pairs(tokenizer.encode_src(corpus.src), tokenizer.encode_tgt(corpus.tgt))
     log(f"{source.describe()}: {len(pairs)} pairs (dropped {corpus.dropped_empty} with an empty side)")
     return pairs, corpus.tgt

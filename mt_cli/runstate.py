@@ -63,6 +63,7 @@ def write_checkpoint(
     state: TrainState | None = None,
     ema=None,
     rng_ranks: list[dict[str, Any]] | None = None,
+    scaler: torch.amp.GradScaler | None = None,
 ) -> None:
     """A model checkpoint; with `state` (and the optimizer and EMA) a resumable one, like last.pt.
 
@@ -75,10 +76,14 @@ def write_checkpoint(
             train_state["ema"] = ema.state_dict()
         if rng_ranks is not None and len(rng_ranks) > 1:
             train_state["rng_ranks"] = rng_ranks
+        if scaler is not None and scaler.is_enabled():
+            train_state["scaler"] = scaler.state_dict()
     checkpoint.save(path, cfg, tokenizer, model.state_dict(), train_state)
 
 
-def resume(path: Path, cfg: Config, model, optimizer, ema, log, rank: int = 0, world: int = 1) -> TrainState:
+def resume(
+    path: Path, cfg: Config, model, optimizer, ema, log, rank: int = 0, world: int = 1, scaler=None
+) -> TrainState:
     """Load everything the next step depends on from `path` into the given objects.
 
     Under torchrun each rank takes back its own RNG states when the run had as many ranks; with
@@ -101,6 +106,9 @@ def resume(path: Path, cfg: Config, model, optimizer, ema, log, rank: int = 0, w
         set_rng_state(rng)
     elif ranks is not None and len(ranks) == world:
         set_rng_state(ranks[rank])
+    scaler_state = ts.pop("scaler", None)
+    if scaler is not None and scaler_state is not None:
+        scaler.load_state_dict(scaler_state)
     ema_state = ts.pop("ema", None)
     if ema is not None:
         ema.load_state_dict(ema_state if ema_state is not None else ckpt.model_state)

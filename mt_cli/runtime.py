@@ -32,17 +32,28 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def use_bf16(amp: str, device: torch.device) -> bool:
-    """`auto` turns bf16 on for CUDA only: on the 2-core AMX CPU whole-model autocast was not reliably faster."""
+def amp_dtype(amp: str, device: torch.device) -> torch.dtype | None:
+    """The autocast dtype for train.amp, or None for full fp32.
+
+    `auto` is bf16 on CUDA only: on the 2-core AMX CPU whole-model autocast was not reliably
+    faster. fp16 is for GPUs without bf16 and trains with a gradient scaler.
+    """
+    if amp == "fp16":
+        if device.type != "cuda":
+            raise MtError(f"train.amp fp16 needs a CUDA device, not {device}; use bf16 or off")
+        return torch.float16
     if amp == "bf16":
-        return device.type in ("cuda", "cpu")
-    return amp == "auto" and device.type == "cuda" and torch.cuda.is_bf16_supported()
+        return torch.bfloat16 if device.type in ("cuda", "cpu") else None
+    if amp == "auto" and device.type == "cuda" and torch.cuda.is_bf16_supported():
+        return torch.bfloat16
+    return None
 
 
-def autocast(enabled: bool, device: torch.device) -> contextlib.AbstractContextManager:
-    if not enabled:
+def autocast(dtype: torch.dtype | bool | None, device: torch.device) -> contextlib.AbstractContextManager:
+    """Autocast to `dtype` (True: bf16); None or False: a no-op."""
+    if not dtype:
         return contextlib.nullcontext()
-    return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+    return torch.autocast(device_type=device.type, dtype=torch.bfloat16 if dtype is True else dtype)
 
 
 def set_threads(n: int) -> None:
@@ -75,3 +86,46 @@ def quantize_int8(model: Transformer) -> Transformer:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torch marks its quantized tensor constructors as deprecated
         return quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8, inplace=True)
+
+
+def largest_fitting(fits, start: int, cap: int) -> int:
+    """The largest n in [start, cap] with fits(n), assuming fits is True up to some n and False
+    after: double while it fits, then bisect between the last fit and the first miss. 0 if
+    even `start` does not fit."""
+    if not fits(start):
+        return 0
+    low, high = start, start
+    while high < cap:
+        high = min(high * 2, cap)
+        if not fits(high):
+            break
+        low = high
+    else:
+        return cap
+    while high - low > max(low // 16, 1):  # within 1/16: finer would only cost more probes
+        mid = (low + high) // 2
+        low, high = (mid, high) if fits(mid) else (low, mid)
+    return low
+
+
+def probe_batch_tokens(objective: nn.Module, device: torch.device, amp, longest: int, vocab: int) -> int:
+    """Padded tokens of the largest batch whose forward and backward fit in this GPU's memory,
+    tried with the longest pairs the data holds (the worst case for activation memory)."""
+
+    gen = torch.Generator(device).manual_seed(0)  # not the training RNG, which exact resume depends on
+
+    def fits(tokens: int) -> bool:
+        rows = max(1, tokens // longest)
+        ids = torch.randint(4, vocab, (rows, longest), device=device, generator=gen)
+        try:
+            with autocast(amp, device):
+                loss = objective(ids, ids, ids)
+            loss.backward()
+            return True
+        except torch.OutOfMemoryError:
+            return False
+        finally:
+            objective.zero_grad(set_to_none=True)
+            torch.cuda.empty_cache()
+
+    return largest_fitting(fits, 1024, 1 << 20)

@@ -44,7 +44,8 @@ from mt_cli.runstate import (
     trim_log,
     write_checkpoint,
 )
-from mt_cli.runtime import autocast, resolve_device, set_threads, use_bf16
+from mt_cli.runtime import amp_dtype, autocast, probe_batch_tokens, resolve_device, set_threads
+from mt_cli.throughput import peak_flops
 from mt_cli.tokenizer import Tokenizer
 from mt_cli.validation import Validation, validate
 
@@ -104,7 +105,9 @@ class Run:
     cfg: Config
     dist: ddp.Dist
     device: torch.device
-    bf16: bool
+    amp: torch.dtype | None  # autocast dtype, None for fp32
+    scaler: torch.amp.GradScaler  # active for fp16 only; a no-op otherwise
+    peak_flops: float  # the device's peak for the precision trained in, for MFU in the log
     tokenizer: Tokenizer
     model: Transformer
     objective: torch.nn.Module  # TranslationLoss(model), wrapped in DistributedDataParallel under torchrun
@@ -137,7 +140,8 @@ def prepare(paths: TrainPaths, cfg: Config, log, d: ddp.Dist = ddp.Dist()) -> Ru
         "shared_vocab": tokenizer.joint,
     }
     cfg = replace(cfg, model=replace(cfg.model, **vocab))
-    train_data = load_train_data(sources["train"], tokenizer, paths, t, log, d)
+    fingerprints = {role: fingerprint(s) for role, s in sources.items()}  # sha256 of each file, read once
+    train_data = load_train_data(sources["train"], fingerprints["train"], tokenizer, paths, t, log, d)
     valid_pairs, valid_refs = load_valid_data(sources["valid"], tokenizer, paths, t, log)
 
     random.seed(t.seed)
@@ -155,24 +159,53 @@ def prepare(paths: TrainPaths, cfg: Config, log, d: ddp.Dist = ddp.Dist()) -> Ru
         fused=device.type in ("cpu", "cuda"),
     )
     ema = copy.deepcopy(model).requires_grad_(False) if t.ema_decay > 0 else None
+    amp = amp_dtype(t.amp, device)
+    scaler = torch.amp.GradScaler(device.type, enabled=amp == torch.float16)  # fp16 gradients underflow without it
     last = paths.out / "last.pt"
-    state = resume(last, cfg, model, optimizer, ema, log, d.rank, d.world) if last.is_file() else TrainState()
-    now = {role: fingerprint(s) for role, s in sources.items()}
-    state.data = check_data(now, state.data, {r: s.describe() for r, s in sources.items()}, last)
+    resumed = last.is_file()
+    state = resume(last, cfg, model, optimizer, ema, log, d.rank, d.world, scaler) if resumed else TrainState()
+    state.data = check_data(fingerprints, state.data, {r: s.describe() for r, s in sources.items()}, last)
     if d.main:
         if dropped := trim_log(paths.out / "log.jsonl", state.step):
             log(f"{paths.out / 'log.jsonl'}: dropped {dropped} entries past step {state.step}, which will be redone")
         atomic_write_text(paths.out / "config.yaml", to_yaml(cfg))
     objective = TranslationLoss(model, t.label_smoothing)
+    if t.batch_tokens == 0:
+        cfg = replace(
+            cfg, train=replace(t, batch_tokens=auto_batch_tokens(objective, device, amp, train_data, cfg, d, log))
+        )
+    if t.compile:
+        objective = CompiledOrEager(objective, log)
     if d.active:
         ids = [device.index] if device.type == "cuda" else None
         objective = torch.nn.parallel.DistributedDataParallel(objective, device_ids=ids)
-    bf16 = use_bf16(t.amp, device)
     n_params = sum(p.numel() for p in model.parameters())
     where = f" x {d.world} processes" if d.active else ""
-    log(f"model: {n_params / 1e6:.1f}M parameters on {device}{where}{' with bf16 autocast' if bf16 else ''}")
-    return Run(paths, cfg, d, device, bf16, tokenizer, model, objective, optimizer, ema, train_data,
+    log(f"model: {n_params / 1e6:.1f}M parameters on {device}{where}{f' with {amp} autocast' if amp else ''}")
+    peak, source = peak_flops(device, amp is not None)
+    log(f"MFU is against {peak / 1e12:.2f} TFLOP/s ({source})")
+    return Run(paths, cfg, d, device, amp, scaler, peak, tokenizer, model, objective, optimizer, ema, train_data,
                valid_pairs, valid_refs, state)  # fmt: skip
+
+
+def auto_batch_tokens(objective, device, amp, data: TokenCorpus, cfg: Config, d: ddp.Dist, log) -> int:
+    """--batch-tokens auto: on CUDA, 80% of the largest batch that fits (probed on rank 0, the same
+    for every rank) times processes and shares; elsewhere the default."""
+    t = cfg.train
+    default = TrainConfig.__dataclass_fields__["batch_tokens"].default
+    if device.type != "cuda":
+        log(f"batch_tokens auto probes GPU memory; on {device} it is the default, {default}")
+        return default
+    found = 0
+    if d.main:
+        longest = int(max(data.src_lens.max(), data.tgt_lens.max() + 1))
+        found = probe_batch_tokens(objective, device, amp, longest, cfg.model.tgt_vocab_size)
+        if found == 0:
+            raise MtError(f"not even 1024 tokens of the longest pairs fit on {device}; lower train.max_len")
+    found = ddp.broadcast(found, d)
+    tokens = int(found * 0.8) * d.world * t.accumulate
+    log(f"batch_tokens auto: {found} tokens fit one {device} process; using {tokens} per global batch")
+    return tokens
 
 
 def shares(batch: np.ndarray, n: int) -> list[np.ndarray]:
@@ -199,23 +232,48 @@ def train_step(run: Run, batch: np.ndarray, progress: float = 0.0, stop: bool = 
         last_share = k == len(mine) - 1
         no_sync = run.objective.no_sync() if d.active and not last_share else contextlib.nullcontext()
         with no_sync:
-            with autocast(run.bf16, run.device):
+            with autocast(run.amp, run.device):
                 loss = run.objective(src.to(run.device), tgt_in.to(run.device), tgt_out.to(run.device))
-            (loss * (weight * scale)).backward()
+            run.scaler.scale(loss * (weight * scale)).backward()
         loss_sum += loss.item() * weight
     loss_sum, stops = ddp.all_sum([loss_sum, float(stop)], d)
+    run.scaler.unscale_(run.optimizer)  # clip the true gradients, not the fp16-scaled ones
     # With clipping off the norm is still measured (an infinite bound never clips), for the log.
     grad_norm = torch.nn.utils.clip_grad_norm_(run.model.parameters(), t.clip_norm if t.clip_norm > 0 else math.inf)
     lr = lr_at(run.state.step + 1, t.lr, t.warmup_steps, t.lr_schedule, progress, t.lr_cooldown)
     norm = float(grad_norm)
+    if run.scaler.is_enabled() and not math.isfinite(norm):
+        norm = 0.0  # fp16 overflow: the scaler skips this update and lowers its scale; that is its job
     if math.isfinite(loss_sum) and math.isfinite(norm):  # else no update: one bad batch must not wreck the weights
         for group in run.optimizer.param_groups:
             group["lr"] = lr
-        run.optimizer.step()
+        run.scaler.step(run.optimizer)
+        run.scaler.update()
         if run.ema is not None:
             ema_update(run.ema, run.model, t.ema_decay)
     run.optimizer.zero_grad(set_to_none=True)
     return loss_sum, n_tokens, lr, norm, stops > 0
+
+
+class CompiledOrEager(torch.nn.Module):
+    """torch.compile(module), or the module itself when compiling fails on first use: a missing
+    compiler or an unsupported graph costs speed, never the run."""
+
+    def __init__(self, module: torch.nn.Module, log) -> None:
+        super().__init__()
+        self.module, self.log = module, log
+        self.compiled: Any = torch.compile(module)
+
+    def forward(self, *args):
+        if self.compiled is not None:
+            try:
+                return self.compiled(*args)
+            except Exception as e:  # inductor and dynamo raise many types
+                self.compiled = None
+                self.log(
+                    f"torch.compile failed ({type(e).__name__}: {str(e).splitlines()[0][:200]}); training without it"
+                )
+        return self.module(*args)
 
 
 def ema_update(ema: torch.nn.Module, model: torch.nn.Module, decay: float) -> None:
@@ -246,7 +304,7 @@ def save_last(run: Run) -> None:
     rngs = ddp.gather(rng_state(), run.dist)
     if run.dist.main:
         write_checkpoint(run.paths.out / "last.pt", run.cfg, run.tokenizer, run.model, run.optimizer,
-                         run.state, run.ema, rngs)  # fmt: skip
+                         run.state, run.ema, rngs, run.scaler)  # fmt: skip
 
 
 def run_validation(run: Run, record, progress: TrainProgress) -> None:
@@ -255,7 +313,7 @@ def run_validation(run: Run, record, progress: TrainProgress) -> None:
     state, out = run.state, run.paths.out
     if run.dist.main:
         scored = run.ema if run.ema is not None else run.model  # the weights best.pt would hold
-        v = validate(scored, run.tokenizer, run.valid_pairs, run.valid_refs, run.cfg, run.device, run.bf16)
+        v = validate(scored, run.tokenizer, run.valid_pairs, run.valid_refs, run.cfg, run.device, run.amp)
         entry = {"step": state.step, "valid_loss": v.loss, "valid_nll": v.nll, "valid_bleu": v.bleu}
         record(entry)
         state.history.append(entry)
@@ -409,7 +467,7 @@ def average_last(run: Run, record, log) -> Validation | None:
     out = run.paths.out / "averaged.pt"
     checkpoint.save_checkpoint(out, averaged)
     model = averaged.build_model(run.device)
-    v = validate(model, run.tokenizer, run.valid_pairs, run.valid_refs, run.cfg, run.device, run.bf16)
+    v = validate(model, run.tokenizer, run.valid_pairs, run.valid_refs, run.cfg, run.device, run.amp)
     record({"step": run.state.step, "averaged": [p.name for p in paths], "valid_loss": v.loss, "valid_bleu": v.bleu})
     log(f"averaged {len(paths)} checkpoints into {out}: valid BLEU {v.bleu:.2f} (best one: {run.state.best_bleu:.2f})")
     return v

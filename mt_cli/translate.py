@@ -13,12 +13,12 @@ import torch
 
 from mt_cli import checkpoint
 from mt_cli.config import DecodeConfig
-from mt_cli.data import iter_text_lines
 from mt_cli.errors import MtError
 from mt_cli.files import atomic_open
 from mt_cli.model import Transformer
 from mt_cli.runtime import autocast, quantize_int8, resolve_device
 from mt_cli.search import translate_ids
+from mt_cli.text import iter_text_lines
 from mt_cli.tokenizer import EOS, Tokenizer
 
 CHUNK_LINES = 10_000  # memory stays flat however long the input is

@@ -24,13 +24,13 @@ class Validation:
 
 
 def validate(
-    model: Transformer, tokenizer: Tokenizer, pairs: Pairs, refs: list[str], cfg: Config, device, bf16: bool
+    model: Transformer, tokenizer: Tokenizer, pairs: Pairs, refs: list[str], cfg: Config, device, amp=None
 ) -> Validation:
     """Validation loss with teacher forcing, and BLEU of the same decoding `mt translate` does."""
     model.eval()
     loss_sum = nll_sum = 0.0
     n_tokens = 0
-    with torch.inference_mode(), autocast(bf16, device):
+    with torch.inference_mode(), autocast(amp, device):
         for batch in make_batches(pairs.src_lens, pairs.tgt_lens, cfg.train.batch_tokens, seed=0):
             src, tgt_in, tgt_out = (t.to(device) for t in collate(*pairs.take(batch), model.start_token))
             keep = tgt_out != PAD

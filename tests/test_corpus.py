@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from mt_cli.corpus import Source, TokenCorpus, build_cache, text_dataset
+from mt_cli.corpus import Source, TokenCorpus, build_cache, read_pairs, text_dataset
 from mt_cli.errors import MtError
 
 SRC = ["Ein Hund läuft.", 'Er sagt "hallo", dann geht er.', "Zwei\tKatzen?", "", "Ein Haus."]
@@ -40,9 +40,9 @@ def _write_all_formats(d):
     (hub / "validation.jsonl").write_text((d / "p.jsonl").read_text())
 
 
-def test_text_gz_tsv_csv_jsonl_parquet_and_a_dataset_folder_all_read_to_the_same_pairs(tmp_path):
+def test_text_gz_tsv_csv_jsonl_parquet_and_a_dataset_folder_all_read_to_the_same_pairs(tmp_path, tokenizer):
     _write_all_formats(tmp_path)
-    want = ([s.replace("\t", " ") for s in SRC], TGT)
+    want_src, want_tgt = [s.replace("\t", " ") for s in SRC], TGT
     sources = {
         "text": Source(tmp_path / "p.de", tmp_path / "p.en"),
         "gz": Source(tmp_path / "p.de.gz", tmp_path / "p.en.gz"),
@@ -52,16 +52,38 @@ def test_text_gz_tsv_csv_jsonl_parquet_and_a_dataset_folder_all_read_to_the_same
         "parquet": Source(table=tmp_path / "p.parquet", src_lang="de", tgt_lang="en"),
         "dataset": Source(dataset=str(tmp_path / "hub"), split="validation", src_lang="de", tgt_lang="en"),
     }
+    keep = [i for i, s in enumerate(want_src) if s]  # the pair with an empty side is dropped, and counted
     for name, source in sources.items():
-        ds = text_dataset(source, tmp_path / f"work-{name}")
-        assert (ds["src"][:], ds["tgt"][:]) == want, name
+        # Validation reads whole texts; training reads token ids from the cache.
+        corpus = read_pairs(source, "error")
+        assert (corpus.src, corpus.tgt) == ([want_src[i] for i in keep], [want_tgt[i] for i in keep]), name
+        data = TokenCorpus(build_cache(source, tokenizer, tmp_path / "cache", 1, print), 256, "drop", "error", name)
+        assert data.take(range(len(data))) == (
+            tokenizer.encode_src([want_src[i] for i in keep]),
+            tokenizer.encode_tgt([want_tgt[i] for i in keep]),
+        ), name
+        assert data.counts["empty"] == 1, name
 
 
-def test_a_stray_carriage_return_does_not_split_a_line_of_a_parallel_text_corpus(tmp_path):
-    (tmp_path / "a.de").write_bytes(b"Ein\rHund.\r\nZwei.\n")
+def test_a_stray_carriage_return_does_not_split_a_line_of_a_parallel_text_corpus(tmp_path, tokenizer):
+    (tmp_path / "a.de").write_bytes(b"\xef\xbb\xbfEin\rHund.\r\nZwei.\n")
     (tmp_path / "a.en").write_bytes(b"A dog.\nTwo.\n")
-    ds = text_dataset(Source(tmp_path / "a.de", tmp_path / "a.en"), tmp_path / "work")
-    assert ds["src"][:] == ["Ein Hund.", "Zwei."] and ds["tgt"][:] == ["A dog.", "Two."]
+    source = Source(tmp_path / "a.de", tmp_path / "a.en")
+    data = TokenCorpus(build_cache(source, tokenizer, tmp_path / "cache", 1, print), 256, "drop", "error", "a")
+    assert data.take([0, 1]) == (tokenizer.encode_src(["Ein Hund.", "Zwei."]), tokenizer.encode_tgt(["A dog.", "Two."]))
+
+
+def test_misaligned_and_undecodable_training_files_are_named_with_the_line(tmp_path, tokenizer):
+    (tmp_path / "a.de").write_bytes(b"Eins.\nZwei \xff.\nDrei.\n")
+    (tmp_path / "a.en").write_bytes(b"One.\nTwo.\n")
+    with pytest.raises(MtError, match=r"a\.de has 3 lines but .*a\.en has 2; the files must be line-aligned"):
+        build_cache(Source(tmp_path / "a.de", tmp_path / "a.en"), tokenizer, tmp_path / "cache", 1, print)
+    (tmp_path / "a.en").write_bytes(b"One.\nTwo.\nThree.\n")
+    cache = build_cache(Source(tmp_path / "a.de", tmp_path / "a.en"), tokenizer, tmp_path / "cache", 1, print)
+    with pytest.raises(MtError, match=r"a\.de / .*a\.en: line 2: not valid UTF-8; .*--on-bad-utf8 skip"):
+        TokenCorpus(cache, 256, "drop", "error", f"{tmp_path / 'a.de'} / {tmp_path / 'a.en'}")
+    assert len(TokenCorpus(cache, 256, "drop", "skip", "a")) == 2
+    assert len(TokenCorpus(cache, 256, "drop", "replace", "a")) == 3
 
 
 def test_missing_columns_and_unknown_formats_get_one_clear_line(tmp_path):
@@ -69,7 +91,7 @@ def test_missing_columns_and_unknown_formats_get_one_clear_line(tmp_path):
     with pytest.raises(
         MtError, match=r"p\.csv: no 'src' and 'tgt' columns \(found de, en\); name them with --src-lang"
     ):
-        text_dataset(Source(table=tmp_path / "p.csv"), tmp_path / "w")
+        text_dataset(Source(table=tmp_path / "p.csv"))
     (tmp_path / "p.xml").write_text("<x/>")
     with pytest.raises(MtError, match=r"p\.xml: unknown table format"):
         Source(table=tmp_path / "p.xml")

@@ -1,7 +1,8 @@
 import pytest
 
-from mt_cli.data import Pairs, collate, limit_length, make_batches, read_lines, read_parallel
+from mt_cli.data import Pairs, collate, limit_length, make_batches, read_parallel
 from mt_cli.errors import MtError
+from mt_cli.text import read_lines
 from mt_cli.tokenizer import BOS, EOS, PAD
 
 

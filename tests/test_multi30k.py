@@ -5,7 +5,8 @@ import json
 import pytest
 
 from conftest import SHARED_DATA, write_lines
-from mt_cli.data import fetch_multi30k, read_lines
+from mt_cli.data import fetch_multi30k
+from mt_cli.text import read_lines
 from test_cli import mt
 
 MULTI30K = SHARED_DATA / "multi30k"
