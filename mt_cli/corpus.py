@@ -17,9 +17,12 @@ import json
 import multiprocessing
 import os
 import shutil
+import sys
 import time
 from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from itertools import islice, zip_longest
 from pathlib import Path
@@ -247,23 +250,35 @@ def _encode_chunk(chunk: tuple[list, list, int]):
     return pa.RecordBatch.from_pydict(columns)
 
 
-def _encoded(chunks: Iterator, tokenizer: Tokenizer, workers: int) -> Iterator:
+def _encoded(chunks: Iterator, tokenizer: Tokenizer, workers: int, log) -> Iterator:
     """Record batches in input order. With workers, a bounded window of chunks is in flight, so
-    memory does not grow with the corpus (Pool.imap would read the whole input ahead)."""
+    memory does not grow with the corpus (Pool.imap would read the whole input ahead). If the
+    workers cannot run (a `__main__` that cannot be re-imported, say), this process tokenizes."""
+    _start_worker(tokenizer)
+    main_file = getattr(sys.modules["__main__"], "__file__", None)
+    if workers > 1 and main_file is not None and not os.path.exists(main_file):
+        log(f"tokenizing in this process: spawned workers cannot re-import a __main__ read from {main_file}")
+        workers = 1
     if workers <= 1:
-        _start_worker(tokenizer)
         yield from map(_encode_chunk, chunks)
         return
+    pending: deque = deque()  # (chunk, future), oldest first
     # spawn, not fork: the workers must not inherit torch's threads (or a CUDA context).
     ctx = multiprocessing.get_context("spawn")
-    with ctx.Pool(workers, initializer=_start_worker, initargs=(tokenizer,)) as pool:
-        pending: deque = deque()
-        for chunk in chunks:
-            pending.append(pool.apply_async(_encode_chunk, (chunk,)))
-            if len(pending) >= 2 * workers:
-                yield pending.popleft().get()
-        while pending:
-            yield pending.popleft().get()
+    try:
+        with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_start_worker, initargs=(tokenizer,)) as pool:
+            for chunk in chunks:
+                pending.append((chunk, pool.submit(_encode_chunk, chunk)))
+                if len(pending) >= 2 * workers:
+                    yield pending[0][1].result()
+                    pending.popleft()
+            while pending:
+                yield pending[0][1].result()
+                pending.popleft()
+    except BrokenProcessPool as e:
+        log(f"tokenizing workers stopped ({e}); tokenizing in this process")
+        yield from (_encode_chunk(chunk) for chunk, _ in pending)
+        yield from map(_encode_chunk, chunks)
 
 
 def cache_key(data_fingerprint: str, tokenizer: Tokenizer) -> str:
@@ -295,9 +310,9 @@ def build_cache(
                 log(f"  tokenizing {source.describe()}: {100 * done / total:.0f}%" if total else f"  {done} lines")
 
         log(f"{source.describe()}: tokenizing into {final} ({workers} worker(s))")
-        writer = ArrowWriter(features=_features(), path=str(work / "data.arrow"))
+        writer = ArrowWriter(features=_features(), path=str(work / "data.arrow"), writer_batch_size=CHUNK)
         pairs = 0
-        for batch in _encoded(_raw_chunks(source, progress), tokenizer, workers):
+        for batch in _encoded(_raw_chunks(source, progress), tokenizer, workers, log):
             writer.write_table(pa.Table.from_batches([batch]))
             pairs += batch.num_rows
         writer.finalize()

@@ -47,7 +47,7 @@ class TrainProgress:
     def update(self, state, entry: dict[str, Any]) -> None:
         text = (
             f"step {entry['step']} | epoch {entry['epoch']} | loss {entry['loss']:.3f} | "
-            f"lr {entry['lr']:.2e} | {entry['tokens_per_s']:.0f} tok/s"
+            f"lr {entry['lr']:.2e} | {entry['tokens_per_s']:.0f} tok/s | MFU {100 * entry.get('mfu', 0):.1f}%"
         )
         if self.live:
             self.bar.update(self.task, completed=self.fraction(state) * UNITS, description=text)

@@ -45,7 +45,7 @@ from mt_cli.runstate import (
     write_checkpoint,
 )
 from mt_cli.runtime import amp_dtype, autocast, probe_batch_tokens, resolve_device, set_threads
-from mt_cli.throughput import peak_flops
+from mt_cli.throughput import linear_flops, peak_flops
 from mt_cli.tokenizer import Tokenizer
 from mt_cli.validation import Validation, validate
 
@@ -335,7 +335,7 @@ def run_validation(run: Run, record, progress: TrainProgress) -> None:
     save_last(run)
 
 
-def log_entry(state: TrainState, lr: float, grad_norm: float, tokens_per_s: float) -> dict[str, Any]:
+def log_entry(state: TrainState, lr: float, grad_norm: float, tokens_per_s: float, mfu: float) -> dict[str, Any]:
     return {
         "step": state.step,
         "epoch": state.epoch + 1,
@@ -343,6 +343,7 @@ def log_entry(state: TrainState, lr: float, grad_norm: float, tokens_per_s: floa
         "lr": lr,
         "grad_norm": grad_norm,
         "tokens_per_s": tokens_per_s,
+        "mfu": mfu,
         "elapsed_s": round(state.elapsed_s, 1),
     }
 
@@ -352,7 +353,7 @@ def train_loop(run: Run, record, progress: TrainProgress, stop: StopSignals | No
     steps. Returns False when a signal stopped it (after a whole step, on every rank alike)."""
     t, state, data = run.cfg.train, run.state, run.train_data
     started, elapsed_before = time.perf_counter(), state.elapsed_s
-    timed_tokens, window_start = 0, started  # for tokens/s, counted in this process only
+    timed_tokens, timed_flops, window_start = 0, 0.0, started  # for tokens/s and MFU, in this process only
     last_valid = state.history[-1]["step"] if state.history else -1
     run.model.train()
     while not _done(state, run.cfg):
@@ -361,7 +362,8 @@ def train_loop(run: Run, record, progress: TrainProgress, stop: StopSignals | No
             epochs = state.epoch + state.batch_in_epoch / len(batches)
             spent = budget_progress(state.step, state.elapsed_s, epochs, t)
             asked = stop is not None and stop.requested is not None
-            loss_sum, n_tokens, lr, grad_norm, stopping = train_step(run, batches[state.batch_in_epoch], spent, asked)
+            batch = batches[state.batch_in_epoch]
+            loss_sum, n_tokens, lr, grad_norm, stopping = train_step(run, batch, spent, asked)
             state.step += 1
             state.batch_in_epoch += 1
             now = time.perf_counter()
@@ -372,11 +374,15 @@ def train_loop(run: Run, record, progress: TrainProgress, stop: StopSignals | No
             else:
                 state.log_loss, state.log_tokens = state.log_loss + loss_sum, state.log_tokens + n_tokens
                 timed_tokens += n_tokens
+                timed_flops += linear_flops(run.model, int(data.src_lens[batch].sum()), n_tokens)
             if state.step % t.log_every == 0 and state.log_tokens:
-                entry = log_entry(state, lr, grad_norm, timed_tokens / max(now - window_start, 1e-9))
+                seconds = max(now - window_start, 1e-9)
+                # MFU over all processes: each did the same work in the same time.
+                mfu = timed_flops / seconds / (run.peak_flops * run.dist.world)
+                entry = log_entry(state, lr, grad_norm, timed_tokens / seconds, mfu)
                 record(entry)
                 progress.update(state, entry)
-                state.log_loss, state.log_tokens, timed_tokens, window_start = 0.0, 0, 0, now
+                state.log_loss, state.log_tokens, timed_tokens, timed_flops, window_start = 0.0, 0, 0, 0.0, now
             if state.batch_in_epoch >= len(batches):
                 state.epoch, state.batch_in_epoch = state.epoch + 1, 0
             if stopping:
@@ -384,7 +390,7 @@ def train_loop(run: Run, record, progress: TrainProgress, stop: StopSignals | No
             if state.step % t.valid_every == 0:
                 run_validation(run, record, progress)
                 last_valid = state.step
-                timed_tokens, window_start = 0, time.perf_counter()  # keep validation time out of tokens/s
+                timed_tokens, timed_flops, window_start = 0, 0.0, time.perf_counter()  # validation is not training
                 state.elapsed_s = elapsed_before + (window_start - started)
             elif t.save_every and state.step % t.save_every == 0:
                 save_last(run)

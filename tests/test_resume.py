@@ -36,7 +36,7 @@ def _killed_at(point: str, n: int, args: list[str]) -> subprocess.CompletedProce
 def _log_steps(run: Path) -> list[dict]:
     """The log without its wall-clock fields, which no two runs share."""
     entries = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
-    return [{k: v for k, v in e.items() if k not in ("tokens_per_s", "elapsed_s")} for e in entries]
+    return [{k: v for k, v in e.items() if k not in ("tokens_per_s", "mfu", "elapsed_s")} for e in entries]
 
 
 def _assert_same_state(a: dict, b: dict, where: str) -> None:
