@@ -77,8 +77,12 @@ def plain_python_encode(src: Path, tgt: Path, tokenizer: Path, limit: int) -> fl
     return n / (time.perf_counter() - started)
 
 
-def tree_rss_mb(pid: int) -> float:
-    """Resident memory of a process and all its descendants, from /proc."""
+def tree_rss_mb(pid: int) -> tuple[float, float]:
+    """Resident memory of a process and all its descendants, from /proc: (all, anonymous).
+
+    "All" includes the pages of the memory-mapped cache that were read, which are the kernel's
+    page cache, shared and dropped under pressure; "anonymous" is memory that only this tree
+    holds (Python objects, tensors, numpy arrays)."""
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -87,7 +91,8 @@ def tree_rss_mb(pid: int) -> float:
             except (OSError, IndexError, ValueError):
                 continue
             children.setdefault(ppid, []).append(int(entry))
-    total, todo = 0, [pid]
+    total = anon = 0
+    todo = [pid]
     while todo:
         p = todo.pop()
         todo += children.get(p, [])
@@ -95,21 +100,24 @@ def tree_rss_mb(pid: int) -> float:
             for line in Path(f"/proc/{p}/status").read_text().splitlines():
                 if line.startswith("VmRSS:"):
                     total += int(line.split()[1])
+                elif line.startswith("RssAnon:"):
+                    anon += int(line.split()[1])
         except OSError:
             pass
-    return total / 1024
+    return total / 1024, anon / 1024
 
 
-def run_measured(cmd: list[str], log: Path) -> tuple[float, float, int]:
-    """(seconds, peak tree RSS in MB, exit code) of a command, its output going to `log`."""
+def run_measured(cmd: list[str], log: Path) -> tuple[float, float, float, int]:
+    """(seconds, peak tree RSS in MB, peak anonymous RSS, exit code) of a command; output to `log`."""
     started = time.perf_counter()
     with open(log, "w") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
-        peak = 0.0
+        peak = peak_anon = 0.0
         while proc.poll() is None:
-            peak = max(peak, tree_rss_mb(proc.pid))
+            rss, anon = tree_rss_mb(proc.pid)
+            peak, peak_anon = max(peak, rss), max(peak_anon, anon)
             time.sleep(0.1)
-    return time.perf_counter() - started, peak, proc.returncode
+    return time.perf_counter() - started, peak, peak_anon, proc.returncode
 
 
 def main() -> None:
@@ -119,6 +127,7 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--steps", type=int, default=50)
     ap.add_argument("--results", type=Path, default=ROOT / "benchmarks" / "RESULTS.md")
+    ap.add_argument("--readme", action="store_true", help="also put the table into README.md's data-scale section")
     a = ap.parse_args()
     w = a.work
     w.mkdir(parents=True, exist_ok=True)
@@ -182,14 +191,14 @@ def main() -> None:
             "--set",
             "decode.beam=1",
         ]
-        seconds, peak, rc = run_measured(list(map(str, cmd)), w / f"run-{len(rows)}.log")  # fmt: skip
+        seconds, peak, anon, rc = run_measured(list(map(str, cmd)), w / f"run-{len(rows)}.log")  # fmt: skip
         if rc != 0:
             sys.exit(f"mt train failed; see {w / f'run-{len(rows)}.log'}")
         entries = [json.loads(x) for x in (run / "log.jsonl").read_text().splitlines()]
         tps = [e["tokens_per_s"] for e in entries if "tokens_per_s" in e]
-        rows.append((label, seconds, peak, float(np.median(tps))))
-        print(f"{label}: {seconds:.0f} s in all, peak RSS {peak:,.0f} MB (mt and its workers), "
-              f"training {np.median(tps):,.0f} tgt tok/s")  # fmt: skip
+        rows.append((label, seconds, peak, anon, float(np.median(tps))))
+        print(f"{label}: {seconds:.0f} s in all, peak RSS {peak:,.0f} MB, anonymous {anon:,.0f} MB "
+              f"(mt and its workers), training {np.median(tps):,.0f} tgt tok/s")  # fmt: skip
     info = json.loads(next(cache.glob("*/mt-cache.json")).read_text())
     size = sum(f.stat().st_size for f in cache.rglob("*") if f.is_file()) >> 20
     prep = info["pairs"] / info["seconds"]
@@ -197,9 +206,9 @@ def main() -> None:
           f"{size} MB on disk; plain Python: reading {plain:,.0f} pairs/s, + encoding {encode:,.0f}")  # fmt: skip
     block = [
         f"\n## data_scale.py, {time.strftime('%Y-%m-%d %H:%M')}, {a.pairs:,} synthetic pairs, {a.workers} workers\n",
-        "| run | wall s | peak RSS MB (tree) | train tgt tok/s |",
-        "|---|---|---|---|",
-        *[f"| {r[0]} | {r[1]:.0f} | {r[2]:,.0f} | {r[3]:,.0f} |" for r in rows],
+        "| run | wall s | peak RSS MB (tree) | peak anonymous MB | train tgt tok/s |",
+        "|---|---|---|---|---|",
+        *[f"| {r[0]} | {r[1]:.0f} | {r[2]:,.0f} | {r[3]:,.0f} | {r[4]:,.0f} |" for r in rows],
         "",
         f"- cache build: {prep:,.0f} pairs/s ({info['seconds']:.0f} s, read + tokenize + write, {size} MB on disk)",
         f"- plain Python reading the same two files: {plain:,.0f} pairs/s; reading and encoding them with "
@@ -208,6 +217,10 @@ def main() -> None:
     ]
     with open(a.results, "a", encoding="utf-8") as f:
         f.write("\n".join(block) + "\n")
+    if a.readme:
+        from quality import README, replace_section  # this folder's results helpers
+
+        replace_section(README, "data-scale", "\n".join(block[1:]))
 
 
 if __name__ == "__main__":

@@ -71,13 +71,21 @@ def process_group(d: Dist, device: torch.device):
         yield
     except MtError:
         raise
-    except (RuntimeError, dist.DistError) as e:
+    except RuntimeError as e:  # dist.DistError is one; gloo's transport errors are plain RuntimeErrors
+        if not _lost_contact(e):
+            raise
         raise MtError(
             f"rank {d.rank}: lost contact with the other processes ({_first_line(e)}). If one died, its own "
             f"error is printed above; if one hung, the job gave up after {d.timeout_s:.0f} s (--dist-timeout)"
         ) from None
     finally:
         dist.destroy_process_group()
+
+
+def _lost_contact(e: BaseException) -> bool:
+    """Whether an error means the other processes are gone or stuck, rather than a bug here."""
+    words = ("gloo", "NCCL", "Connection", "connection", "Timed out", "timed out", "Broken pipe")
+    return isinstance(e, dist.DistError) or any(w in str(e) for w in words)
 
 
 def _first_line(e: BaseException) -> str:
