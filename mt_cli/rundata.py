@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mt_cli import distributed as ddp
+from mt_cli.cache import TokenCorpus, build_cache, wait_for_cache
 from mt_cli.config import Config, TrainConfig
-from mt_cli.corpus import Source, TokenCorpus, build_cache, read_pairs, sample_texts, wait_for_cache
+from mt_cli.corpus import Source, read_pairs, sample_texts
 from mt_cli.data import Pairs
 from mt_cli.doctor import preflight
 from mt_cli.errors import MtError

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor, nn
 
+from mt_cli.config import TrainConfig
+from mt_cli.distributed import broadcast
 from mt_cli.errors import MtError
 
 if TYPE_CHECKING:
@@ -129,3 +131,44 @@ def probe_batch_tokens(objective: nn.Module, device: torch.device, amp, longest:
             torch.cuda.empty_cache()
 
     return largest_fitting(fits, 1024, 1 << 20)
+
+
+def auto_batch_tokens(objective, device, amp, data, cfg, d, log) -> int:
+    """--batch-tokens auto: on CUDA, 80% of the largest batch that fits (probed on rank 0, the same
+    for every rank) times processes and shares; elsewhere the default."""
+    t = cfg.train
+    default = TrainConfig.__dataclass_fields__["batch_tokens"].default
+    if device.type != "cuda":
+        log(f"batch_tokens auto probes GPU memory; on {device} it is the default, {default}")
+        return default
+    found = 0
+    if d.main:
+        longest = int(max(data.src_lens.max(), data.tgt_lens.max() + 1))
+        found = probe_batch_tokens(objective, device, amp, longest, cfg.model.tgt_vocab_size)
+        if found == 0:
+            raise MtError(f"not even 1024 tokens of the longest pairs fit on {device}; lower train.max_len")
+    found = broadcast(found, d)
+    tokens = int(found * 0.8) * d.world * t.accumulate
+    log(f"batch_tokens auto: {found} tokens fit one {device} process; using {tokens} per global batch")
+    return tokens
+
+
+class CompiledOrEager(torch.nn.Module):
+    """torch.compile(module), or the module itself when compiling fails on first use: a missing
+    compiler or an unsupported graph costs speed, never the run."""
+
+    def __init__(self, module: torch.nn.Module, log) -> None:
+        super().__init__()
+        self.module, self.log = module, log
+        self.compiled: Any = torch.compile(module)
+
+    def forward(self, *args):
+        if self.compiled is not None:
+            try:
+                return self.compiled(*args)
+            except Exception as e:  # inductor and dynamo raise many types
+                self.compiled = None
+                self.log(
+                    f"torch.compile failed ({type(e).__name__}: {str(e).splitlines()[0][:200]}); training without it"
+                )
+        return self.module(*args)

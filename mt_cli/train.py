@@ -25,8 +25,9 @@ import torch
 
 from mt_cli import checkpoint
 from mt_cli import distributed as ddp
+from mt_cli.cache import TokenCorpus
 from mt_cli.config import Config, TrainConfig, to_yaml
-from mt_cli.corpus import TokenCorpus, fingerprint
+from mt_cli.corpus import fingerprint
 from mt_cli.data import Pairs, collate, make_batches
 from mt_cli.errors import MtError
 from mt_cli.files import atomic_write_text
@@ -44,47 +45,11 @@ from mt_cli.runstate import (
     trim_log,
     write_checkpoint,
 )
-from mt_cli.runtime import amp_dtype, autocast, probe_batch_tokens, resolve_device, set_threads
+from mt_cli.runtime import CompiledOrEager, amp_dtype, auto_batch_tokens, autocast, resolve_device, set_threads
+from mt_cli.schedule import budget_progress, lr_at
 from mt_cli.throughput import linear_flops, peak_flops
 from mt_cli.tokenizer import Tokenizer
 from mt_cli.validation import Validation, validate
-
-
-def lr_at(
-    step: int, peak: float, warmup: int, schedule: str = "inverse_sqrt", progress: float = 0.0, cooldown: float = 1.0
-) -> float:
-    """The learning rate for update `step` (counted from 1): linear warmup to `peak`, then
-
-    - "inverse_sqrt": decay with 1/sqrt(step), the paper's schedule scaled to its peak;
-    - "cosine": a half cosine that reaches 0 when `progress`, the spent fraction of the budget, is 1;
-    - "wsd" (warmup-stable-decay): hold the peak, then fall linearly to 0 over the last `cooldown`
-      fraction of the budget.
-    """
-    step = max(step, 1)
-    warm = min(step / warmup, 1.0) if warmup else 1.0
-    progress = min(max(progress, 0.0), 1.0)
-    if schedule == "cosine":
-        return peak * warm * 0.5 * (1.0 + math.cos(math.pi * progress))
-    if schedule == "wsd":
-        return peak * warm * min(1.0, (1.0 - progress) / cooldown)
-    if warmup == 0:
-        return peak
-    return peak * min(warm, math.sqrt(warmup / step))
-
-
-def budget_progress(step: int, elapsed_s: float, epochs: float, cfg: TrainConfig) -> float:
-    """The spent fraction of the run's budget: the largest over the limits that are set (0 if none).
-
-    `epochs` counts fractionally (2.5 = halfway through the third epoch).
-    """
-    fractions = [0.0]
-    if cfg.max_steps > 0:
-        fractions.append(step / cfg.max_steps)
-    if cfg.max_minutes > 0:
-        fractions.append(elapsed_s / (cfg.max_minutes * 60))
-    if cfg.max_epochs > 0:
-        fractions.append(epochs / cfg.max_epochs)
-    return max(fractions)
 
 
 def _done(state: TrainState, cfg: Config) -> bool:
@@ -188,26 +153,6 @@ def prepare(paths: TrainPaths, cfg: Config, log, d: ddp.Dist = ddp.Dist()) -> Ru
                valid_pairs, valid_refs, state)  # fmt: skip
 
 
-def auto_batch_tokens(objective, device, amp, data: TokenCorpus, cfg: Config, d: ddp.Dist, log) -> int:
-    """--batch-tokens auto: on CUDA, 80% of the largest batch that fits (probed on rank 0, the same
-    for every rank) times processes and shares; elsewhere the default."""
-    t = cfg.train
-    default = TrainConfig.__dataclass_fields__["batch_tokens"].default
-    if device.type != "cuda":
-        log(f"batch_tokens auto probes GPU memory; on {device} it is the default, {default}")
-        return default
-    found = 0
-    if d.main:
-        longest = int(max(data.src_lens.max(), data.tgt_lens.max() + 1))
-        found = probe_batch_tokens(objective, device, amp, longest, cfg.model.tgt_vocab_size)
-        if found == 0:
-            raise MtError(f"not even 1024 tokens of the longest pairs fit on {device}; lower train.max_len")
-    found = ddp.broadcast(found, d)
-    tokens = int(found * 0.8) * d.world * t.accumulate
-    log(f"batch_tokens auto: {found} tokens fit one {device} process; using {tokens} per global batch")
-    return tokens
-
-
 def shares(batch: np.ndarray, n: int) -> list[np.ndarray]:
     """A global batch cut into n disjoint shares of nearly equal size (some empty if it is tiny)."""
     return [batch[i::n] for i in range(n)]
@@ -253,27 +198,6 @@ def train_step(run: Run, batch: np.ndarray, progress: float = 0.0, stop: bool = 
             ema_update(run.ema, run.model, t.ema_decay)
     run.optimizer.zero_grad(set_to_none=True)
     return loss_sum, n_tokens, lr, norm, stops > 0
-
-
-class CompiledOrEager(torch.nn.Module):
-    """torch.compile(module), or the module itself when compiling fails on first use: a missing
-    compiler or an unsupported graph costs speed, never the run."""
-
-    def __init__(self, module: torch.nn.Module, log) -> None:
-        super().__init__()
-        self.module, self.log = module, log
-        self.compiled: Any = torch.compile(module)
-
-    def forward(self, *args):
-        if self.compiled is not None:
-            try:
-                return self.compiled(*args)
-            except Exception as e:  # inductor and dynamo raise many types
-                self.compiled = None
-                self.log(
-                    f"torch.compile failed ({type(e).__name__}: {str(e).splitlines()[0][:200]}); training without it"
-                )
-        return self.module(*args)
 
 
 def ema_update(ema: torch.nn.Module, model: torch.nn.Module, decay: float) -> None:

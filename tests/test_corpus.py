@@ -9,7 +9,8 @@ import json
 import numpy as np
 import pytest
 
-from mt_cli.corpus import Source, TokenCorpus, build_cache, read_pairs, text_dataset
+from mt_cli.cache import TokenCorpus, build_cache
+from mt_cli.corpus import Source, read_pairs, text_dataset
 from mt_cli.errors import MtError
 
 SRC = ["Ein Hund läuft.", 'Er sagt "hallo", dann geht er.', "Zwei\tKatzen?", "", "Ein Haus."]

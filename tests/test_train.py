@@ -13,8 +13,9 @@ from mt_cli.data import Pairs, collate
 from mt_cli.errors import MtError
 from mt_cli.loss import label_smoothed_loss, output_layer_loss
 from mt_cli.model import build_model
+from mt_cli.schedule import budget_progress, lr_at
 from mt_cli.search import translate_ids
-from mt_cli.train import TrainPaths, budget_progress, lr_at, train
+from mt_cli.train import TrainPaths, train
 
 
 def test_lr_warms_up_linearly_to_its_peak_then_decays_as_inverse_square_root():
