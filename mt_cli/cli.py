@@ -146,6 +146,9 @@ def train(
     on_bad_utf8: Annotated[
         str | None, typer.Option(help="Bytes that are not UTF-8: error (default), skip the pair, or replace.")
     ] = None,
+    tensorboard: Annotated[
+        bool, typer.Option("--tensorboard", help="Also write TensorBoard events to OUT/tensorboard.")
+    ] = False,
     set_: Annotated[
         list[str] | None, typer.Option("--set", help="Override any field: --set model.dropout=0 (repeatable).")
     ] = None,
@@ -176,6 +179,7 @@ def train(
         "save_every": save_every,
         "max_len": max_len,
         "long_pairs": long_pairs,
+        "tensorboard": tensorboard or None,
     }
     options = {"train": {k: v for k, v in given.items() if v is not None}}
     cfg = build_config(preset, config, options, set_)
@@ -223,7 +227,9 @@ def translate(
 @friendly
 def evaluate(
     ref: Annotated[list[Path], typer.Option(help="Reference file; repeat for several references.")],
-    hyp: Annotated[Path | None, typer.Option(help="Hypothesis file (system output).")] = None,
+    hyp: Annotated[
+        list[Path] | None, typer.Option(help="Hypothesis file (system output); repeat with --significance.")
+    ] = None,
     checkpoint: Annotated[Path | None, typer.Option(help="Translate --src with this model first.")] = None,
     src: Annotated[Path | None, typer.Option(help="Source file, with --checkpoint.")] = None,
     metrics: Annotated[str, typer.Option(help="Comma-separated: bleu, chrf, ter.")] = "bleu,chrf",
@@ -231,16 +237,64 @@ def evaluate(
     beam: Annotated[int | None, typer.Option(help="Beam size, with --checkpoint.")] = None,
     device: Device = "auto",
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    significance: Annotated[
+        bool, typer.Option("--significance", help="Paired bootstrap: does each later --hyp beat the first?")
+    ] = False,
 ) -> None:
     """Score hypotheses against references with sacrebleu (BLEU, chrF; TER via --metrics)."""
-    from mt_cli.evaluate import evaluate_run, format_report
+    from mt_cli.evaluate import evaluate_run, format_report, format_significance, paired_bootstrap
 
+    if significance:
+        result = paired_bootstrap(hyp or [], ref, tokenize)
+        typer.echo(json.dumps(result) if as_json else format_significance(result))
+        return
+    if hyp is not None and len(hyp) > 1:
+        raise MtError("several --hyp files are compared with --significance")
     chosen = tuple(m.strip() for m in metrics.split(",") if m.strip())
-    result = evaluate_run(hyp, ref, checkpoint, src, chosen, tokenize, beam, device)
+    result = evaluate_run(hyp[0] if hyp else None, ref, checkpoint, src, chosen, tokenize, beam, device)
     if as_json:
         typer.echo(json.dumps({k: v for k, v in result.items() if k != "text"}))
     else:
         typer.echo(format_report(result))
+
+
+@app.command()
+@friendly
+def attention(
+    checkpoint: Annotated[Path, typer.Option(help="A checkpoint written by `mt train`.")],
+    src: Annotated[str, typer.Option(help="The source sentence.")],
+    out: Annotated[Path, typer.Option(help="Folder for the PNG files.")],
+    tgt: Annotated[str | None, typer.Option(help="A reference translation; default: the model's own.")] = None,
+) -> None:
+    """Draw attention heat maps, every layer and head: encoder, decoder self- and encoder-decoder attention."""
+    from mt_cli.heatmap import attention_figures
+
+    for path in attention_figures(checkpoint, src, tgt, out):
+        err(f"wrote {path}")
+
+
+@app.command()
+@friendly
+def plot(
+    runs: Annotated[list[Path], typer.Argument(help="Run folders (the --out of mt train); several overlay.")],
+    out: Annotated[Path, typer.Option(help="The PNG file to write.")],
+) -> None:
+    """Draw training loss, validation loss, validation BLEU and learning rate against step."""
+    from mt_cli.plot import draw_curves
+
+    err(f"wrote {draw_curves(runs, out)}")
+
+
+@app.command()
+@friendly
+def report(
+    run: Annotated[Path, typer.Argument(help="A run folder (the --out of mt train).")],
+    out: Annotated[Path, typer.Option(help="The Markdown file to write; the curves go beside it.")],
+) -> None:
+    """Write a Markdown report of a run: scores, training, data, environment, curves, config."""
+    from mt_cli.report import write_report
+
+    err(f"wrote {write_report(run, out)}")
 
 
 @app.command("tune-decoding")

@@ -123,6 +123,7 @@ class TrainConfig:
     # summed over them, so the update does not depend on how many processes or shares there are.
     accumulate: int = 1
     workers: int = 1  # processes that tokenize the corpus into its cache
+    tensorboard: bool = False  # also write TensorBoard events to RUN/tensorboard (pip install tensorboard)
     compile: bool = False  # torch.compile the model for training (falls back to eager if compiling fails)
     dist_timeout_s: float = 1800.0  # under torchrun: how long a rank waits for the others before giving up
     doctor: bool = True  # log `mt doctor`'s warnings about the data before training

@@ -116,3 +116,51 @@ def tune_decoding(
         ckpt.config = dataclasses.replace(ckpt.config, decode=best)
         checkpoint.save_checkpoint(out, ckpt)
     return rows
+
+
+def paired_bootstrap(
+    hyp_paths: list[Path], ref_paths: list[Path], tokenize: str | None = None, samples: int = 1000
+) -> dict[str, Any]:
+    """BLEU of each system against the first (the baseline), with sacrebleu's paired bootstrap
+    resampling: p is the chance that the difference is luck, given these test sentences."""
+    from sacrebleu.significance import PairedTest
+
+    if len(hyp_paths) < 2:
+        raise MtError("--significance compares systems: give --hyp BASELINE --hyp SYSTEM (or more)")
+    hyps = [read_lines(p) for p in hyp_paths]
+    refs = [read_lines(p) for p in ref_paths]
+    for path, hyp in zip(hyp_paths, hyps):
+        for ref_path, ref in zip(ref_paths, refs):
+            check_aligned(path, hyp, ref_path, ref)
+    metric = BLEU(tokenize=tokenize or bleu_tokenizer(refs[0]))
+    named = [(str(p), h) for p, h in zip(hyp_paths, hyps)]
+    signatures, scores = PairedTest(named, {"BLEU": metric}, refs, test_type="bs", n_samples=samples)()
+    base, *others = scores["BLEU"]
+    systems = [
+        {"system": name, "bleu": r.score, "mean": r.mean, "ci": r.ci, "p_value": r.p_value,
+         "better": r.score > base.score and r.p_value < 0.05}
+        for (name, _), r in zip(named[1:], others)
+    ]  # fmt: skip
+    return {
+        "baseline": {"system": named[0][0], "bleu": base.score, "mean": base.mean, "ci": base.ci},
+        "systems": systems,
+        "signature": str(signatures["BLEU"]),
+    }
+
+
+def format_significance(result: dict[str, Any]) -> str:
+    b = result["baseline"]
+    lines = [f"baseline {b['system']}: BLEU {b['bleu']:.2f} (mean {b['mean']:.2f} ± {b['ci']:.2f})"]
+    for s in result["systems"]:
+        # sacrebleu's p for two identical outputs is 1/(samples+1), not 1: equal scores are never a win.
+        if s["better"]:
+            verdict = "better than the baseline"
+        elif s["p_value"] < 0.05 and s["bleu"] < b["bleu"]:
+            verdict = "worse than the baseline"
+        else:
+            verdict = "not significantly different from the baseline"
+        lines.append(
+            f"{s['system']}: BLEU {s['bleu']:.2f} (mean {s['mean']:.2f} ± {s['ci']:.2f}), p = {s['p_value']:.4f}: "
+            f"{verdict} (paired bootstrap; significant at p < 0.05)"
+        )
+    return "\n".join(lines + [f"({result['signature']})"])

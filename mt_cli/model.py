@@ -59,19 +59,26 @@ def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool
     """
     if not (q.dtype == torch.bfloat16 and q.device.type == "cpu"):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=causal)
-    scores = q @ k.transpose(-1, -2) * q.size(-1) ** -0.5  # (B, H, Tq, Tk)
-    if causal:
-        mask = torch.ones(scores.shape[-2:], dtype=torch.bool, device=q.device).tril()
+    probs = attention_probs(q, k, mask, causal)
+    return (F.dropout(probs, dropout) if dropout > 0 else probs) @ v
+
+
+def attention_probs(q: Tensor, k: Tensor, mask: Tensor | None, causal: bool) -> Tensor:
+    """softmax(Q K^T / sqrt(d_k)) with masked keys at 0: (B, H, Tq, D/H), (B, H, Tk, D/H) -> (B, H, Tq, Tk)."""
+    scores = q @ k.transpose(-1, -2) * q.size(-1) ** -0.5
+    if causal:  # query i sees keys 0..i; with a cache the queries are the last Tq positions
+        tq, tk = scores.shape[-2:]
+        mask = torch.ones(tq, tk, dtype=torch.bool, device=q.device).tril(tk - tq)
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
-    probs = F.dropout(scores.softmax(dim=-1), dropout) if dropout > 0 else scores.softmax(dim=-1)
-    return probs @ v
+    return scores.softmax(dim=-1)
 
 
 class MultiHeadAttention(nn.Module):
     def __init__(self, d_model: int, n_heads: int, dropout: float) -> None:
         super().__init__()
         self.n_heads, self.head_dim, self.dropout = n_heads, d_model // n_heads, dropout
+        self.record: list[Tensor] | None = None  # set to a list to keep each call's probabilities (heat maps)
         self.q_proj = nn.Linear(d_model, d_model)
         self.k_proj = nn.Linear(d_model, d_model)
         self.v_proj = nn.Linear(d_model, d_model)
@@ -93,7 +100,12 @@ class MultiHeadAttention(nn.Module):
             # The beams of one sentence share its encoder keys/values: attend as one sentence with
             # group * Tq queries. (N, H, Tq, D/H) -> (N/G, H, G*Tq, D/H)
             q = q.view(-1, group, h, t, dh).transpose(1, 2).reshape(-1, h, group * t, dh)
-        out = attention(q, k, v, mask, causal, self.dropout if self.training else 0.0)
+        if self.record is not None:  # the same computation, with the probabilities kept
+            probs = attention_probs(q, k, mask, causal)
+            self.record.append(probs.detach())
+            out = probs @ v
+        else:
+            out = attention(q, k, v, mask, causal, self.dropout if self.training else 0.0)
         if group > 1:
             out = out.view(-1, h, group, t, dh).transpose(1, 2).reshape(n, h, t, dh)
         # (B, H, Tq, D/H) -> (B, Tq, D)

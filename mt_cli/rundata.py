@@ -144,3 +144,35 @@ def make_paths(
             raise MtError(f"no {split} data: give --{split}-src and --{split}-tgt, --{split} TABLE, or --dataset NAME")
     return TrainPaths(files.get("train_src"), files.get("train_tgt"), files.get("valid_src"), files.get("valid_tgt"),
                       out, tokenizer, sources["train"], sources["valid"], cache)  # fmt: skip
+
+
+def write_run_info(
+    paths: TrainPaths, sources: dict, fingerprints: dict, train_data, valid_pairs, device, d, amp
+) -> None:
+    """RUN/run.json: the data and the environment of the run, for `mt report`."""
+    import json
+    import platform
+
+    import torch
+
+    from mt_cli import __version__
+    from mt_cli.files import atomic_write_text
+
+    data = {
+        "train": {"source": sources["train"].describe(), "fingerprint": fingerprints["train"],
+                  "pairs": len(train_data), "left_out": {k: v for k, v in train_data.counts.items() if v}},
+        "valid": {"source": sources["valid"].describe(), "fingerprint": fingerprints["valid"],
+                  "pairs": len(valid_pairs)},
+    }  # fmt: skip
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or platform.machine()
+    environment = {
+        "mt": __version__,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "platform": platform.platform(),
+        "device": f"{device} ({name})",
+        "processes": d.world,
+        "threads per process": torch.get_num_threads(),
+        "autocast": str(amp) if amp else "off (fp32)",
+    }
+    atomic_write_text(paths.out / "run.json", json.dumps({"data": data, "environment": environment}, indent=1) + "\n")

@@ -34,7 +34,15 @@ from mt_cli.files import atomic_write_text
 from mt_cli.loss import TranslationLoss
 from mt_cli.model import Transformer, build_model
 from mt_cli.progress import TrainProgress
-from mt_cli.rundata import TrainPaths, check_first, get_tokenizer, load_train_data, load_valid_data, wait_for_path
+from mt_cli.rundata import (
+    TrainPaths,
+    check_first,
+    get_tokenizer,
+    load_train_data,
+    load_valid_data,
+    wait_for_path,
+    write_run_info,
+)
 from mt_cli.runstate import (
     TrainState,
     check_data,
@@ -134,6 +142,7 @@ def prepare(paths: TrainPaths, cfg: Config, log, d: ddp.Dist = ddp.Dist()) -> Ru
         if dropped := trim_log(paths.out / "log.jsonl", state.step):
             log(f"{paths.out / 'log.jsonl'}: dropped {dropped} entries past step {state.step}, which will be redone")
         atomic_write_text(paths.out / "config.yaml", to_yaml(cfg))
+        write_run_info(paths, sources, fingerprints, train_data, valid_pairs, device, d, amp)
     objective = TranslationLoss(model, t.label_smoothing)
     if t.batch_tokens == 0:
         cfg = replace(
@@ -323,6 +332,15 @@ def train_loop(run: Run, record, progress: TrainProgress, stop: StopSignals | No
     return True
 
 
+def tensorboard_writer(out: Path):
+    """TensorBoard events in RUN/tensorboard, through torch's writer (which needs `tensorboard`)."""
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:
+        raise MtError("--tensorboard needs the tensorboard package: pip install tensorboard") from None
+    return SummaryWriter(str(out / "tensorboard"))
+
+
 class StopSignals:
     """SIGINT (Ctrl-C) and SIGTERM ask training to stop after the current step, which is then saved
     whole; a second signal stops at once, saving nothing. Handlers can only be set from the main
@@ -364,10 +382,18 @@ def _train(paths: TrainPaths, cfg: Config, log, d: ddp.Dist) -> TrainState:
     last = paths.out / "last.pt"
     log_path = paths.out / "log.jsonl" if d.main else Path(os.devnull)
     with open(log_path, "a", encoding="utf-8") as log_file, TrainProgress(run.cfg, enabled=d.main) as progress:
+        board = tensorboard_writer(paths.out) if run.cfg.train.tensorboard and d.main else None
 
         def record(entry: dict[str, Any]) -> None:
             log_file.write(json.dumps(entry) + "\n")
             log_file.flush()
+            if board is not None:
+                for key, value in entry.items():
+                    if key != "step" and isinstance(value, (int, float)):
+                        board.add_scalar(
+                            ("valid/" if key.startswith("valid") else "train/") + key, value, entry["step"]
+                        )
+                board.flush()
 
         with StopSignals() as stop:
             try:
