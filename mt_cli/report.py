@@ -30,10 +30,10 @@ def _training(entries: list[dict[str, Any]]) -> list[str]:
         return ["No training steps logged yet."]
     last = train[-1]
     lines = [
-        f"- steps: {last['step']}, epochs begun: {last['epoch']}",
-        f"- training time: {last['elapsed_s'] / 60:.1f} min (validation excluded)",
+        f"- steps: {max(e['step'] for e in entries)}, epochs begun: {last['epoch']}",
+        f"- training time: {last['elapsed_s'] / 60:.1f} min to step {last['step']} (validation excluded)",
         f"- throughput: median {statistics.median(e['tokens_per_s'] for e in train):,.0f} target tokens/s",
-        f"- final training loss {last['loss']:.3f}, learning rate {last['lr']:.2e}",
+        f"- last logged training loss {last['loss']:.3f}, learning rate {last['lr']:.2e} (step {last['step']})",
     ]
     if all("mfu" in e for e in train):
         lines.append(f"- model FLOPs utilisation: median {100 * statistics.median(e['mfu'] for e in train):.1f}%")
