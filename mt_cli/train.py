@@ -332,13 +332,15 @@ def train_loop(run: Run, record, progress: TrainProgress, stop: StopSignals | No
     return True
 
 
-def tensorboard_writer(out: Path):
-    """TensorBoard events in RUN/tensorboard, through torch's writer (which needs `tensorboard`)."""
+def tensorboard_writer(out: Path, resumed_at: int):
+    """TensorBoard events in RUN/tensorboard, through torch's writer (which needs `tensorboard`).
+
+    On resume, events past the resumed step are purged, as log.jsonl's entries are: they are redone."""
     try:
         from torch.utils.tensorboard import SummaryWriter
     except ImportError:
         raise MtError("--tensorboard needs the tensorboard package: pip install tensorboard") from None
-    return SummaryWriter(str(out / "tensorboard"))
+    return SummaryWriter(str(out / "tensorboard"), purge_step=resumed_at + 1 if resumed_at else None)
 
 
 class StopSignals:
@@ -382,7 +384,7 @@ def _train(paths: TrainPaths, cfg: Config, log, d: ddp.Dist) -> TrainState:
     last = paths.out / "last.pt"
     log_path = paths.out / "log.jsonl" if d.main else Path(os.devnull)
     with open(log_path, "a", encoding="utf-8") as log_file, TrainProgress(run.cfg, enabled=d.main) as progress:
-        board = tensorboard_writer(paths.out) if run.cfg.train.tensorboard and d.main else None
+        board = tensorboard_writer(paths.out, run.state.step) if run.cfg.train.tensorboard and d.main else None
 
         def record(entry: dict[str, Any]) -> None:
             log_file.write(json.dumps(entry) + "\n")

@@ -144,3 +144,15 @@ def test_tensorboard_events_hold_the_logged_scalars(corpus_files, tmp_path):
     logged = [e["loss"] for e in map(json.loads, (run / "log.jsonl").read_text().splitlines()) if "loss" in e]
     assert losses == pytest.approx(logged) and len(losses) == 2
     assert [e.step for e in events.Scalars("valid/valid_bleu")] == [4]
+    # Continued to step 6, then put back to the step-4 last.pt, as a kill before the step-6 save
+    # would leave it: the resumed run redoes steps 5-6, and their first events are purged.
+    step4 = (run / "last.pt").read_bytes()
+    cfg6 = build_config("tiny", options={"tokenizer": {"vocab_size": 100},
+                                         "train": {"max_steps": 6, "log_every": 2, "tensorboard": True}})  # fmt: skip
+    paths = TrainPaths(f["train_src"], f["train_tgt"], f["valid_src"], f["valid_tgt"], run)
+    train(paths, cfg6, log=lambda m: None)
+    (run / "last.pt").write_bytes(step4)
+    train(paths, cfg6, log=lambda m: None)
+    events = EventAccumulator(str(run / "tensorboard"))
+    events.Reload()
+    assert [e.step for e in events.Scalars("train/loss")] == [2, 4, 6]
