@@ -3,11 +3,16 @@ and the validation pairs. Under torchrun rank 0 makes each of them and the other
 
 from __future__ import annotations
 
+import json
 import os
+import platform
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
+
+from mt_cli import __version__
 from mt_cli import distributed as ddp
 from mt_cli.cache import TokenCorpus, build_cache, wait_for_cache
 from mt_cli.config import Config, TrainConfig
@@ -15,7 +20,7 @@ from mt_cli.corpus import Source, read_pairs, sample_texts
 from mt_cli.data import Pairs
 from mt_cli.doctor import preflight
 from mt_cli.errors import MtError
-from mt_cli.files import temp_dir
+from mt_cli.files import atomic_write_text, temp_dir
 from mt_cli.tokenizer import Tokenizer, train_tokenizer
 
 TOKENIZER_SAMPLE = 1_000_000  # pairs; SentencePiece reads at most 2 million sentences anyway
@@ -150,14 +155,6 @@ def write_run_info(
     paths: TrainPaths, sources: dict, fingerprints: dict, train_data, valid_pairs, device, d, amp
 ) -> None:
     """RUN/run.json: the data and the environment of the run, for `mt report`."""
-    import json
-    import platform
-
-    import torch
-
-    from mt_cli import __version__
-    from mt_cli.files import atomic_write_text
-
     data = {
         "train": {"source": sources["train"].describe(), "fingerprint": fingerprints["train"],
                   "pairs": len(train_data), "left_out": {k: v for k, v in train_data.counts.items() if v}},
