@@ -228,16 +228,6 @@ TRAINERS = {
 }
 
 
-def linear_flops_per_step(model: torch.nn.Module, n_src: int, n_tgt: int, ckpt) -> float:
-    """mt's model FLOPs formula (mt_cli.throughput), on Marian's layers as on mt's."""
-    if hasattr(model, "output_projection"):
-        return linear_flops(model, n_src, n_tgt)
-    enc = sum(m.weight.numel() for m in model.encoder.modules() if isinstance(m, torch.nn.Linear))  # MarianModel
-    dec = sum(m.weight.numel() for m in model.decoder.modules() if isinstance(m, torch.nn.Linear))
-    out = ckpt.config.model.d_model * ckpt.config.model.tgt_vocab_size
-    return 6.0 * (enc * n_src + (dec + out) * n_tgt)
-
-
 class Trainer:
     """One system at one precision: a fresh model, fused AdamW, and the time and tokens of its steps."""
 
@@ -261,7 +251,8 @@ class Trainer:
             n_tgt, n_src = int((tgt_out != PAD).sum()), int((src != PAD).sum())
             self.tokens += n_tgt
             model = self.model if self.name == "mt" else self.model.model
-            self.flops += linear_flops_per_step(model, n_src, n_tgt, self.ckpt)
+            m = self.ckpt.config.model  # the output layer is d_model x vocab in both systems
+            self.flops += linear_flops(model, n_src, n_tgt, out=m.d_model * m.tgt_vocab_size)
 
 
 def training_rows(args, ckpt) -> tuple[list[dict], dict[str, float]]:

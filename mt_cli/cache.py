@@ -15,19 +15,17 @@ from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from itertools import islice
 from pathlib import Path
 
 import numpy as np
 
-from mt_cli.corpus import Source, fingerprint, text_dataset
+from mt_cli.corpus import CHUNK, Source, decoded, fingerprint, raw_chunks
 from mt_cli.errors import MtError
 from mt_cli.files import temp_dir
-from mt_cli.text import BAD_UTF8_FIX, clean_line, open_bytes
+from mt_cli.text import BAD_UTF8_FIX
 from mt_cli.tokenizer import Tokenizer
 
 CACHE_FORMAT = 2  # bump when the cached columns or layout change
-CHUNK = 20_000  # pairs per task: large enough that the Arrow file has few record batches
 
 
 def _features():
@@ -39,35 +37,6 @@ def _features():
     return Features(
         {"src_ids": ids, "tgt_ids": ids, "src_len": n, "tgt_len": n, "empty": flag, "bad": flag, "line": Value("int64")}
     )
-
-
-def _raw_chunks(source: Source, progress) -> Iterator[tuple[list, list, int]]:
-    """(source lines, target lines, first line number) in chunks: raw bytes from text files,
-    cleaned strings from a table or dataset. Decoding and tokenizing happen in the workers."""
-    if source.src is None:
-        ds = text_dataset(source)
-        for start in range(0, len(ds), CHUNK):
-            rows = ds[start : start + CHUNK]
-            progress(start + len(rows["src"]), len(ds))
-            yield rows["src"], rows["tgt"], start + 1
-        return
-    src, tgt = Path(source.src), Path(source.tgt)
-    total = 0 if src.suffix == ".gz" else src.stat().st_size  # a .gz file's position is not its size's
-    n = 0
-    with open_bytes(src) as fs, open_bytes(tgt) as ft:
-        while True:
-            s, t = list(islice(fs, CHUNK)), list(islice(ft, CHUNK))
-            if len(s) != len(t):
-                n_src = n + len(s) + sum(1 for _ in fs)
-                n_tgt = n + len(t) + sum(1 for _ in ft)
-                raise MtError(f"{src} has {n_src} lines but {tgt} has {n_tgt}; the files must be line-aligned")
-            if not s:
-                return
-            yield s, t, n + 1
-            n += len(s)
-            progress(
-                fs.tell() if hasattr(fs, "tell") and src.suffix != ".gz" else n, total if src.suffix != ".gz" else 0
-            )
 
 
 _WORKER_TOKENIZER: Tokenizer | None = None
@@ -83,21 +52,8 @@ def _encode_chunk(chunk: tuple[list, list, int]):
     import pyarrow as pa
 
     src_raw, tgt_raw, first = chunk
-    bad = [False] * len(src_raw)
-
-    def text(lines: list) -> list[str]:
-        out = []
-        for i, line in enumerate(lines):
-            if isinstance(line, bytes):
-                try:
-                    line = line.decode("utf-8")
-                except UnicodeDecodeError:
-                    line, bad[i] = line.decode("utf-8", errors="replace"), True
-                line = clean_line(line, first=first + i == 1)
-            out.append(line)
-        return out
-
-    src, tgt = text(src_raw), text(tgt_raw)
+    bad: set[int] = set()
+    src, tgt = decoded(src_raw, first, bad), decoded(tgt_raw, first, bad)
     tok = _WORKER_TOKENIZER
     src_ids, tgt_ids = tok.encode_src(src), tok.encode_tgt(tgt)
     columns = {
@@ -106,7 +62,7 @@ def _encode_chunk(chunk: tuple[list, list, int]):
         "src_len": pa.array([len(x) for x in src_ids], pa.int32()),
         "tgt_len": pa.array([len(x) for x in tgt_ids], pa.int32()),
         "empty": pa.array([not a.strip() or not b.strip() for a, b in zip(src, tgt)]),
-        "bad": pa.array(bad),
+        "bad": pa.array([first + i in bad for i in range(len(src))]),
         "line": pa.array(range(first, first + len(src)), pa.int64()),
     }
     return pa.RecordBatch.from_pydict(columns)
@@ -174,7 +130,7 @@ def build_cache(
         log(f"{source.describe()}: tokenizing into {final} ({workers} worker(s))")
         writer = ArrowWriter(features=_features(), path=str(work / "data.arrow"), writer_batch_size=CHUNK)
         pairs = 0
-        for batch in _encoded(_raw_chunks(source, progress), tokenizer, workers, log):
+        for batch in _encoded(raw_chunks(source, progress), tokenizer, workers, log):
             writer.write_table(pa.Table.from_batches([batch]))
             pairs += batch.num_rows
         writer.finalize()
@@ -235,8 +191,9 @@ class TokenCorpus:
     def take(self, indices) -> tuple[list[list[int]], list[list[int]]]:
         """Source and target ids of the given pairs (positions among the kept rows)."""
         got = self.ds[self.rows[np.asarray(indices)]]  # rows as a numpy index: one Arrow take
-        src, tgt = got["src_ids"], got["tgt_ids"]
-        if self.max_len:
-            src = [s if len(s) <= self.max_len else s[: self.max_len - 1] + s[-1:] for s in src]
-            tgt = [t[: self.max_len - 1] for t in tgt]
-        return src, tgt
+        if self.max_len:  # --long-pairs truncate
+            from mt_cli.data import limit_length  # here, not above: tokenizing workers import this module without torch
+
+            cut = limit_length(got["src_ids"], got["tgt_ids"], self.max_len, "truncate")
+            return cut.src, cut.tgt
+        return got["src_ids"], got["tgt_ids"]

@@ -74,11 +74,11 @@ def tokenizer_train(
 
 def parse_batch_tokens(value: str | None) -> int | None:
     """--batch-tokens N, or auto (stored as 0)."""
-    if value is None or value == "auto":
-        return None if value is None else 0
-    if not value.isdigit():
+    if value == "auto":
+        return 0
+    if value is not None and not value.isdigit():
         raise MtError(f"--batch-tokens {value!r}: expected a number of tokens or auto")
-    return int(value)
+    return int(value) if value is not None else None
 
 
 TextFile = Annotated[Path | None, typer.Option(help="A UTF-8 text file, one sentence per line (.gz too).")]

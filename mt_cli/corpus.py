@@ -12,13 +12,14 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from itertools import zip_longest
+from itertools import count, islice
 from pathlib import Path
 from typing import Any
 
 from mt_cli.errors import MtError
 from mt_cli.text import BAD_UTF8_FIX, clean_line, iter_text_lines, open_bytes
 
+CHUNK = 20_000  # pairs per chunk: large enough that the cached Arrow file has few record batches
 TABLE_BUILDERS = {".tsv": "csv", ".csv": "csv", ".jsonl": "json", ".json": "json", ".parquet": "parquet"}
 
 
@@ -83,23 +84,6 @@ def fingerprint(source: Source) -> str:
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
 
-def _text_pairs(src: Path, tgt: Path) -> Iterator[dict[str, Any]]:
-    """Lines of two files in step; bad bytes replaced and flagged (the policy is applied later)."""
-    bad: list[int] = []
-    n_src = n_tgt = 0
-    with open_bytes(src) as fs, open_bytes(tgt) as ft:
-        lines = zip_longest(
-            iter_text_lines(fs, str(src), "replace", bad), iter_text_lines(ft, str(tgt), "replace", bad)
-        )
-        for n, (s, t) in enumerate(lines, start=1):
-            n_src, n_tgt = n_src + (s is not None), n_tgt + (t is not None)
-            if s is not None and t is not None and n_src == n_tgt == n:
-                yield {"src": s, "tgt": t, "line": n, "bad": bool(bad)}
-            bad.clear()
-    if n_src != n_tgt:
-        raise MtError(f"{src} has {n_src} lines but {tgt} has {n_tgt}; the files must be line-aligned")
-
-
 def _load_dataset(source: Source):
     import datasets
 
@@ -131,21 +115,56 @@ def _columns(ds, source: Source) -> tuple[str | None, str, str]:
 
 
 def text_dataset(source: Source):
-    """A table or dataset source as a `datasets.Dataset` with columns src and tgt (cleaned text)
-    and line (1-based row). Text files are read by `_raw_chunks` instead (see the module note)."""
+    """A table or dataset source as a `datasets.Dataset` with columns src and tgt (cleaned text).
+    Text files are read by `raw_chunks` instead (see the module note)."""
     ds = _load_dataset(source)
     column, src_key, tgt_key = _columns(ds, source)
 
-    def pick(batch: dict[str, list], indices: list[int]) -> dict[str, list]:
+    def pick(batch: dict[str, list]) -> dict[str, list]:
         src = [t[src_key] for t in batch[column]] if column else batch[src_key]
         tgt = [t[tgt_key] for t in batch[column]] if column else batch[tgt_key]
-        return {
-            "src": [clean_line(s or "") for s in src],
-            "tgt": [clean_line(t or "") for t in tgt],
-            "line": [i + 1 for i in indices],
-        }
+        return {"src": [clean_line(s or "") for s in src], "tgt": [clean_line(t or "") for t in tgt]}
 
-    return ds.map(pick, batched=True, with_indices=True, remove_columns=ds.column_names, desc="reading")
+    return ds.map(pick, batched=True, remove_columns=ds.column_names, desc="reading")
+
+
+def raw_chunks(source: Source, progress) -> Iterator[tuple[list, list, int]]:
+    """(source lines, target lines, first line number) in chunks: raw bytes from text files,
+    cleaned strings from a table or dataset; `decoded` turns either into text. The cache's
+    workers decode and tokenize the chunks, so the reading process only reads."""
+    if source.src is None:
+        ds = text_dataset(source)
+        for start in range(0, len(ds), CHUNK):
+            rows = ds[start : start + CHUNK]
+            progress(start + len(rows["src"]), len(ds))
+            yield rows["src"], rows["tgt"], start + 1
+        return
+    src, tgt = Path(source.src), Path(source.tgt)
+    total = 0 if src.suffix == ".gz" else src.stat().st_size  # a .gz file's position is not its size's
+    n = 0
+    with open_bytes(src) as fs, open_bytes(tgt) as ft:
+        while True:
+            s, t = list(islice(fs, CHUNK)), list(islice(ft, CHUNK))
+            if len(s) != len(t):
+                n_src = n + len(s) + sum(1 for _ in fs)
+                n_tgt = n + len(t) + sum(1 for _ in ft)
+                raise MtError(f"{src} has {n_src} lines but {tgt} has {n_tgt}; the files must be line-aligned")
+            if not s:
+                return
+            yield s, t, n + 1
+            n += len(s)
+            progress(fs.tell() if total else n, total)
+
+
+def decoded(lines: list, first: int, bad: set[int]) -> list[str]:
+    """A chunk's lines as text: bytes decoded and cleaned as everywhere, with the line numbers of
+    bytes that are not UTF-8 (replaced by U+FFFD) added to `bad`; table text as it is."""
+    if not lines or isinstance(lines[0], str):
+        return lines
+    found: list[int] = []
+    text = list(iter_text_lines(lines, "", "replace", found, start=first))
+    bad.update(found)
+    return text
 
 
 def read_pairs(source: Source, on_bad_utf8: str):
@@ -169,22 +188,19 @@ def sample_texts(source: Source, n: int, seed: int, on_bad_utf8: str) -> tuple[l
 
     rng = random.Random(seed)
     picked: list[tuple[str, str]] = []
-    if source.src is not None:
-        pairs = ((p["src"], p["tgt"], p["bad"], p["line"]) for p in _text_pairs(Path(source.src), Path(source.tgt)))
-    else:
-        texts = text_dataset(source)
-        pairs = ((s, t, False, 0) for s, t in zip(texts["src"], texts["tgt"]))
     seen = 0
-    for s, t, bad, line in pairs:
-        if bad and on_bad_utf8 == "error":
-            raise MtError(f"{source.describe()}: line {line}: not valid UTF-8; {BAD_UTF8_FIX}")
-        if not s.strip() or not t.strip() or (bad and on_bad_utf8 == "skip"):
-            continue
-        seen += 1
-        if len(picked) < n:  # reservoir sampling: every pair has the same chance, in one pass
-            picked.append((s, t))
-        elif (j := rng.randrange(seen)) < n:
-            picked[j] = (s, t)
+    for src_raw, tgt_raw, first in raw_chunks(source, lambda done, total: None):
+        bad: set[int] = set()
+        for line, s, t in zip(count(first), decoded(src_raw, first, bad), decoded(tgt_raw, first, bad)):
+            if line in bad and on_bad_utf8 == "error":
+                raise MtError(f"{source.describe()}: line {line}: not valid UTF-8; {BAD_UTF8_FIX}")
+            if not s.strip() or not t.strip() or (line in bad and on_bad_utf8 == "skip"):
+                continue
+            seen += 1
+            if len(picked) < n:  # reservoir sampling: every pair has the same chance, in one pass
+                picked.append((s, t))
+            elif (j := rng.randrange(seen)) < n:
+                picked[j] = (s, t)
     if not picked:
         raise MtError(f"{source.describe()}: no sentence pairs with text on both sides")
     return [s for s, _ in picked], [t for _, t in picked]

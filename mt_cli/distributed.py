@@ -17,6 +17,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from mt_cli.config import TrainConfig
 from mt_cli.errors import MtError
 
 
@@ -25,7 +26,7 @@ class Dist:
     rank: int = 0
     world: int = 1
     local_rank: int = 0
-    timeout_s: float = 1800.0
+    timeout_s: float = TrainConfig.dist_timeout_s  # the one default, train.dist_timeout_s
 
     @property
     def main(self) -> bool:

@@ -6,7 +6,7 @@ Kept free of torch, so that the processes that tokenize a corpus start light.
 from __future__ import annotations
 
 import gzip
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -37,10 +37,17 @@ def open_bytes(path: Path) -> BinaryIO:
 
 
 def iter_text_lines(
-    stream: BinaryIO, name: str, on_bad_utf8: str = "error", bad: list[int] | None = None, hint: str = UTF8_HINT
+    stream: Iterable[bytes],
+    name: str,
+    on_bad_utf8: str = "error",
+    bad: list[int] | None = None,
+    hint: str = UTF8_HINT,
+    start: int = 1,
 ) -> Iterator[str]:
-    """Decode a binary stream line by line, so a huge file or stdin never sits in memory whole."""
-    for lineno, raw in enumerate(stream, start=1):
+    """Decode a binary stream line by line, so a huge file or stdin never sits in memory whole.
+
+    `start`: the line number of the first line, when the lines are a chunk from further on."""
+    for lineno, raw in enumerate(stream, start=start):
         try:
             line = raw.decode("utf-8")
         except UnicodeDecodeError as e:

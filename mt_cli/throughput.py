@@ -19,12 +19,15 @@ CUDA_PEAKS = {
 }
 
 
-def linear_flops(model: torch.nn.Module, n_src: int, n_tgt: int) -> float:
+def linear_flops(model: torch.nn.Module, n_src: int, n_tgt: int, out: int | None = None) -> float:
     """6 x (weights a token passes through) x tokens: forward 2, backward 4. Attention scores are
-    left out; at sentence lengths (tens of tokens) they add about 1%."""
+    left out; at sentence lengths (tens of tokens) they add about 1%.
+
+    Any model with .encoder and .decoder (mt's, or Hugging Face's MarianModel); `out` is the
+    output layer's weight count, read from mt's model when not given."""
     enc = sum(m.weight.numel() for m in model.encoder.modules() if isinstance(m, torch.nn.Linear))
     dec = sum(m.weight.numel() for m in model.decoder.modules() if isinstance(m, torch.nn.Linear))
-    out = model.output_projection.weight.numel()
+    out = model.output_projection.weight.numel() if out is None else out
     return 6.0 * (enc * n_src + (dec + out) * n_tgt)
 
 

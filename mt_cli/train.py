@@ -92,10 +92,9 @@ class Run:
     state: TrainState
 
 
-def prepare(paths: TrainPaths, cfg: Config, log, d: ddp.Dist = ddp.Dist()) -> Run:
+def prepare(paths: TrainPaths, cfg: Config, log, d: ddp.Dist, device: torch.device) -> Run:
     """Tokenizer, data, model and optimizer; the run's own last.pt is resumed when there is one."""
     t = cfg.train
-    device = ddp.device_for(d, resolve_device(t.device))
     set_threads(t.threads)
     sources = paths.sources()
     if d.main:
@@ -135,8 +134,7 @@ def prepare(paths: TrainPaths, cfg: Config, log, d: ddp.Dist = ddp.Dist()) -> Ru
     amp = amp_dtype(t.amp, device)
     scaler = torch.amp.GradScaler(device.type, enabled=amp == torch.float16)  # fp16 gradients underflow without it
     last = paths.out / "last.pt"
-    resumed = last.is_file()
-    state = resume(last, cfg, model, optimizer, ema, log, d.rank, d.world, scaler) if resumed else TrainState()
+    state = resume(last, cfg, model, optimizer, ema, log, d.rank, d.world, scaler) if last.is_file() else TrainState()
     state.data = check_data(fingerprints, state.data, {r: s.describe() for r, s in sources.items()}, last)
     if d.main:
         if dropped := trim_log(paths.out / "log.jsonl", state.step):
@@ -287,6 +285,7 @@ def train_loop(run: Run, record, progress: TrainProgress, stop: StopSignals | No
     t, state, data = run.cfg.train, run.state, run.train_data
     started, elapsed_before = time.perf_counter(), state.elapsed_s
     timed_tokens, timed_flops, window_start = 0, 0.0, started  # for tokens/s and MFU, in this process only
+    flops_per_src, flops_per_tgt = linear_flops(run.model, 1, 0), linear_flops(run.model, 0, 1)
     last_valid = state.history[-1]["step"] if state.history else -1
     run.model.train()
     while not _done(state, run.cfg):
@@ -307,7 +306,7 @@ def train_loop(run: Run, record, progress: TrainProgress, stop: StopSignals | No
             else:
                 state.log_loss, state.log_tokens = state.log_loss + loss_sum, state.log_tokens + n_tokens
                 timed_tokens += n_tokens
-                timed_flops += linear_flops(run.model, int(data.src_lens[batch].sum()), n_tokens)
+                timed_flops += flops_per_src * int(data.src_lens[batch].sum()) + flops_per_tgt * n_tokens
             if state.step % t.log_every == 0 and state.log_tokens:
                 seconds = max(now - window_start, 1e-9)
                 # MFU over all processes: each did the same work in the same time.
@@ -376,11 +375,11 @@ def train(paths: TrainPaths, cfg: Config, log=print) -> TrainState:
     d = ddp.from_env(cfg.train.dist_timeout_s)
     device = ddp.device_for(d, resolve_device(cfg.train.device))
     with ddp.process_group(d, device):
-        return _train(paths, cfg, log if d.main else (lambda *_: None), d)
+        return _train(paths, cfg, log if d.main else (lambda *_: None), d, device)
 
 
-def _train(paths: TrainPaths, cfg: Config, log, d: ddp.Dist) -> TrainState:
-    run = prepare(paths, cfg, log, d)
+def _train(paths: TrainPaths, cfg: Config, log, d: ddp.Dist, device: torch.device) -> TrainState:
+    run = prepare(paths, cfg, log, d, device)
     last = paths.out / "last.pt"
     log_path = paths.out / "log.jsonl" if d.main else Path(os.devnull)
     with open(log_path, "a", encoding="utf-8") as log_file, TrainProgress(run.cfg, enabled=d.main) as progress:
