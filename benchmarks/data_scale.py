@@ -65,7 +65,7 @@ def plain_python_read(src: Path, tgt: Path) -> tuple[int, float]:
 
 def plain_python_encode(src: Path, tgt: Path, tokenizer: Path, limit: int) -> float:
     """Pairs/s of reading and SentencePiece-encoding the first `limit` pairs in one process, no cache."""
-    from mt_cli.tokenizer import Tokenizer
+    from mt_cli.data.tokenizer import Tokenizer
 
     tok = Tokenizer.load(tokenizer)
     started, n = time.perf_counter(), 0

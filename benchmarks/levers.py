@@ -20,10 +20,11 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from mt_cli import checkpoint
-from mt_cli.runtime import autocast, quantize_int8
-from mt_cli.search import decode_batch, translate_ids
-from mt_cli.translate import load_for_decoding
+from mt_cli.decode.precision import quantize_int8
+from mt_cli.decode.search import search_batch, search_ids
+from mt_cli.decode.translator import Translator
+from mt_cli.device import autocast
+from mt_cli.model import checkpoint
 
 BATCH = 64
 
@@ -39,21 +40,21 @@ def plain_int8(model: nn.Module) -> nn.Module:
 
 def variants(fp32: nn.Module, threads: int) -> dict[str, tuple[nn.Module, Callable]]:
     def sorted_batches(model, ids, cfg):
-        return translate_ids(model, ids, cfg)
+        return search_ids(model, ids, cfg)
 
     def input_order(model, ids, cfg):
-        return [h for i in range(0, len(ids), BATCH) for h in decode_batch(model, ids[i : i + BATCH], cfg)]
+        return [h for i in range(0, len(ids), BATCH) for h in search_batch(model, ids[i : i + BATCH], cfg)]
 
     def one_thread(model, ids, cfg):
         torch.set_num_threads(1)
         try:
-            return translate_ids(model, ids, cfg)
+            return search_ids(model, ids, cfg)
         finally:
             torch.set_num_threads(threads)
 
     def bf16_autocast(model, ids, cfg):
         with autocast(True, torch.device("cpu")):
-            return translate_ids(model, ids, cfg)
+            return search_ids(model, ids, cfg)
 
     return {
         "fp32, length-sorted batches (mt's default)": (fp32, sorted_batches),
@@ -78,7 +79,8 @@ def main() -> None:
     ckpt = checkpoint.load(args.checkpoint)
     lines = args.src_file.read_text(encoding="utf-8").splitlines()[: args.n]
     ids = ckpt.tokenizer.encode_src(lines)
-    fp32, _, base_cfg = load_for_decoding(args.checkpoint, "cpu", {"batch_size": BATCH, "length_penalty": 1.0})
+    loaded = Translator.load(args.checkpoint, "cpu", batch_size=BATCH, length_penalty=1.0)
+    fp32, base_cfg = loaded.model, loaded.cfg
     table = variants(fp32, args.threads)
     results: dict[str, dict[int, float]] = {name: {} for name in table}
     for beam in (5, 1):

@@ -16,12 +16,12 @@ from pathlib import Path
 import torch
 from speed import training_batches  # this folder's benchmark helpers
 
-from mt_cli import checkpoint
-from mt_cli.data import collate
-from mt_cli.loss import label_smoothed_loss, output_layer_loss
-from mt_cli.model import build_model
-from mt_cli.runtime import autocast
-from mt_cli.tokenizer import PAD
+from mt_cli.data.collate import collate
+from mt_cli.data.tokenizer import PAD
+from mt_cli.device import autocast
+from mt_cli.model import checkpoint
+from mt_cli.model.loss import label_smoothed_loss, output_layer_loss
+from mt_cli.model.transformer import build_model
 
 
 def plain(model, src, tgt_in, tgt_out, chunk):

@@ -28,10 +28,12 @@ import torch
 from trials import summary  # this folder's run-log reader
 
 from mt_cli.config import build_config
-from mt_cli.evaluate import score_files, tune_decoding
+from mt_cli.decode.translator import translate_file
 from mt_cli.files import atomic_write_text
-from mt_cli.train import TrainPaths, train
-from mt_cli.translate import translate_file
+from mt_cli.metrics import score_files
+from mt_cli.tools.evaluate import tune_decoding
+from mt_cli.train.inputs import DataSpec
+from mt_cli.train.loop import train
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "RESULTS.md"
@@ -73,17 +75,13 @@ def run_recipe(args: argparse.Namespace) -> list[dict[str, str]]:
     if (out / "last.pt").exists():
         sys.exit(f"{out} already holds a run; choose a new --out")
     started, code = time.time(), commit()  # the code that trains, even if the tree changes later
-    state = train(
-        TrainPaths(
-            data / f"{train_stem}.{args.src}",
-            data / f"{train_stem}.{args.tgt}",
-            data / f"{valid_stem}.{args.src}",
-            data / f"{valid_stem}.{args.tgt}",
-            out,
-        ),
-        cfg,
-        log=lambda m: print(m, file=sys.stderr),
+    spec = DataSpec.text_files(
+        data / f"{train_stem}.{args.src}",
+        data / f"{train_stem}.{args.tgt}",
+        data / f"{valid_stem}.{args.src}",
+        data / f"{valid_stem}.{args.tgt}",
     )
+    state = train(spec, out, cfg, log=lambda m: print(m, file=sys.stderr))
     chosen = ckpt = chosen_checkpoint(out)
     decoding = f"beam {cfg.decode.beam}, lp {cfg.decode.length_penalty:g}"
     if args.tune:

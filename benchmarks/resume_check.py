@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from mt_cli import checkpoint
+from mt_cli.model import checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 

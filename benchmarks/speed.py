@@ -39,18 +39,20 @@ import torch
 from quality import README, RESULTS, commit, replace_section  # this folder's results helpers
 from torch import Tensor
 
-from mt_cli import checkpoint
 from mt_cli.config import DecodeConfig
-from mt_cli.data import Pairs, collate, make_batches
-from mt_cli.export import export, marian_config, to_marian_id
+from mt_cli.data.collate import collate
+from mt_cli.data.pairs import Pairs, make_batches
+from mt_cli.data.tokenizer import PAD
+from mt_cli.decode.search import max_lengths
+from mt_cli.decode.translator import Translator
+from mt_cli.device import autocast
 from mt_cli.files import atomic_write_text
-from mt_cli.loss import output_layer_loss
-from mt_cli.model import build_model
-from mt_cli.runtime import autocast
-from mt_cli.search import max_lengths
-from mt_cli.throughput import linear_flops, matmul_peak
-from mt_cli.tokenizer import PAD
-from mt_cli.translate import load_for_decoding, translate_lines
+from mt_cli.interop import export
+from mt_cli.interop.marian import marian_config, to_marian_id
+from mt_cli.model import checkpoint
+from mt_cli.model.loss import output_layer_loss
+from mt_cli.model.transformer import build_model
+from mt_cli.train.throughput import linear_flops, matmul_peak
 
 BATCH = 64
 PARTS = ["decoding", "training", "rss"]
@@ -118,8 +120,7 @@ def ct2_decoder(ct2_dir: Path, sp, beam: int, threads: int, cfg: DecodeConfig) -
 def mt_decoder(args, beam: int, precision: str) -> Callable[[list[str]], list[str]]:
     """The model exactly as `mt translate --precision P` loads it."""
     overrides = {"beam": beam, "batch_size": BATCH, "length_penalty": 1.0, "precision": precision}
-    model, tokenizer, cfg = load_for_decoding(args.checkpoint, "cpu", overrides)
-    return lambda lines: translate_lines(model, tokenizer, lines, cfg)
+    return Translator.load(args.checkpoint, "cpu", **overrides).translate
 
 
 SYSTEMS = ["mt fp32", "mt int8", "mt bf16", "HF generate fp32", "CTranslate2 fp32", "CTranslate2 int8"]

@@ -9,11 +9,12 @@ import time
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from mt_cli import checkpoint
 from mt_cli.config import DecodeConfig
-from mt_cli.data import Pairs, collate, make_batches
-from mt_cli.loss import label_smoothed_loss
-from mt_cli.search import translate_ids
+from mt_cli.data.collate import collate
+from mt_cli.data.pairs import Pairs, make_batches
+from mt_cli.decode.search import search_ids
+from mt_cli.model import checkpoint
+from mt_cli.model.loss import label_smoothed_loss
 
 ck = checkpoint.load(sys.argv[1])
 D = sys.argv[2] if len(sys.argv) > 2 else "../shared/data/multi30k"
@@ -49,11 +50,11 @@ model.eval()
 lines = open(f"{D}/test2016.de").read().splitlines()[:128]
 ids = ck.tokenizer.encode_src(lines)
 cfg = DecodeConfig(beam=5, batch_size=64)
-translate_ids(model, ids[:64], cfg)
+search_ids(model, ids[:64], cfg)
 t = time.perf_counter()
-out = translate_ids(model, ids, cfg)
+out = [h[0].tokens for h in search_ids(model, ids, cfg)]
 dt = time.perf_counter() - t
 print(f"beam5: {len(ids) / dt:.1f} sent/s, {sum(len(o) + 1 for o in out) / dt:.0f} tok/s")
 with profile(activities=[ProfilerActivity.CPU]) as prof:
-    translate_ids(model, ids[:64], cfg)
+    search_ids(model, ids[:64], cfg)
 print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25))

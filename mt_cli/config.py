@@ -78,9 +78,10 @@ class TokenizerConfig:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    # Padded source or target tokens per batch, whichever is larger. 2048 beat 4096 for the small
-    # preset on a 2-core CPU (more updates in the same time); raise it on a GPU.
+    # Padded source or target tokens per batch, whichever is larger. For the small preset on a
+    # 2-core CPU 2048 beat 4096 (more updates in the same time); raise it on a GPU.
     batch_tokens: int = 2048  # per global batch; 0: "auto", 80% of the largest that fits the GPU
+    valid_batch_tokens: int = 4096  # validation loss batches: no gradients, so they may be larger
     max_steps: int = 0  # 0: no limit
     max_epochs: int = 0  # 0: no limit
     max_minutes: float = 0.0  # 0: no limit; counts training time, validation included
@@ -110,7 +111,8 @@ class TrainConfig:
     log_every: int = 50
     seed: int = 1
     device: str = "auto"
-    # bf16 autocast: "auto" uses it on CUDA only; on this CPU it was not reliably faster.
+    # bf16 autocast: "auto" uses it on CUDA only; whole-model autocast was not reliably faster on
+    # the CPUs measured (benchmarks/speed.py gives both).
     amp: str = "auto"
     threads: int = 0  # 0: PyTorch's default
     # Training-data bytes that are not UTF-8: "error" names file and line and stops; "skip" drops
@@ -130,6 +132,7 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         _check(self.batch_tokens >= 0, "train.batch_tokens must be positive (or 0: auto, on CUDA)")
+        _check(self.valid_batch_tokens > 0, "train.valid_batch_tokens must be positive")
         for name in (
             "max_steps",
             "max_epochs",
@@ -180,6 +183,9 @@ class TrainConfig:
 
 @dataclass(frozen=True)
 class DecodeConfig:
+    # "beam" search keeps `beam` hypotheses per sentence; "greedy" takes the most probable token at
+    # each step. Beam 1 is greedy search (the same result), and runs as greedy.
+    method: str = "beam"
     beam: int = 5
     length_penalty: float = 1.0  # score / length**alpha, as fairseq and Hugging Face do
     max_len_ratio: float = 1.5  # output may run to ratio * source length + max_len_offset tokens
@@ -190,6 +196,7 @@ class DecodeConfig:
     precision: str = "fp32"
 
     def __post_init__(self) -> None:
+        _check(self.method in ("beam", "greedy"), f"decode.method must be beam or greedy, not {self.method!r}")
         _check(self.beam >= 1, f"decode.beam must be at least 1, not {self.beam}")
         _check(
             self.precision in ("fp32", "bf16", "int8"),
@@ -198,6 +205,23 @@ class DecodeConfig:
         _check(self.batch_size >= 1, "decode.batch_size must be at least 1")
         _check(self.max_len_ratio > 0, "decode.max_len_ratio must be positive")
         _check(self.length_penalty >= 0, "decode.length_penalty must not be negative")
+
+    @property
+    def search_method(self) -> str:
+        """The search that runs: greedy for method greedy or a beam of 1."""
+        return "greedy" if self.method == "greedy" or self.beam == 1 else "beam"
+
+
+@dataclass(frozen=True)
+class DoctorConfig:
+    """`mt doctor`'s limits (and those of the checks `mt train` runs first)."""
+
+    max_chars: int = 1000  # lines longer than this are reported
+    max_ratio: float = 3.0  # length ratios this many times off the corpus median are reported
+
+
+# What `mt evaluate` scores when --metrics is not given.
+DEFAULT_METRICS = ("bleu", "chrf")
 
 
 @dataclass(frozen=True)

@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from mt_cli import checkpoint
 from mt_cli.config import ModelConfig, TokenizerConfig, build_config
-from mt_cli.model import Transformer, build_model
-from mt_cli.tokenizer import Tokenizer, train_tokenizer
-from mt_cli.train import TrainPaths, train
+from mt_cli.data.tokenizer import Tokenizer, train_tokenizer
+from mt_cli.model import checkpoint
+from mt_cli.model.transformer import Transformer, build_model
+from mt_cli.train.inputs import DataSpec
+from mt_cli.train.loop import train
 
 # Tokenized caches and `datasets`' own cache go to a fresh folder, never the user's ~/.cache
 # (set before anything imports `datasets`, which reads its cache path once).
@@ -111,6 +112,6 @@ def trained(tmp_path_factory, corpus_files):
             "train.lr=3e-3",
         ],
     )
-    paths = TrainPaths(f["train_src"], f["train_tgt"], f["valid_src"], f["valid_tgt"], d / "run")
-    train(paths, cfg, log=lambda *_: None)
+    paths = (DataSpec.text_files(f["train_src"], f["train_tgt"], f["valid_src"], f["valid_tgt"]), d / "run")
+    train(*paths, cfg, log=lambda *_: None)
     return checkpoint.load(d / "run" / "best.pt"), d

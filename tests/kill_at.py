@@ -34,9 +34,10 @@ def _after(n: int):
 
 
 def install(point: str, n: int) -> None:
-    import mt_cli.checkpoint as checkpoint_module
     import mt_cli.files as files_module
-    import mt_cli.train as train_module
+    import mt_cli.model.checkpoint as checkpoint_module
+    import mt_cli.train.loop as train_module
+    import mt_cli.train.progress as progress_module
 
     hit = _after(n)
     if point in ("hang", "die"):
@@ -84,7 +85,7 @@ def install(point: str, n: int) -> None:
 
         checkpoint_module.torch = Torch()
     elif point == "log":
-        real_json, lines = train_module.json, [0]
+        real_json, lines = progress_module.json, [0]
 
         class Torn(str):
             def __add__(self, other):  # drop the newline: the line is cut short
@@ -102,7 +103,7 @@ def install(point: str, n: int) -> None:
                 text = real_json.dumps(obj)
                 return Torn(text[: len(text) // 2]) if lines[0] == n + 1 else text
 
-        train_module.json = Json()
+        progress_module.json = Json()
     else:
         raise SystemExit(f"unknown kill point {point}")
 

@@ -2,8 +2,8 @@
 
 from dataclasses import replace
 
-from mt_cli.data import read_parallel
-from mt_cli.translate import translate_lines
+from mt_cli.data.sources import read_parallel
+from mt_cli.decode.translator import Translator
 
 AWKWARD = [
     "",  # empty
@@ -21,7 +21,7 @@ def test_awkward_translation_input_gives_one_line_out_per_line_in(trained):
     ckpt, _ = trained
     model = ckpt.build_model()
     for beam in (1, 3):
-        out = translate_lines(model, ckpt.tokenizer, AWKWARD, replace(ckpt.config.decode, beam=beam))
+        out = Translator(model, ckpt.tokenizer, replace(ckpt.config.decode, beam=beam)).translate(AWKWARD)
         assert len(out) == len(AWKWARD)
         assert out[0] == "" and out[1] == ""
         assert all("\n" not in line and "\r" not in line for line in out)
@@ -52,7 +52,8 @@ def test_bad_utf8_stops_with_file_and_line_unless_skipped_or_replaced(tmp_path):
 
 def test_mt_train_reports_skipped_bad_utf8_pairs(tmp_path, corpus_files):
     from mt_cli.config import build_config
-    from mt_cli.train import TrainPaths, train
+    from mt_cli.train.inputs import DataSpec
+    from mt_cli.train.loop import train
 
     f = corpus_files
     src = tmp_path / "train.de"
@@ -61,18 +62,24 @@ def test_mt_train_reports_skipped_bad_utf8_pairs(tmp_path, corpus_files):
         "tiny", options={"train": {"max_steps": 2, "on_bad_utf8": "skip"}, "tokenizer": {"vocab_size": 100}}
     )
     logged: list[str] = []
-    train(TrainPaths(src, f["train_tgt"], f["valid_src"], f["valid_tgt"], tmp_path / "run"), cfg, log=logged.append)
+    train(
+        DataSpec.text_files(src, f["train_tgt"], f["valid_src"], f["valid_tgt"]),
+        tmp_path / "run",
+        cfg,
+        log=logged.append,
+    )
     assert any("dropped 1 with bytes that are not UTF-8" in line for line in logged)
 
 
 def _tiny_train(tmp_path, src, tgt, f, **train_options):
     from mt_cli.config import build_config
-    from mt_cli.train import TrainPaths, train
+    from mt_cli.train.inputs import DataSpec
+    from mt_cli.train.loop import train
 
     options = {"train": {"max_steps": 2, "valid_every": 2, **train_options}, "tokenizer": {"vocab_size": 100}}
     logged: list[str] = []
-    paths = TrainPaths(src, tgt, f["valid_src"], f["valid_tgt"], tmp_path / "run")
-    train(paths, build_config("tiny", options=options), log=logged.append)
+    paths = (DataSpec.text_files(src, tgt, f["valid_src"], f["valid_tgt"]), tmp_path / "run")
+    train(*paths, build_config("tiny", options=options), log=logged.append)
     return logged
 
 
@@ -104,7 +111,7 @@ def test_mt_train_warns_about_what_the_doctor_finds_and_stops_on_misaligned_file
     write(tgt_file, tgt + tgt[:3] + ["Hund."])
     logged = _tiny_train(tmp_path / "warn", src_file, tgt_file, f)
     warnings = [line for line in logged if line.startswith("data warning")]
-    from mt_cli.doctor import diagnose
+    from mt_cli.data.doctor import diagnose
 
     before = [x.count for x in diagnose({"train": (f["train_src"], f["train_tgt"])}) if x.check == "duplicate pairs"]
     assert any(f"duplicate pairs: {sum(before) + 3} in train" in w for w in warnings)  # the toy corpus has some

@@ -2,11 +2,11 @@ import pytest
 import torch
 
 from conftest import tiny_config
-from mt_cli import checkpoint
 from mt_cli.config import Config
-from mt_cli.data import pad
+from mt_cli.data.collate import pad
+from mt_cli.data.tokenizer import BOS, PAD
 from mt_cli.errors import MtError
-from mt_cli.tokenizer import BOS, PAD
+from mt_cli.model import checkpoint
 
 
 def _save(tmp_path, model, tokenizer, name="model.pt"):
@@ -93,7 +93,7 @@ def test_a_saved_file_gets_the_permissions_of_any_new_file_not_owner_only(tiny_m
 
 
 def test_model_config_round_trips_through_the_checkpoint(tokenizer, tmp_path):
-    from mt_cli.model import build_model
+    from mt_cli.model.transformer import build_model
 
     model = build_model(tiny_config(tokenizer, pre_norm=True, tie_embeddings=False))
     loaded = checkpoint.load(_save(tmp_path, model, tokenizer))
@@ -101,7 +101,7 @@ def test_model_config_round_trips_through_the_checkpoint(tokenizer, tmp_path):
 
 
 def test_averaging_checkpoints_gives_the_elementwise_mean(tokenizer, tmp_path):
-    from mt_cli.model import build_model
+    from mt_cli.model.transformer import build_model
 
     models = []
     for seed in (1, 2, 3):
@@ -116,7 +116,7 @@ def test_averaging_checkpoints_gives_the_elementwise_mean(tokenizer, tmp_path):
 
 
 def test_checkpoints_of_different_models_are_not_averaged(tokenizer, tmp_path):
-    from mt_cli.model import build_model
+    from mt_cli.model.transformer import build_model
 
     a = _save(tmp_path, build_model(tiny_config(tokenizer)), tokenizer, "a.pt")
     b = _save(tmp_path, build_model(tiny_config(tokenizer, ffn_dim=96)), tokenizer, "b.pt")

@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import pytest
+import sacrebleu
 from typer.testing import CliRunner
 
 from conftest import write_lines
@@ -46,7 +47,9 @@ def test_the_cli_chain_runs_end_to_end(trained_run, corpus_files):
     n_src = len(corpus_files["valid_src"].read_text().splitlines())
     assert len(hyp.read_text().splitlines()) == n_src
     scored = json.loads(mt("evaluate", "--hyp", hyp, "--ref", corpus_files["valid_tgt"], "--json").stdout)
-    assert isinstance(scored["bleu"], float) and isinstance(scored["chrf"], float)
+    hyps, refs = hyp.read_text().splitlines(), corpus_files["valid_tgt"].read_text().splitlines()
+    assert scored["bleu"] == round(sacrebleu.corpus_bleu(hyps, [refs]).score, 2)  # sacreBLEU's own figures
+    assert scored["chrf"] == round(sacrebleu.corpus_chrf(hyps, [refs]).score, 2)
     direct = mt(
         "evaluate", "--checkpoint", run / "best.pt", "--src", corpus_files["valid_src"],
         "--ref", corpus_files["valid_tgt"], "--beam", 3, "--json",
@@ -128,7 +131,7 @@ def test_mt_average_writes_a_checkpoint_that_translates(trained_run, tmp_path):
 
 
 def test_tune_decoding_scores_every_pair_best_first_and_writes_the_best_as_default(trained_run, corpus_files, tmp_path):
-    from mt_cli import checkpoint
+    from mt_cli.model import checkpoint
 
     tuned = tmp_path / "tuned.pt"
     f = corpus_files
@@ -167,7 +170,7 @@ def test_a_signal_during_training_saves_last_pt_and_the_same_command_resumes(sig
     assert proc.returncode == 1 and "Traceback" not in stderr
     assert f"{sig} at step" in stderr and "rerun the same command to resume" in stderr
     step = int(stderr.split(f"{sig} at step ")[1].split(":")[0])
-    from mt_cli import checkpoint
+    from mt_cli.model import checkpoint
 
     assert checkpoint.load(out / "last.pt").train_state["step"] == step
     cmd[cmd.index("100000")] = str(step + 2)  # the same run, told to stop soon

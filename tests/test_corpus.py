@@ -9,8 +9,8 @@ import json
 import numpy as np
 import pytest
 
-from mt_cli.cache import TokenCorpus, build_cache
-from mt_cli.corpus import Source, read_pairs, text_dataset
+from mt_cli.data.cache import TokenCorpus, build_cache
+from mt_cli.data.sources import HubDataset, Table, TextPair
 from mt_cli.errors import MtError
 
 SRC = ["Ein Hund läuft.", 'Er sagt "hallo", dann geht er.', "Zwei\tKatzen?", "", "Ein Haus."]
@@ -45,18 +45,18 @@ def test_text_gz_tsv_csv_jsonl_parquet_and_a_dataset_folder_all_read_to_the_same
     _write_all_formats(tmp_path)
     want_src, want_tgt = [s.replace("\t", " ") for s in SRC], TGT
     sources = {
-        "text": Source(tmp_path / "p.de", tmp_path / "p.en"),
-        "gz": Source(tmp_path / "p.de.gz", tmp_path / "p.en.gz"),
-        "tsv": Source(table=tmp_path / "p.tsv"),
-        "csv": Source(table=tmp_path / "p.csv", src_lang="de", tgt_lang="en"),
-        "jsonl": Source(table=tmp_path / "p.jsonl", src_lang="de", tgt_lang="en"),
-        "parquet": Source(table=tmp_path / "p.parquet", src_lang="de", tgt_lang="en"),
-        "dataset": Source(dataset=str(tmp_path / "hub"), split="validation", src_lang="de", tgt_lang="en"),
+        "text": TextPair(tmp_path / "p.de", tmp_path / "p.en"),
+        "gz": TextPair(tmp_path / "p.de.gz", tmp_path / "p.en.gz"),
+        "tsv": Table(tmp_path / "p.tsv"),
+        "csv": Table(tmp_path / "p.csv", src_lang="de", tgt_lang="en"),
+        "jsonl": Table(tmp_path / "p.jsonl", src_lang="de", tgt_lang="en"),
+        "parquet": Table(tmp_path / "p.parquet", src_lang="de", tgt_lang="en"),
+        "dataset": HubDataset(str(tmp_path / "hub"), split="validation", src_lang="de", tgt_lang="en"),
     }
     keep = [i for i, s in enumerate(want_src) if s]  # the pair with an empty side is dropped, and counted
     for name, source in sources.items():
         # Validation reads whole texts; training reads token ids from the cache.
-        corpus = read_pairs(source, "error")
+        corpus = source.read("error")
         assert (corpus.src, corpus.tgt) == ([want_src[i] for i in keep], [want_tgt[i] for i in keep]), name
         data = TokenCorpus(build_cache(source, tokenizer, tmp_path / "cache", 1, print), 256, "drop", "error", name)
         assert data.take(range(len(data))) == (
@@ -69,7 +69,7 @@ def test_text_gz_tsv_csv_jsonl_parquet_and_a_dataset_folder_all_read_to_the_same
 def test_a_stray_carriage_return_does_not_split_a_line_of_a_parallel_text_corpus(tmp_path, tokenizer):
     (tmp_path / "a.de").write_bytes(b"\xef\xbb\xbfEin\rHund.\r\nZwei.\n")
     (tmp_path / "a.en").write_bytes(b"A dog.\nTwo.\n")
-    source = Source(tmp_path / "a.de", tmp_path / "a.en")
+    source = TextPair(tmp_path / "a.de", tmp_path / "a.en")
     data = TokenCorpus(build_cache(source, tokenizer, tmp_path / "cache", 1, print), 256, "drop", "error", "a")
     assert data.take([0, 1]) == (tokenizer.encode_src(["Ein Hund.", "Zwei."]), tokenizer.encode_tgt(["A dog.", "Two."]))
 
@@ -78,9 +78,9 @@ def test_misaligned_and_undecodable_training_files_are_named_with_the_line(tmp_p
     (tmp_path / "a.de").write_bytes(b"Eins.\nZwei \xff.\nDrei.\n")
     (tmp_path / "a.en").write_bytes(b"One.\nTwo.\n")
     with pytest.raises(MtError, match=r"a\.de has 3 lines but .*a\.en has 2; the files must be line-aligned"):
-        build_cache(Source(tmp_path / "a.de", tmp_path / "a.en"), tokenizer, tmp_path / "cache", 1, print)
+        build_cache(TextPair(tmp_path / "a.de", tmp_path / "a.en"), tokenizer, tmp_path / "cache", 1, print)
     (tmp_path / "a.en").write_bytes(b"One.\nTwo.\nThree.\n")
-    cache = build_cache(Source(tmp_path / "a.de", tmp_path / "a.en"), tokenizer, tmp_path / "cache", 1, print)
+    cache = build_cache(TextPair(tmp_path / "a.de", tmp_path / "a.en"), tokenizer, tmp_path / "cache", 1, print)
     with pytest.raises(MtError, match=r"a\.de / .*a\.en: line 2: not valid UTF-8; .*--on-bad-utf8 skip"):
         TokenCorpus(cache, 256, "drop", "error", f"{tmp_path / 'a.de'} / {tmp_path / 'a.en'}")
     assert len(TokenCorpus(cache, 256, "drop", "skip", "a")) == 2
@@ -92,19 +92,19 @@ def test_missing_columns_and_unknown_formats_get_one_clear_line(tmp_path):
     with pytest.raises(
         MtError, match=r"p\.csv: no 'src' and 'tgt' columns \(found de, en\); name them with --src-lang"
     ):
-        text_dataset(Source(table=tmp_path / "p.csv"))
+        Table(tmp_path / "p.csv").texts()
     (tmp_path / "p.xml").write_text("<x/>")
     with pytest.raises(MtError, match=r"p\.xml: unknown table format"):
-        Source(table=tmp_path / "p.xml")
+        Table(tmp_path / "p.xml")
     with pytest.raises(MtError, match=r"nope\.tsv: file not found"):
-        Source(table=tmp_path / "nope.tsv")
+        Table(tmp_path / "nope.tsv")
 
 
 def test_the_cache_is_built_once_reused_and_keyed_by_the_tokenizer_and_the_data(tmp_path, corpus_files, tokenizer):
     from mt_cli.config import TokenizerConfig
-    from mt_cli.tokenizer import train_tokenizer
+    from mt_cli.data.tokenizer import train_tokenizer
 
-    source = Source(corpus_files["train_src"], corpus_files["train_tgt"])
+    source = TextPair(corpus_files["train_src"], corpus_files["train_tgt"])
     said: list[str] = []
     first = build_cache(source, tokenizer, tmp_path / "cache", 1, said.append)
     stamp = (first / "mt-cache.json").stat().st_mtime_ns
@@ -120,7 +120,7 @@ def test_the_cache_is_built_once_reused_and_keyed_by_the_tokenizer_and_the_data(
 
 
 def test_two_tokenizing_workers_build_the_same_cache_as_one(tmp_path, corpus_files, tokenizer):
-    source = Source(corpus_files["train_src"], corpus_files["train_tgt"])
+    source = TextPair(corpus_files["train_src"], corpus_files["train_tgt"])
     one = TokenCorpus(build_cache(source, tokenizer, tmp_path / "a", 1, print), 256, "drop", "error", "a")
     two = TokenCorpus(build_cache(source, tokenizer, tmp_path / "b", 2, print), 256, "drop", "error", "b")
     assert np.array_equal(one.src_lens, two.src_lens) and np.array_equal(one.tgt_lens, two.tgt_lens)

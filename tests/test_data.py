@@ -1,9 +1,11 @@
 import pytest
 
-from mt_cli.data import Pairs, collate, limit_length, make_batches, read_parallel
+from mt_cli.data.collate import collate
+from mt_cli.data.pairs import Pairs, limit_length, make_batches
+from mt_cli.data.sources import read_parallel
+from mt_cli.data.text import read_lines
+from mt_cli.data.tokenizer import BOS, EOS, PAD
 from mt_cli.errors import MtError
-from mt_cli.text import read_lines
-from mt_cli.tokenizer import BOS, EOS, PAD
 
 
 def test_crlf_endings_and_a_bom_are_removed(tmp_path):
@@ -61,17 +63,17 @@ def test_batches_cover_every_pair_once_and_respect_the_token_budget():
 
 
 def test_over_long_pairs_are_dropped_and_counted():
-    kept = limit_length([[1] * 3, [1] * 10, [1] * 2], [[2] * 2, [2] * 2, [2] * 9], max_len=5)
-    assert kept.src == [[1] * 3] and kept.tgt == [[2] * 2] and kept.long == 2
+    kept, long = limit_length([[1] * 3, [1] * 10, [1] * 2], [[2] * 2, [2] * 2, [2] * 9], max_len=5)
+    assert kept.src == [[1] * 3] and kept.tgt == [[2] * 2] and long == 2
 
 
 def test_over_long_pairs_can_be_truncated_to_fit_keeping_the_source_eos_and_are_counted():
     src = [[1, 1, EOS], [1, 2, 3, 4, 5, 6, 7, 8, EOS], [1, EOS]]
     tgt = [[2, 2], [2, 2], [4, 5, 6, 7, 8, 9]]
-    cut = limit_length(src, tgt, max_len=5, mode="truncate")
+    cut, long = limit_length(src, tgt, max_len=5, mode="truncate")
     assert cut.src == [[1, 1, EOS], [1, 2, 3, 4, EOS], [1, EOS]]
     assert cut.tgt == [[2, 2], [2, 2], [4, 5, 6, 7]]  # + EOS in training = 5
-    assert cut.long == 2
+    assert long == 2
     assert max(map(len, cut.src)) <= 5 and max(len(t) + 1 for t in cut.tgt) <= 5
 
 

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import torch
 
-from mt_cli import checkpoint
-from mt_cli.data import Pairs, collate
+from mt_cli.data.collate import collate
+from mt_cli.data.pairs import Pairs
+from mt_cli.model import checkpoint
 
 KILL_AT = Path(__file__).with_name("kill_at.py")
 
@@ -71,7 +72,7 @@ def test_two_gloo_processes_train_the_same_run_as_one_to_1e_4_then_resume(corpus
         logits_a, logits_b = ca.build_model()(src, tgt_in), cb.build_model()(src, tgt_in)
     assert _relative_gap(logits_a, logits_b) <= 1e-4  # with the key biases in: the same model
 
-    again = _torchrun(2, "-m", "mt_cli", *_args(corpus_files, two)[: -0 or None], "--max-steps", "33")
+    again = _torchrun(2, "-m", "mt_cli", *_args(corpus_files, two), "--max-steps", "33")
     assert again.returncode == 0, again.stderr[-3000:]
     assert f"resuming {two / 'last.pt'} at step 30" in again.stderr
     assert again.stderr.count("resuming") == 1  # only rank 0 speaks
@@ -80,7 +81,8 @@ def test_two_gloo_processes_train_the_same_run_as_one_to_1e_4_then_resume(corpus
 
 def test_accumulating_4_shares_of_a_batch_makes_the_update_of_the_whole_batch(corpus_files, tmp_path):
     from mt_cli.config import build_config
-    from mt_cli.train import TrainPaths, train
+    from mt_cli.train.inputs import DataSpec
+    from mt_cli.train.loop import train
 
     f = corpus_files
     weights, losses = [], []
@@ -92,7 +94,12 @@ def test_accumulating_4_shares_of_a_batch_makes_the_update_of_the_whole_batch(co
                      "train": {"max_steps": 5, "batch_tokens": 600, "accumulate": k, "log_every": 1,
                                "valid_every": 5, "device": "cpu", "lr": 2e-3, "warmup_steps": 2}},
         )  # fmt: skip
-        train(TrainPaths(f["train_src"], f["train_tgt"], f["valid_src"], f["valid_tgt"], out), cfg, log=lambda m: None)
+        train(
+            DataSpec.text_files(f["train_src"], f["train_tgt"], f["valid_src"], f["valid_tgt"]),
+            out,
+            cfg,
+            log=lambda m: None,
+        )
         weights.append(checkpoint.load(out / "last.pt").model_state)
         losses.append(_losses(out))
     for step in losses[0]:

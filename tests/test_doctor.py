@@ -5,7 +5,7 @@ import json
 import pytest
 
 from conftest import SHARED_DATA, write_lines
-from mt_cli.doctor import diagnose
+from mt_cli.data.doctor import diagnose
 
 SRC = [
     "Ein Hund läuft schnell.",  # 1

@@ -6,16 +6,17 @@ import pytest
 import torch
 
 from conftest import make_pairs
+from mt_cli.decode.translator import Translator
 from mt_cli.errors import MtError
-from mt_cli.export import check_exportable, export
-from mt_cli.translate import translate_lines
+from mt_cli.interop import export
+from mt_cli.interop.marian import check_exportable
 
 # Sentences of the toy language the model has not been trained on.
 LINES = make_pairs(24, seed=7)[0] + ["Ein hund.", "Der mann und die frau sehen ein rot haus."]
 
 
 def _mt_greedy(ckpt) -> list[str]:
-    out = translate_lines(ckpt.build_model(), ckpt.tokenizer, LINES, replace(ckpt.config.decode, beam=1))
+    out = Translator(ckpt.build_model(), ckpt.tokenizer, replace(ckpt.config.decode, beam=1)).translate(LINES)
     assert len(set(out)) > len(LINES) // 2, "the model should translate, not repeat one string"
     return out
 

@@ -8,20 +8,19 @@ from dataclasses import replace
 import pytest
 import torch
 
-from mt_cli.heatmap import draw, record_attention
-from mt_cli.plot import draw_curves, read_log, series
-from mt_cli.report import write_report
-from mt_cli.translate import translate_lines
+from mt_cli.decode.translator import Translator
+from mt_cli.tools.heatmap import draw, record_attention
+from mt_cli.tools.plot import draw_curves, read_log, series
+from mt_cli.tools.report import write_report
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
 def test_attention_maps_are_the_models_own_probabilities_rows_sum_to_1_and_decoding_is_causal(trained):
     ckpt, _ = trained
-    model = ckpt.build_model()
-    maps = record_attention(
-        model, ckpt.tokenizer, "Ein Hund sieht den Ball.", "A dog sees the ball.", ckpt.config.decode
-    )
+    translator = Translator.from_checkpoint(ckpt, "cpu")
+    model = translator.model
+    maps = record_attention(translator, "Ein Hund sieht den Ball.", "A dog sees the ball.")
     s, t = len(maps.src_pieces), len(maps.tgt_pieces)
     heads, layers = model.cfg.n_heads, model.cfg.enc_layers
     for kind, (q, k) in {"encoder": (s, s), "decoder-self": (t, t), "decoder-cross": (t, s)}.items():
@@ -42,18 +41,17 @@ def test_attention_maps_are_the_models_own_probabilities_rows_sum_to_1_and_decod
     model.decoder.layers[0].cross_attn.record = None
     torch.testing.assert_close(recorded, plain, atol=1e-5, rtol=1e-5)
 
-    other = record_attention(
-        model, ckpt.tokenizer, "Ein Mann sieht den Ball.", "A dog sees the ball.", ckpt.config.decode
-    )
+    other = record_attention(translator, "Ein Mann sieht den Ball.", "A dog sees the ball.")
     assert not torch.equal(other.maps["encoder"][0], maps.maps["encoder"][0])  # another input, other weights
     assert not torch.equal(other.maps["decoder-cross"][0], maps.maps["decoder-cross"][0])
 
 
 def test_without_a_target_the_maps_follow_the_models_own_translation_and_every_figure_is_drawn(trained, tmp_path):
     ckpt, _ = trained
-    model = ckpt.build_model()
-    maps = record_attention(model, ckpt.tokenizer, "Ein Hund läuft schnell.", None, ckpt.config.decode)
-    assert maps.target == translate_lines(model, ckpt.tokenizer, ["Ein Hund läuft schnell."], ckpt.config.decode)[0]
+    translator = Translator.from_checkpoint(ckpt, "cpu")
+    model = translator.model
+    maps = record_attention(translator, "Ein Hund läuft schnell.", None)
+    assert maps.target == translator.translate(["Ein Hund läuft schnell."])[0]
     assert maps.tgt_pieces[0] == "<start>" and len(maps.tgt_pieces) > 2
     files = draw(maps, tmp_path / "maps")
     layers = model.cfg.enc_layers + 2 * model.cfg.dec_layers
@@ -97,21 +95,27 @@ def test_curves_and_a_report_are_drawn_from_a_real_log(trained, tmp_path):
 
 
 def test_paired_bootstrap_says_a_trained_system_beats_a_barely_trained_one(trained, corpus_files, tmp_path):
-    from mt_cli import checkpoint
     from mt_cli.config import build_config
-    from mt_cli.evaluate import format_significance, paired_bootstrap
-    from mt_cli.train import TrainPaths, train
+    from mt_cli.metrics import format_significance, paired_bootstrap
+    from mt_cli.model import checkpoint
+    from mt_cli.train.inputs import DataSpec
+    from mt_cli.train.loop import train
 
     ckpt, _ = trained
     f = corpus_files
     weak_run = tmp_path / "weak"
     cfg = build_config("tiny", options={"tokenizer": {"vocab_size": 100}, "train": {"max_steps": 15}})
-    train(TrainPaths(f["train_src"], f["train_tgt"], f["valid_src"], f["valid_tgt"], weak_run), cfg, log=lambda m: None)
+    train(
+        DataSpec.text_files(f["train_src"], f["train_tgt"], f["valid_src"], f["valid_tgt"]),
+        weak_run,
+        cfg,
+        log=lambda m: None,
+    )
     weak = checkpoint.load(weak_run / "best.pt")
     src = f["valid_src"].read_text().splitlines()
     outputs = {}
     for name, c in (("weak", weak), ("strong", ckpt)):
-        hyps = translate_lines(c.build_model(), c.tokenizer, src, replace(c.config.decode, beam=1))
+        hyps = Translator(c.build_model(), c.tokenizer, replace(c.config.decode, beam=1)).translate(src)
         outputs[name] = tmp_path / f"{name}.txt"
         outputs[name].write_text("".join(h + "\n" for h in hyps))
     result = paired_bootstrap([outputs["weak"], outputs["strong"]], [f["valid_tgt"]])
@@ -131,13 +135,19 @@ def test_tensorboard_events_hold_the_logged_scalars(corpus_files, tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     from mt_cli.config import build_config
-    from mt_cli.train import TrainPaths, train
+    from mt_cli.train.inputs import DataSpec
+    from mt_cli.train.loop import train
 
     f = corpus_files
     cfg = build_config("tiny", options={"tokenizer": {"vocab_size": 100},
                                         "train": {"max_steps": 4, "log_every": 2, "tensorboard": True}})  # fmt: skip
     run = tmp_path / "run"
-    train(TrainPaths(f["train_src"], f["train_tgt"], f["valid_src"], f["valid_tgt"], run), cfg, log=lambda m: None)
+    train(
+        DataSpec.text_files(f["train_src"], f["train_tgt"], f["valid_src"], f["valid_tgt"]),
+        run,
+        cfg,
+        log=lambda m: None,
+    )
     events = EventAccumulator(str(run / "tensorboard"))
     events.Reload()
     losses = [e.value for e in events.Scalars("train/loss")]
@@ -149,10 +159,10 @@ def test_tensorboard_events_hold_the_logged_scalars(corpus_files, tmp_path):
     step4 = (run / "last.pt").read_bytes()
     cfg6 = build_config("tiny", options={"tokenizer": {"vocab_size": 100},
                                          "train": {"max_steps": 6, "log_every": 2, "tensorboard": True}})  # fmt: skip
-    paths = TrainPaths(f["train_src"], f["train_tgt"], f["valid_src"], f["valid_tgt"], run)
-    train(paths, cfg6, log=lambda m: None)
+    paths = (DataSpec.text_files(f["train_src"], f["train_tgt"], f["valid_src"], f["valid_tgt"]), run)
+    train(*paths, cfg6, log=lambda m: None)
     (run / "last.pt").write_bytes(step4)
-    train(paths, cfg6, log=lambda m: None)
+    train(*paths, cfg6, log=lambda m: None)
     events = EventAccumulator(str(run / "tensorboard"))
     events.Reload()
     assert [e.step for e in events.Scalars("train/loss")] == [2, 4, 6]

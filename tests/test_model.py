@@ -4,10 +4,10 @@ import pytest
 import torch
 
 from conftest import tiny_config
-from mt_cli.data import pad
+from mt_cli.data.collate import pad
+from mt_cli.data.tokenizer import BOS, PAD
 from mt_cli.errors import MtError
-from mt_cli.model import Dropout, attention, build_model, sinusoid_table
-from mt_cli.tokenizer import BOS, PAD
+from mt_cli.model.transformer import Dropout, attention, build_model, sinusoid_table
 
 
 def _batch(tokenizer):

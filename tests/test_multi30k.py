@@ -3,10 +3,11 @@
 import json
 
 import pytest
+import sacrebleu
 
 from conftest import SHARED_DATA, write_lines
-from mt_cli.data import fetch_multi30k
-from mt_cli.text import read_lines
+from mt_cli.data.text import read_lines
+from mt_cli.tools.quickstart import fetch_multi30k
 from test_cli import mt
 
 MULTI30K = SHARED_DATA / "multi30k"
@@ -34,7 +35,9 @@ def test_the_chain_runs_on_a_multi30k_subset(tmp_path):
     mt("translate", "--checkpoint", run / "best.pt", sub["test2016.de"], "--output", hyp, "--beam", 2)
     assert len(read_lines(hyp)) == 100
     result = json.loads(mt("evaluate", "--hyp", hyp, "--ref", sub["test2016.en"], "--json").stdout)
-    assert 0.0 <= result["bleu"] <= 100.0
+    hyps, refs = read_lines(hyp), read_lines(sub["test2016.en"])
+    assert result["bleu"] == round(sacrebleu.corpus_bleu(hyps, [refs]).score, 2)  # sacreBLEU's own figure
+    assert len(set(hyps)) > 1 and hyps != read_lines(sub["test2016.de"])  # translations, not one string or copies
     log = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
     losses = [e["loss"] for e in log if "loss" in e]
     assert losses[-1] < losses[0], "40 steps on real data should lower the training loss"

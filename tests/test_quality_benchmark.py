@@ -5,8 +5,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import sacrebleu
+
 from conftest import make_pairs, write_lines
-from mt_cli import checkpoint
+from mt_cli.model import checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -43,7 +45,11 @@ def test_quality_script_trains_a_recipe_tunes_decoding_on_val_scores_every_test_
     tuned = checkpoint.load(tmp_path / "run" / "tuned.pt").config.decode
     assert rows[0]["checkpoint"].endswith(f"beam {tuned.beam}, lp {tuned.length_penalty:g} (tuned)")
     assert "tuned on val.de" in proc.stderr
-    assert float(rows[0]["BLEU"]) >= 0 and "tok:13a" in rows[0]["signature"]
+    assert "tok:13a" in rows[0]["signature"]
+    for row in rows:  # each row's BLEU is sacreBLEU's on the hypotheses the script wrote
+        hyps = (tmp_path / "run" / f"{row['test']}.hyp.en").read_text(encoding="utf-8").splitlines()
+        refs = (data / f"{row['test']}.en").read_text(encoding="utf-8").splitlines()
+        assert float(row["BLEU"]) == round(sacrebleu.corpus_bleu(hyps, [refs]).score, 2)
 
 
 def test_readme_table_shows_the_newest_row_of_each_recipe_pair_and_test(tmp_path):

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import torch
 
-from mt_cli import checkpoint
-from mt_cli.runstate import clear_leftovers, trim_log
+from mt_cli.model import checkpoint
+from mt_cli.train.state import clear_leftovers, trim_log
 
 KILL_AT = Path(__file__).with_name("kill_at.py")
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from mt_cli.device import amp_dtype
 from mt_cli.errors import MtError
-from mt_cli.runtime import amp_dtype, largest_fitting
+from mt_cli.train.hardware import largest_fitting
 
 
 def test_largest_fitting_finds_the_edge_within_a_sixteenth_with_few_probes():
@@ -33,8 +34,8 @@ def test_fp16_needs_cuda_and_auto_is_fp32_on_the_cpu():
 def test_the_gradient_scaler_state_is_saved_in_last_pt_and_resumed(tokenizer, tmp_path):
     from conftest import tiny_config
     from mt_cli.config import Config
-    from mt_cli.model import build_model
-    from mt_cli.runstate import TrainState, resume, write_checkpoint
+    from mt_cli.model.transformer import build_model
+    from mt_cli.train.state import TrainState, resume, write_checkpoint
 
     cfg = Config(model=tiny_config(tokenizer))
     model = build_model(cfg.model)
@@ -50,7 +51,8 @@ def test_the_gradient_scaler_state_is_saved_in_last_pt_and_resumed(tokenizer, tm
 
 def test_a_failing_torch_compile_falls_back_to_eager_training_with_a_warning(corpus_files, tmp_path, monkeypatch):
     from mt_cli.config import build_config
-    from mt_cli.train import TrainPaths, train
+    from mt_cli.train.inputs import DataSpec
+    from mt_cli.train.loop import train
 
     def broken_compile(module, *args, **kwargs):
         def run(*a, **k):
@@ -63,8 +65,8 @@ def test_a_failing_torch_compile_falls_back_to_eager_training_with_a_warning(cor
     cfg = build_config("tiny", options={"tokenizer": {"vocab_size": 100},
                                         "train": {"max_steps": 3, "compile": True, "batch_tokens": 0}})  # fmt: skip
     said: list[str] = []
-    state = train(TrainPaths(f["train_src"], f["train_tgt"], f["valid_src"], f["valid_tgt"], tmp_path / "run"), cfg,
-                  log=said.append)  # fmt: skip
+    spec = DataSpec.text_files(f["train_src"], f["train_tgt"], f["valid_src"], f["valid_tgt"])
+    state = train(spec, tmp_path / "run", cfg, log=said.append)
     assert state.step == 3
     assert any("torch.compile failed (RuntimeError: no C++ compiler here); training without it" in m for m in said)
     assert any("batch_tokens auto probes GPU memory; on cpu it is the default, 2048" in m for m in said)

@@ -5,11 +5,11 @@ import torch
 
 from conftest import make_pairs
 from mt_cli.config import DecodeConfig
-from mt_cli.data import pad
-from mt_cli.runtime import Bf16Linear
-from mt_cli.search import beam_search, decode_batch, greedy_search, translate_ids
-from mt_cli.tokenizer import EOS
-from mt_cli.translate import load_for_decoding, translate_lines
+from mt_cli.data.collate import pad
+from mt_cli.data.tokenizer import EOS
+from mt_cli.decode.precision import Bf16Linear
+from mt_cli.decode.search import beam_search, greedy_search, search_batch, search_ids
+from mt_cli.decode.translator import Translator
 
 A, B = 4, 5
 VOCAB = 6
@@ -50,21 +50,30 @@ class ScriptedModel:
         return logits, cache
 
 
+def tokens(hyps) -> list[list[int]]:
+    return [h.tokens for h in hyps]
+
+
+def best(per_sentence) -> list[list[int]]:
+    """The tokens of each sentence's best hypothesis."""
+    return [hyps[0].tokens for hyps in per_sentence]
+
+
 def test_beam_search_on_a_scripted_model_returns_the_hypotheses_worked_out_on_paper():
     # Greedy: A (.6), A (.4), EOS (.98) -> p = .235.  Beam 2 also finds B EOS: .39 * .9 = .351.
     # Without length normalisation B EOS wins; with score / length, A A EOS wins
     # (log .235 / 3 = -0.482 > log .351 / 2 = -0.524).
     model, src, max_lens = ScriptedModel(), torch.ones(1, 3, dtype=torch.long), torch.tensor([10])
-    assert greedy_search(model, src, max_lens) == [[A, A]]
-    assert beam_search(model, src, max_lens, beam=2, length_penalty=0.0) == [[B]]
-    assert beam_search(model, src, max_lens, beam=2, length_penalty=1.0) == [[A, A]]
+    assert tokens(greedy_search(model, src, max_lens)) == [[A, A]]
+    assert best(beam_search(model, src, max_lens, beam=2, length_penalty=0.0)) == [[B]]
+    assert best(beam_search(model, src, max_lens, beam=2, length_penalty=1.0)) == [[A, A]]
 
 
 def test_output_stops_at_the_length_limit():
     model, src = ScriptedModel(), torch.ones(1, 3, dtype=torch.long)
     # With room for only one token, that token must be EOS.
-    assert greedy_search(model, src, torch.tensor([1])) == [[]]
-    assert beam_search(model, src, torch.tensor([2]), beam=2, length_penalty=1.0) in ([[A]], [[B]])
+    assert tokens(greedy_search(model, src, torch.tensor([1]))) == [[]]
+    assert best(beam_search(model, src, torch.tensor([2]), beam=2, length_penalty=1.0)) in ([[A]], [[B]])
 
 
 def _sources(tokenizer):
@@ -74,9 +83,9 @@ def _sources(tokenizer):
 
 def test_beam_1_equals_greedy(tiny_model, tokenizer):
     src_ids = _sources(tokenizer)
-    greedy = translate_ids(tiny_model, src_ids, DecodeConfig(beam=1, max_len_offset=5))
+    greedy = best(search_ids(tiny_model, src_ids, DecodeConfig(beam=1, max_len_offset=5)))
     beam1 = [
-        beam_search(tiny_model, pad([s]), torch.tensor([len(s) * 3 // 2 + 5]), beam=1, length_penalty=1.0)[0]
+        best(beam_search(tiny_model, pad([s]), torch.tensor([len(s) * 3 // 2 + 5]), beam=1, length_penalty=1.0))[0]
         for s in src_ids
     ]
     assert greedy == beam1
@@ -87,15 +96,15 @@ def test_batched_decoding_equals_one_by_one(tiny_model, tokenizer):
     src_ids = _sources(tokenizer)
     for beam in (1, 4):
         cfg = DecodeConfig(beam=beam, max_len_offset=5, batch_size=4)
-        batched = decode_batch(tiny_model, src_ids, cfg)
-        alone = [decode_batch(tiny_model, [s], cfg)[0] for s in src_ids]
+        batched = best(search_batch(tiny_model, src_ids, cfg))
+        alone = [best(search_batch(tiny_model, [s], cfg))[0] for s in src_ids]
         assert batched == alone, f"beam {beam}"
 
 
 def test_translate_ids_returns_input_order_whatever_the_batching(tiny_model, tokenizer):
     src_ids = _sources(tokenizer)
-    one = translate_ids(tiny_model, src_ids, DecodeConfig(beam=3, batch_size=1, max_len_offset=5))
-    many = translate_ids(tiny_model, src_ids, DecodeConfig(beam=3, batch_size=3, max_len_offset=5))
+    one = best(search_ids(tiny_model, src_ids, DecodeConfig(beam=3, batch_size=1, max_len_offset=5)))
+    many = best(search_ids(tiny_model, src_ids, DecodeConfig(beam=3, batch_size=3, max_len_offset=5)))
     assert one == many
 
 
@@ -106,8 +115,9 @@ def test_int8_and_bf16_decoding_translate_every_line_and_mostly_as_fp32_does(tra
     lines = make_pairs(40, seed=11)[0] + ["", "Ein hund."]
     outputs = {}
     for precision in ("fp32", "int8", "bf16"):
-        model, tokenizer, cfg = load_for_decoding(run_dir / "run" / "best.pt", "cpu", {"precision": precision})
-        outputs[precision] = translate_lines(model, tokenizer, lines, cfg)
+        translator = Translator.load(run_dir / "run" / "best.pt", "cpu", precision=precision)
+        model = translator.model
+        outputs[precision] = translator.translate(lines)
         if precision == "int8" and torch.cpu._is_amx_tile_supported():
             assert isinstance(model.output_projection, Bf16Linear)
     assert len(set(outputs["fp32"])) > 20, "the model should translate, not repeat one string"

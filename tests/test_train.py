@@ -7,15 +7,17 @@ import torch
 import torch.nn.functional as F
 
 from conftest import tiny_config
-from mt_cli import checkpoint
-from mt_cli.config import Config, DecodeConfig, TokenizerConfig, TrainConfig, build_config
-from mt_cli.data import Pairs, collate
+from mt_cli.config import Config, DecodeConfig, TrainConfig, build_config
+from mt_cli.data.collate import collate
+from mt_cli.data.pairs import Pairs
+from mt_cli.decode.search import search_ids
 from mt_cli.errors import MtError
-from mt_cli.loss import label_smoothed_loss, output_layer_loss
-from mt_cli.model import build_model
-from mt_cli.schedule import budget_progress, lr_at
-from mt_cli.search import translate_ids
-from mt_cli.train import TrainPaths, train
+from mt_cli.model import checkpoint
+from mt_cli.model.loss import label_smoothed_loss, output_layer_loss
+from mt_cli.model.transformer import build_model
+from mt_cli.train.inputs import DataSpec
+from mt_cli.train.loop import train
+from mt_cli.train.schedule import budget_progress, lr_at
 
 
 def test_lr_warms_up_linearly_to_its_peak_then_decays_as_inverse_square_root():
@@ -63,7 +65,7 @@ def test_a_cosine_run_logs_a_falling_lr_that_ends_near_zero(corpus_files, tmp_pa
 
     out = tmp_path / "run"
     cfg = _tiny_run_config(max_steps=40, warmup_steps=5, lr_schedule="cosine", log_every=5, valid_every=40)
-    train(_paths(corpus_files, out), cfg, log=lambda m: None)
+    train(*_paths(corpus_files, out), cfg, log=lambda m: None)
     lrs = [e["lr"] for e in map(json.loads, (out / "log.jsonl").read_text().splitlines()) if "lr" in e]
     assert len(lrs) == 8 and all(a > b for a, b in zip(lrs, lrs[1:]))
     assert lrs[-1] < cfg.train.lr * 0.01
@@ -122,12 +124,12 @@ def test_loss_falls_and_greedy_reproduces_the_targets_when_overfitting_8_pairs(t
         optim.step()
         losses.append(loss.item())
     assert losses[-1] < losses[0] / 20
-    hyps = translate_ids(model, pairs.src, DecodeConfig(beam=1))
+    hyps = [h[0].tokens for h in search_ids(model, pairs.src, DecodeConfig(beam=1))]
     assert tokenizer.decode_tgt(hyps) == tgt_lines
 
 
-def _paths(files, out: Path) -> TrainPaths:
-    return TrainPaths(files["train_src"], files["train_tgt"], files["valid_src"], files["valid_tgt"], out)
+def _paths(files, out: Path) -> tuple[DataSpec, Path]:
+    return (DataSpec.text_files(files["train_src"], files["train_tgt"], files["valid_src"], files["valid_tgt"]), out)
 
 
 def _tiny_run_config(**train) -> Config:
@@ -143,7 +145,7 @@ def _tiny_run_config(**train) -> Config:
 
 def test_training_writes_best_last_and_a_jsonl_log_with_the_promised_fields(corpus_files, tmp_path):
     out = tmp_path / "run"
-    state = train(_paths(corpus_files, out), _tiny_run_config(max_steps=20), log=lambda m: None)
+    state = train(*_paths(corpus_files, out), _tiny_run_config(max_steps=20), log=lambda m: None)
     assert state.step == 20
     for name in ("best.pt", "last.pt", "log.jsonl", "config.yaml", "tokenizer/joint.model"):
         assert (out / name).is_file(), name
@@ -164,7 +166,7 @@ def test_the_same_seed_gives_the_same_run(corpus_files, tmp_path):
     cfg = _tiny_run_config(max_steps=8, valid_every=100)
     weights = []
     for name in ("a", "b"):
-        train(_paths(corpus_files, tmp_path / name), cfg, log=lambda m: None)
+        train(*_paths(corpus_files, tmp_path / name), cfg, log=lambda m: None)
         weights.append(checkpoint.load(tmp_path / name / "last.pt").model_state)
     for key in weights[0]:
         assert torch.equal(weights[0][key], weights[1][key]), key
@@ -173,21 +175,29 @@ def test_the_same_seed_gives_the_same_run(corpus_files, tmp_path):
 def test_rerunning_on_a_finished_run_resumes_and_continues_to_the_new_limit(corpus_files, tmp_path):
     out = tmp_path / "run"
     messages: list[str] = []
-    train(_paths(corpus_files, out), _tiny_run_config(max_steps=10), log=lambda m: None)
-    state = train(_paths(corpus_files, out), _tiny_run_config(max_steps=15), log=messages.append)
+    train(*_paths(corpus_files, out), _tiny_run_config(max_steps=10), log=lambda m: None)
+    state = train(*_paths(corpus_files, out), _tiny_run_config(max_steps=15), log=messages.append)
     assert state.step == 15
     assert any("resuming" in m and "step 10" in m for m in messages)
 
 
 def test_max_epochs_stops_after_whole_passes(corpus_files, tmp_path):
-    state = train(_paths(corpus_files, tmp_path / "run"), _tiny_run_config(max_epochs=1), log=lambda m: None)
+    state = train(*_paths(corpus_files, tmp_path / "run"), _tiny_run_config(max_epochs=1), log=lambda m: None)
     assert state.epoch == 1 and state.batch_in_epoch == 0 and state.step > 1
 
 
 def test_config_defaults_are_sane_for_the_small_preset():
     cfg = build_config("small")
     assert (cfg.model.d_model, cfg.model.enc_layers, cfg.model.dec_layers) == (256, 3, 3)
-    assert cfg.train == TrainConfig() and cfg.tokenizer == TokenizerConfig()
+    # The training and tokenizer defaults the README's recipes are written against.
+    assert (cfg.train.batch_tokens, cfg.train.lr, cfg.train.warmup_steps, cfg.train.lr_schedule) == (
+        2048,
+        1e-3,
+        400,
+        "inverse_sqrt",
+    )
+    assert (cfg.tokenizer.vocab_size, cfg.tokenizer.model_type, cfg.tokenizer.joint) == (8000, "unigram", True)
+    assert (cfg.decode.beam, cfg.decode.length_penalty, cfg.decode.method) == (5, 1.0, "beam")
     assert math.isclose(cfg.train.label_smoothing, 0.1)
 
 
@@ -196,7 +206,7 @@ def test_keep_last_keeps_the_newest_validations_and_average_last_writes_an_avera
 
     out = tmp_path / "run"
     cfg = _tiny_run_config(max_steps=40, valid_every=10, keep_last=2, average_last=3)
-    train(_paths(corpus_files, out), cfg, log=lambda m: None)
+    train(*_paths(corpus_files, out), cfg, log=lambda m: None)
     # average_last 3 needs three kept checkpoints even though keep_last is 2.
     assert sorted(p.name for p in out.glob("step*.pt")) == ["step20.pt", "step30.pt", "step40.pt"]
     assert (out / "averaged.pt").is_file()
@@ -208,13 +218,13 @@ def test_early_stopping_ends_the_run_after_patience_validations_without_improvem
     # A learning rate of ~0 keeps the model, and so the validation BLEU, from ever improving.
     cfg = _tiny_run_config(max_steps=200, valid_every=5, patience=2, lr=1e-12, warmup_steps=0)
     messages: list[str] = []
-    state = train(_paths(corpus_files, tmp_path / "run"), cfg, log=messages.append)
+    state = train(*_paths(corpus_files, tmp_path / "run"), cfg, log=messages.append)
     assert state.step == 15 and state.best_step == 5
     assert any("early stop" in m for m in messages)
 
 
 def test_ema_update_moves_each_weight_a_fixed_fraction_toward_the_model(tokenizer):
-    from mt_cli.train import ema_update
+    from mt_cli.train.loop import ema_update
 
     torch.manual_seed(0)
     model, ema = build_model(tiny_config(tokenizer)), build_model(tiny_config(tokenizer))
@@ -226,18 +236,18 @@ def test_ema_update_moves_each_weight_a_fixed_fraction_toward_the_model(tokenize
 
 def test_with_ema_best_holds_the_averaged_weights_and_last_can_resume_them(corpus_files, tmp_path):
     out = tmp_path / "run"
-    train(_paths(corpus_files, out), _tiny_run_config(max_steps=10, ema_decay=0.9), log=lambda m: None)
+    train(*_paths(corpus_files, out), _tiny_run_config(max_steps=10, ema_decay=0.9), log=lambda m: None)
     best, last = checkpoint.load(out / "best.pt"), checkpoint.load(out / "last.pt")
     key = "decoder.layers.0.feed_forward.fc1.weight"
     assert torch.equal(best.model_state[key], last.train_state["ema"][key])
     assert not torch.equal(best.model_state[key], last.model_state[key])
-    state = train(_paths(corpus_files, out), _tiny_run_config(max_steps=12, ema_decay=0.9), log=lambda m: None)
+    state = train(*_paths(corpus_files, out), _tiny_run_config(max_steps=12, ema_decay=0.9), log=lambda m: None)
     assert state.step == 12
 
 
 def _nan_on(calls: set[int], monkeypatch):
     """Make the training loss NaN on the given calls (1-based), as a bad batch or an overflow would."""
-    import mt_cli.loss as loss_module
+    import mt_cli.model.loss as loss_module
 
     real, count = loss_module.output_layer_loss, [0]
 
@@ -253,7 +263,7 @@ def test_a_non_finite_step_is_skipped_with_a_warning_and_training_goes_on(corpus
     _nan_on({3, 4}, monkeypatch)
     out = tmp_path / "run"
     cfg = _tiny_run_config(max_steps=8, log_every=1, valid_every=8)
-    train(_paths(corpus_files, out), cfg, log=lambda m: None)
+    train(*_paths(corpus_files, out), cfg, log=lambda m: None)
     log = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
     assert [e["step"] for e in log if "skipped" in e] == [3, 4]
     assert all(math.isfinite(e["loss"]) for e in log if "loss" in e)
@@ -264,17 +274,17 @@ def test_a_non_finite_step_is_skipped_with_a_warning_and_training_goes_on(corpus
 def test_too_many_non_finite_steps_stop_the_run_and_leave_last_pt_as_it_was(corpus_files, tmp_path, monkeypatch):
     out = tmp_path / "run"
     cfg = _tiny_run_config(max_steps=4, valid_every=4)
-    train(_paths(corpus_files, out), cfg, log=lambda m: None)
+    train(*_paths(corpus_files, out), cfg, log=lambda m: None)
     before = (out / "last.pt").read_bytes()
     _nan_on(set(range(1, 100)), monkeypatch)
     cfg = _tiny_run_config(max_steps=20, valid_every=4, max_nonfinite=3)
     with pytest.raises(MtError, match="not finite 3 steps in a row"):
-        train(_paths(corpus_files, out), cfg, log=lambda m: None)
+        train(*_paths(corpus_files, out), cfg, log=lambda m: None)
     assert (out / "last.pt").read_bytes() == before
 
 
 def test_save_every_writes_last_pt_between_validations(corpus_files, tmp_path, monkeypatch):
-    import mt_cli.train as train_module
+    import mt_cli.train.loop as train_module
 
     def crash_after_step_4(state, *args):  # a crash that leaves no chance to save
         if state.step > 4:
@@ -284,7 +294,7 @@ def test_save_every_writes_last_pt_between_validations(corpus_files, tmp_path, m
     monkeypatch.setattr(train_module, "count_nonfinite", crash_after_step_4)
     out = tmp_path / "run"
     with pytest.raises(MtError, match="crash"):
-        train(_paths(corpus_files, out), _tiny_run_config(max_steps=7, valid_every=100, save_every=3), log=print)
+        train(*_paths(corpus_files, out), _tiny_run_config(max_steps=7, valid_every=100, save_every=3), log=print)
     assert checkpoint.load(out / "last.pt").train_state["step"] == 3  # saved at step 3, no validation yet
 
 
@@ -293,19 +303,19 @@ def test_resuming_with_changed_data_is_refused(corpus_files, tmp_path):
     for k, path in files.items():
         path.write_bytes(corpus_files[k].read_bytes())
     out = tmp_path / "run"
-    train(_paths(files, out), _tiny_run_config(max_steps=2, valid_every=2), log=lambda m: None)
-    train(_paths(files, out), _tiny_run_config(max_steps=3, valid_every=2), log=lambda m: None)  # same data: resumes
+    train(*_paths(files, out), _tiny_run_config(max_steps=2, valid_every=2), log=lambda m: None)
+    train(*_paths(files, out), _tiny_run_config(max_steps=3, valid_every=2), log=lambda m: None)  # same data: resumes
     files["train_tgt"].write_text(files["train_tgt"].read_text().replace("dog", "cat"))
     with pytest.raises(MtError, match=r"train_src\.txt / .*train_tgt\.txt: not the train data that .*last\.pt was"):
-        train(_paths(files, out), _tiny_run_config(max_steps=4, valid_every=2), log=lambda m: None)
+        train(*_paths(files, out), _tiny_run_config(max_steps=4, valid_every=2), log=lambda m: None)
 
 
 def test_resuming_with_a_different_model_config_is_refused_and_last_pt_is_kept(corpus_files, tmp_path):
     out = tmp_path / "run"
-    train(_paths(corpus_files, out), _tiny_run_config(max_steps=2, valid_every=2), log=lambda m: None)
+    train(*_paths(corpus_files, out), _tiny_run_config(max_steps=2, valid_every=2), log=lambda m: None)
     before = (out / "last.pt").read_bytes()
     wider = build_config("tiny", options={"tokenizer": {"vocab_size": 100}, "train": {"max_steps": 4}},
                          sets=["model.ffn_dim=96"])  # fmt: skip
     with pytest.raises(MtError, match=r"last\.pt: the run was started with a different model config"):
-        train(_paths(corpus_files, out), wider, log=lambda m: None)
+        train(*_paths(corpus_files, out), wider, log=lambda m: None)
     assert (out / "last.pt").read_bytes() == before

@@ -1,0 +1,16 @@
+"""The `mt` command: one thin Typer command per verb, each calling one library function, in one
+module per stage of the work (data, training, decoding, inspection and interop)."""
+
+from __future__ import annotations
+
+from mt_cli.cli import data, decoding, inspection, training  # noqa: F401 (each registers its commands)
+from mt_cli.cli.app import STAGES, app
+
+# `mt --help` lists the panels in the order their first command was registered: the stages' order.
+app.registered_commands.sort(key=lambda command: STAGES.index(command.rich_help_panel))
+
+__all__ = ["app", "main"]
+
+
+def main() -> None:
+    app(prog_name="mt")

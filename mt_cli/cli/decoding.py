@@ -1,0 +1,126 @@
+"""Decoding commands: translate, evaluate, tune-decoding."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from mt_cli.cli.app import (
+    DECODE,
+    Device,
+    app,
+    err,
+    friendly,
+)
+from mt_cli.config import DEFAULT_METRICS
+from mt_cli.errors import MtError
+
+
+@app.command(rich_help_panel=DECODE)
+@friendly
+def translate(
+    checkpoint: Annotated[Path, typer.Option(help="A checkpoint written by `mt train` (best.pt).")],
+    input: Annotated[Path | None, typer.Argument(help="Text to translate; stdin when absent.")] = None,
+    output: Annotated[Path | None, typer.Option(help="Where to write; stdout when absent.")] = None,
+    beam: Annotated[int | None, typer.Option(help="Beam size; 1 is greedy.")] = None,
+    batch_size: Annotated[int | None, typer.Option(help="Sentences decoded together.")] = None,
+    max_len_ratio: Annotated[float | None, typer.Option(help="Output length limit per source token.")] = None,
+    length_penalty: Annotated[float | None, typer.Option(help="Alpha in score / length**alpha.")] = None,
+    precision: Annotated[
+        str | None, typer.Option(help="fp32, bf16 (autocast) or int8 (dynamic int8 linear layers, CPU).")
+    ] = None,
+    device: Device = "auto",
+) -> None:
+    """Translate a file (or stdin) line by line: one output line for every input line."""
+    from mt_cli.decode.translator import translate_file
+
+    n = translate_file(
+        checkpoint,
+        input,
+        output,
+        device,
+        beam=beam,
+        batch_size=batch_size,
+        max_len_ratio=max_len_ratio,
+        length_penalty=length_penalty,
+        precision=precision,
+    )
+    if output is not None:
+        err(f"translated {n} lines into {output}")
+
+
+@app.command(rich_help_panel=DECODE)
+@friendly
+def evaluate(
+    ref: Annotated[list[Path], typer.Option(help="Reference file; repeat for several references.")],
+    hyp: Annotated[
+        list[Path] | None, typer.Option(help="Hypothesis file (system output); repeat with --significance.")
+    ] = None,
+    checkpoint: Annotated[Path | None, typer.Option(help="Translate --src with this model first.")] = None,
+    src: Annotated[Path | None, typer.Option(help="Source file, with --checkpoint.")] = None,
+    metrics: Annotated[str, typer.Option(help="Comma-separated: bleu, chrf, ter.")] = ",".join(DEFAULT_METRICS),
+    tokenize: Annotated[str | None, typer.Option(help="sacrebleu tokenizer; default zh for Chinese, else 13a.")] = None,
+    beam: Annotated[int | None, typer.Option(help="Beam size, with --checkpoint.")] = None,
+    device: Device = "auto",
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    significance: Annotated[
+        bool, typer.Option("--significance", help="Paired bootstrap: does each later --hyp beat the first?")
+    ] = False,
+) -> None:
+    """Score hypotheses against references with sacrebleu (BLEU, chrF; TER via --metrics)."""
+    from mt_cli.metrics import format_report, format_significance, paired_bootstrap
+    from mt_cli.tools.evaluate import evaluate_run
+
+    if significance:
+        result = paired_bootstrap(hyp or [], ref, tokenize)
+        typer.echo(json.dumps(result) if as_json else format_significance(result))
+        return
+    if hyp is not None and len(hyp) > 1:
+        raise MtError("several --hyp files are compared with --significance")
+    chosen = tuple(m.strip() for m in metrics.split(",") if m.strip())
+    result = evaluate_run(hyp[0] if hyp else None, ref, checkpoint, src, chosen, tokenize, beam, device)
+    if as_json:
+        typer.echo(json.dumps({k: v for k, v in result.items() if k != "text"}))
+    else:
+        typer.echo(format_report(result))
+
+
+@app.command("tune-decoding", rich_help_panel=DECODE)
+@friendly
+def tune_decoding(
+    checkpoint: Annotated[Path, typer.Option(help="The checkpoint to tune.")],
+    src: Annotated[Path, typer.Option(help="Validation source (never the test set).")],
+    ref: Annotated[Path, typer.Option(help="Validation reference.")],
+    beams: Annotated[str, typer.Option(help="Comma-separated beam sizes.")] = "1,4,5,8",
+    length_penalties: Annotated[str, typer.Option(help="Comma-separated length penalties.")] = "0.6,1.0,1.4",
+    out: Annotated[
+        Path | None, typer.Option(help="Write a copy of the checkpoint with the best pair as default.")
+    ] = None,
+    device: Device = "auto",
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Grid-search beam size and length penalty on a validation set; best first."""
+    from mt_cli.tools.evaluate import tune_decoding as tune
+
+    rows = tune(checkpoint, src, ref, _numbers(beams, int), _numbers(length_penalties, float), device, out)
+    if as_json:
+        typer.echo(json.dumps(rows))
+        return
+    typer.echo("beam  length_penalty  BLEU")
+    for r in rows:
+        typer.echo(f"{r['beam']:>4}  {r['length_penalty']:>14}  {r['bleu']:.2f}")
+    if out is not None:
+        err(f"wrote {out} with beam {rows[0]['beam']}, length penalty {rows[0]['length_penalty']}")
+
+
+def _numbers(text: str, kind: type) -> list:
+    try:
+        values = [kind(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise MtError(f"expected comma-separated numbers, not {text!r}") from None
+    if not values:
+        raise MtError("expected at least one value")
+    return values

@@ -1,0 +1,74 @@
+"""Looking inside a run and a model, and handing it to other toolkits."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from mt_cli.cli.app import (
+    INSPECT,
+    INTEROP,
+    app,
+    err,
+    friendly,
+)
+
+
+@app.command(rich_help_panel=INSPECT)
+@friendly
+def attention(
+    checkpoint: Annotated[Path, typer.Option(help="A checkpoint written by `mt train`.")],
+    src: Annotated[str, typer.Option(help="The source sentence.")],
+    out: Annotated[Path, typer.Option(help="Folder for the PNG files.")],
+    tgt: Annotated[str | None, typer.Option(help="A reference translation; default: the model's own.")] = None,
+) -> None:
+    """Draw attention heat maps, every layer and head: encoder, decoder self- and encoder-decoder attention."""
+    from mt_cli.tools.heatmap import attention_figures
+
+    for path in attention_figures(checkpoint, src, tgt, out):
+        err(f"wrote {path}")
+
+
+@app.command(rich_help_panel=INSPECT)
+@friendly
+def plot(
+    runs: Annotated[list[Path], typer.Argument(help="Run folders (the --out of mt train); several overlay.")],
+    out: Annotated[Path, typer.Option(help="The PNG file to write.")],
+) -> None:
+    """Draw training loss, validation loss, validation BLEU and learning rate against step."""
+    from mt_cli.tools.plot import draw_curves
+
+    err(f"wrote {draw_curves(runs, out)}")
+
+
+@app.command(rich_help_panel=INSPECT)
+@friendly
+def report(
+    run: Annotated[Path, typer.Argument(help="A run folder (the --out of mt train).")],
+    out: Annotated[Path, typer.Option(help="The Markdown file to write; the curves go beside it.")],
+) -> None:
+    """Write a Markdown report of a run: scores, training, data, environment, curves, config."""
+    from mt_cli.tools.report import write_report
+
+    err(f"wrote {write_report(run, out)}")
+
+
+@app.command("export", rich_help_panel=INTEROP)
+@friendly
+def export_model(
+    checkpoint: Annotated[Path, typer.Option(help="Checkpoint to export, e.g. RUN/best.pt.")],
+    out: Annotated[Path, typer.Option(help="New folder to write (an existing non-empty one is refused).")],
+    format_: Annotated[
+        str, typer.Option("--format", help="hf: a Hugging Face MarianMTModel folder; ct2: a CTranslate2 model.")
+    ] = "hf",
+    quantization: Annotated[
+        str | None, typer.Option(help="ct2 only: int8, int8_float32, bfloat16, ... (CTranslate2's names).")
+    ] = None,
+) -> None:
+    """Export a checkpoint to Hugging Face transformers (MarianMTModel) or CTranslate2, same weights."""
+    from mt_cli.interop import export
+    from mt_cli.model.checkpoint import load
+
+    err(f"wrote {export(load(checkpoint), out, format_, quantization)}")

@@ -1,0 +1,163 @@
+"""Training commands: train, average, config, quickstart."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from mt_cli.cli.app import (
+    TRAIN,
+    Device,
+    app,
+    config_options,
+    err,
+    friendly,
+)
+from mt_cli.config import TrainConfig
+from mt_cli.errors import MtError
+
+
+def parse_batch_tokens(value: str | None) -> int | None:
+    """--batch-tokens N, or auto (stored as 0)."""
+    if value == "auto":
+        return 0
+    if value is not None and not value.isdigit():
+        raise MtError(f"--batch-tokens {value!r}: expected a number of tokens or auto")
+    return int(value) if value is not None else None
+
+
+TextFile = Annotated[Path | None, typer.Option(help="A UTF-8 text file, one sentence per line (.gz too).")]
+Table = Annotated[
+    Path | None, typer.Option(help="Pairs in one file: .tsv (source<TAB>target), .csv, .jsonl or .parquet (.gz too).")
+]
+
+
+@app.command(rich_help_panel=TRAIN)
+@friendly
+def train(
+    out: Annotated[Path, typer.Option(help="Run folder: best.pt, last.pt, log.jsonl. Rerun to resume.")],
+    train_src: TextFile = None,
+    train_tgt: TextFile = None,
+    valid_src: TextFile = None,
+    valid_tgt: TextFile = None,
+    train: Table = None,
+    valid: Table = None,
+    dataset: Annotated[
+        str | None, typer.Option(help="A Hugging Face dataset (name or local folder) for splits not given as files.")
+    ] = None,
+    dataset_config: Annotated[str | None, typer.Option(help="The dataset's configuration, e.g. de-en.")] = None,
+    train_split: Annotated[str, typer.Option(help="The dataset's training split.")] = "train",
+    valid_split: Annotated[str, typer.Option(help="The dataset's validation split.")] = "validation",
+    src_lang: Annotated[
+        str | None, typer.Option(help="Source column, or key of a 'translation' column (e.g. de).")
+    ] = None,
+    tgt_lang: Annotated[str | None, typer.Option(help="Target column or key (e.g. en).")] = None,
+    tokenizer: Annotated[
+        Path | None, typer.Option(help="Tokenizer folder; without it one is trained into OUT/tokenizer.")
+    ] = None,
+    cache: Annotated[
+        Path | None, typer.Option(help="Where tokenized corpora are cached (default $MT_CACHE or ~/.cache/mt).")
+    ] = None,
+    preset: Annotated[str | None, typer.Option(help="Model size: tiny, small, base or big.")] = None,
+    config: Annotated[Path | None, typer.Option(help="YAML config (sections model/tokenizer/train/decode).")] = None,
+    max_steps: Annotated[int | None, typer.Option(help="Stop after this many updates.")] = None,
+    max_epochs: Annotated[int | None, typer.Option(help="Stop after this many epochs.")] = None,
+    max_minutes: Annotated[float | None, typer.Option(help="Stop after this much training time.")] = None,
+    batch_tokens: Annotated[
+        str | None,
+        typer.Option(help="Padded tokens per global batch, over all processes and --accumulate shares; auto on CUDA."),
+    ] = None,
+    accumulate: Annotated[
+        int | None, typer.Option(help="Cut each batch into K shares run one after another (less memory, same update).")
+    ] = None,
+    workers: Annotated[int | None, typer.Option(help="Processes that tokenize the corpus into its cache.")] = None,
+    dist_timeout_s: Annotated[
+        float | None,
+        typer.Option("--dist-timeout", help="Under torchrun: seconds a process waits for the others before giving up."),
+    ] = None,
+    seed: Annotated[int | None, typer.Option(help="Random seed.")] = None,
+    device: Annotated[str | None, typer.Option(help="auto, cpu, cuda, cuda:N or mps.")] = None,
+    patience: Annotated[int | None, typer.Option(help="Stop after N validations without a better BLEU.")] = None,
+    keep_last: Annotated[
+        int | None, typer.Option(help="Keep the last K validations' weights as OUT/step<N>.pt.")
+    ] = None,
+    average_last: Annotated[
+        int | None, typer.Option(help="After training, average the last K into OUT/averaged.pt.")
+    ] = None,
+    save_every: Annotated[int | None, typer.Option(help="Also write OUT/last.pt every N steps.")] = None,
+    max_len: Annotated[int | None, typer.Option(help="Longest side of a training pair, in tokens.")] = None,
+    long_pairs: Annotated[
+        str | None, typer.Option(help="A pair over --max-len: drop (default) or truncate it.")
+    ] = None,
+    on_bad_utf8: Annotated[
+        str | None, typer.Option(help="Bytes that are not UTF-8: error (default), skip the pair, or replace.")
+    ] = None,
+    tensorboard: Annotated[
+        bool, typer.Option("--tensorboard", help="Also write TensorBoard events to OUT/tensorboard.")
+    ] = False,
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", help="Override any field: --set model.dropout=0 (repeatable).")
+    ] = None,
+) -> None:
+    """Train a Transformer; writes OUT/best.pt (best validation BLEU), OUT/last.pt and OUT/log.jsonl.
+
+    Data: text files (--train-src/--train-tgt, --valid-src/--valid-tgt), a table file per split
+    (--train, --valid), or --dataset. Several processes: torchrun --nproc_per_node=N -m mt_cli train ...
+    """
+    from mt_cli.config import build_config
+    from mt_cli.train.inputs import data_spec
+    from mt_cli.train.loop import train as run_training
+
+    given = dict(locals(), batch_tokens=parse_batch_tokens(batch_tokens))  # options named after train.* fields
+    cfg = build_config(preset, config, {"train": config_options(TrainConfig, given)}, set_)
+    files = {"train_src": train_src, "train_tgt": train_tgt, "valid_src": valid_src, "valid_tgt": valid_tgt,
+             "train": train, "valid": valid}  # fmt: skip
+    spec = data_spec(files, dataset, dataset_config, (train_split, valid_split), (src_lang, tgt_lang), tokenizer, cache)
+    run_training(spec, out, cfg, log=err)
+
+
+@app.command(rich_help_panel=TRAIN)
+@friendly
+def average(
+    checkpoints: Annotated[list[Path], typer.Argument(help="Checkpoints of one run, e.g. RUN/step*.pt.")],
+    out: Annotated[Path, typer.Option(help="Where to write the averaged checkpoint.")],
+) -> None:
+    """Average the weights of several checkpoints of one run into one checkpoint."""
+    from mt_cli.model.checkpoint import average as average_checkpoints
+    from mt_cli.model.checkpoint import save_checkpoint
+
+    save_checkpoint(out, average_checkpoints(checkpoints))
+    err(f"averaged {len(checkpoints)} checkpoints into {out}")
+
+
+@app.command("config", rich_help_panel=TRAIN)
+@friendly
+def show_config(
+    preset: Annotated[str | None, typer.Option(help="Model size: tiny, small, base or big.")] = None,
+    config: Annotated[Path | None, typer.Option(help="YAML config to layer on the preset.")] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", help="Override a field (repeatable).")] = None,
+) -> None:
+    """Print the full resolved config as YAML: every field, with the value a run would use."""
+    from mt_cli.config import build_config, to_yaml
+
+    typer.echo(to_yaml(build_config(preset, config, None, set_)), nl=False)
+
+
+@app.command(rich_help_panel=TRAIN)
+@friendly
+def quickstart(
+    data: Annotated[
+        Path | None, typer.Option(help="Local Multi30k folder; without it the files come from the HF hub.")
+    ] = None,
+    out: Annotated[Path, typer.Option(help="Run folder.")] = Path("checkpoints/quickstart-de-en"),
+    max_minutes: Annotated[float, typer.Option(help="Training time.")] = 20.0,
+    device: Device = "auto",
+) -> None:
+    """Train German->English on Multi30k with the small preset, then translate and score test2016."""
+    from mt_cli.tools.quickstart import run_quickstart
+
+    result = run_quickstart(data, out, max_minutes, device, log=err)
+    typer.echo(f"test2016 de->en: BLEU {result['bleu']:.2f}, chrF {result['chrf']:.2f}")
+    typer.echo(result["signature"]["bleu"])

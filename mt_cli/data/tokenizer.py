@@ -1,0 +1,142 @@
+"""SentencePiece subwords: training, encoding, decoding, and the model bytes a checkpoint carries."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import sentencepiece as spm
+
+from mt_cli.config import TokenizerConfig
+from mt_cli.data.text import is_mostly_cjk
+from mt_cli.errors import MtError
+from mt_cli.files import atomic_write_bytes
+
+# Fixed special ids, the same in every mt tokenizer, so the model never has to look them up.
+PAD, UNK, BOS, EOS = 0, 1, 2, 3
+
+JOINT_FILE, SRC_FILE, TGT_FILE = "joint.model", "src.model", "tgt.model"
+
+
+class Tokenizer:
+    """One joint SentencePiece model, or one for each side."""
+
+    def __init__(self, src_model: bytes, tgt_model: bytes | None = None) -> None:
+        self.joint = tgt_model is None
+        self._src_bytes = src_model
+        self._tgt_bytes = tgt_model
+        self.src = _load_sp(src_model)
+        self.tgt = self.src if tgt_model is None else _load_sp(tgt_model)
+
+    def __reduce__(self):  # pickled as its model bytes, for `datasets` worker processes
+        return (Tokenizer, (self._src_bytes, self._tgt_bytes))
+
+    @property
+    def src_vocab_size(self) -> int:
+        return self.src.get_piece_size()
+
+    @property
+    def tgt_vocab_size(self) -> int:
+        return self.tgt.get_piece_size()
+
+    def encode_src(self, lines: list[str]) -> list[list[int]]:
+        """Source ids end with EOS and have no BOS, as Marian's tokenizer makes them."""
+        return [ids + [EOS] for ids in self.src.encode(lines)]
+
+    def encode_tgt(self, lines: list[str]) -> list[list[int]]:
+        """Target ids without BOS/EOS; training adds them when shifting."""
+        return self.tgt.encode(lines)
+
+    def decode_tgt(self, ids: list[list[int]]) -> list[str]:
+        return self.tgt.decode(ids)
+
+    def src_pieces(self, line: str) -> list[str]:
+        return self.src.encode(line, out_type=str) + ["</s>"]
+
+    def to_state(self) -> dict[str, bytes]:
+        if self.joint:
+            return {"joint": self._src_bytes}
+        return {"src": self._src_bytes, "tgt": self._tgt_bytes}
+
+    @classmethod
+    def from_state(cls, state: dict[str, bytes]) -> Tokenizer:
+        if "joint" in state:
+            return cls(state["joint"])
+        return cls(state["src"], state["tgt"])
+
+    def save(self, out_dir: Path) -> None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for name, data in self.to_state().items():
+            atomic_write_bytes(out_dir / f"{name}.model", data)
+
+    @classmethod
+    def load(cls, directory: Path) -> Tokenizer:
+        if not directory.is_dir():
+            raise MtError(f"{directory}: tokenizer folder not found; train one with `mt tokenizer train`")
+        if (directory / JOINT_FILE).is_file():
+            return cls((directory / JOINT_FILE).read_bytes())
+        if (directory / SRC_FILE).is_file() and (directory / TGT_FILE).is_file():
+            return cls((directory / SRC_FILE).read_bytes(), (directory / TGT_FILE).read_bytes())
+        raise MtError(f"{directory}: holds neither {JOINT_FILE} nor {SRC_FILE} + {TGT_FILE}")
+
+
+def _load_sp(model: bytes) -> spm.SentencePieceProcessor:
+    sp = spm.SentencePieceProcessor()
+    try:
+        sp.load_from_serialized_proto(model)
+    except Exception as e:  # sentencepiece raises plain RuntimeError/OSError on bad bytes
+        raise MtError(f"not a SentencePiece model ({e})") from None
+    return sp
+
+
+def train_sentencepiece(lines: list[str], cfg: TokenizerConfig) -> bytes:
+    """Train one SentencePiece model in memory and return its serialized bytes."""
+    lines = [line for line in lines if line.strip()]
+    if not lines:
+        raise MtError("cannot train a tokenizer on an empty corpus")
+    coverage = cfg.character_coverage
+    if coverage is None:
+        coverage = 0.9995 if is_mostly_cjk(lines) else 1.0
+    model = io.BytesIO()
+    try:
+        _train_spm(lines, model, cfg, coverage)
+    except RuntimeError as e:
+        # SentencePiece fails when the vocabulary cannot even hold the corpus's characters.
+        if "required_chars" not in str(e):
+            raise
+        needed = str(e).split(" vs ")[-1].split(".")[0]
+        raise MtError(
+            f"tokenizer.vocab_size {cfg.vocab_size} is too small: this text needs {needed} pieces for its characters"
+            " alone; raise tokenizer.vocab_size or lower tokenizer.character_coverage"
+        ) from None
+    return model.getvalue()
+
+
+def _train_spm(lines: list[str], model: io.BytesIO, cfg: TokenizerConfig, coverage: float) -> None:
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(lines),
+        model_writer=model,
+        vocab_size=cfg.vocab_size,
+        model_type=cfg.model_type,
+        character_coverage=coverage,
+        pad_id=PAD,
+        unk_id=UNK,
+        bos_id=BOS,
+        eos_id=EOS,
+        pad_piece="<pad>",
+        unk_piece="<unk>",
+        bos_piece="<s>",
+        eos_piece="</s>",
+        # Small corpora cannot fill a large vocabulary; take what they give instead of failing.
+        hard_vocab_limit=False,
+        input_sentence_size=2_000_000,
+        shuffle_input_sentence=True,
+        num_threads=2,
+        minloglevel=2,
+    )
+
+
+def train_tokenizer(src_lines: list[str], tgt_lines: list[str], cfg: TokenizerConfig) -> Tokenizer:
+    if cfg.joint:
+        return Tokenizer(train_sentencepiece(src_lines + tgt_lines, cfg))
+    return Tokenizer(train_sentencepiece(src_lines, cfg), train_sentencepiece(tgt_lines, cfg))

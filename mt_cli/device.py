@@ -1,0 +1,55 @@
+"""Where and how tensors run: device choice, autocast, CPU threads."""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+from mt_cli.errors import MtError
+
+
+def resolve_device(name: str) -> torch.device:
+    """`auto` picks CUDA, then Apple's MPS, then the CPU."""
+    if name == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise MtError(f"--device {name}: no CUDA device is available here; use --device cpu or auto")
+    if name == "mps" and not torch.backends.mps.is_available():
+        raise MtError("--device mps: MPS is not available here; use --device cpu or auto")
+    if name not in ("cpu", "mps") and not name.startswith("cuda"):
+        raise MtError(f"--device {name}: expected auto, cpu, cuda, cuda:N or mps")
+    return torch.device(name)
+
+
+def amp_dtype(amp: str, device: torch.device) -> torch.dtype | None:
+    """The autocast dtype for train.amp, or None for full fp32.
+
+    `auto` is bf16 on CUDA only: on the 2-core AMX CPU whole-model autocast was not reliably
+    faster. fp16 is for GPUs without bf16 and trains with a gradient scaler.
+    """
+    if amp == "fp16":
+        if device.type != "cuda":
+            raise MtError(f"train.amp fp16 needs a CUDA device, not {device}; use bf16 or off")
+        return torch.float16
+    if amp == "bf16":
+        return torch.bfloat16 if device.type in ("cuda", "cpu") else None
+    if amp == "auto" and device.type == "cuda" and torch.cuda.is_bf16_supported():
+        return torch.bfloat16
+    return None
+
+
+def autocast(dtype: torch.dtype | bool | None, device: torch.device) -> contextlib.AbstractContextManager:
+    """Autocast to `dtype` (True: bf16); None or False: a no-op."""
+    if not dtype:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=torch.bfloat16 if dtype is True else dtype)
+
+
+def set_threads(n: int) -> None:
+    if n > 0:
+        torch.set_num_threads(n)

@@ -1,0 +1,22 @@
+"""Other toolkits' formats: Hugging Face Marian (both directions of the mapping) and CTranslate2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mt_cli.errors import MtError
+from mt_cli.model.checkpoint import Checkpoint
+
+
+def export(ckpt: Checkpoint, out_dir: Path, fmt: str, quantization: str | None = None) -> Path:
+    if fmt == "hf":
+        if quantization:
+            raise MtError("--quantization applies to --format ct2 only")
+        from mt_cli.interop.marian import export_hf
+
+        return export_hf(ckpt, out_dir)
+    if fmt == "ct2":
+        from mt_cli.interop.ct2 import export_ct2
+
+        return export_ct2(ckpt, out_dir, quantization)
+    raise MtError(f"--format {fmt!r}: choose hf (Hugging Face MarianMTModel) or ct2 (CTranslate2)")

@@ -1,0 +1,228 @@
+"""Hugging Face MarianMTModel: the weight-name and vocabulary mapping (both directions), and export.
+
+mt's Transformer was laid out like Marian from the start (post-norm, a bias on every projection,
+the same sinusoid table, embeddings scaled by sqrt(d), decoding from a zero start vector), so export
+renames weights and rotates the vocabulary by one: Marian keeps <pad> as the last id, and
+CTranslate2's converter drops that last row, while mt keeps <pad> at id 0.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+import torch
+
+from mt_cli.data.tokenizer import EOS, PAD, UNK
+from mt_cli.errors import MtError
+from mt_cli.files import temp_dir
+from mt_cli.model.checkpoint import Checkpoint
+
+
+def to_marian_id(token: int, vocab_size: int) -> int:
+    """mt id -> Marian id: everything moves down one and <pad> (0) becomes the last id."""
+    return (token - 1) % vocab_size
+
+
+def from_marian_id(token: int, vocab_size: int) -> int:
+    """Marian id -> mt id: the inverse of `to_marian_id`."""
+    return (token + 1) % vocab_size
+
+
+def to_marian_rows(weight: torch.Tensor) -> torch.Tensor:
+    """Rows in mt id order -> rows in Marian id order."""
+    return torch.roll(weight, shifts=-1, dims=0).contiguous()
+
+
+def from_marian_rows(weight: torch.Tensor) -> torch.Tensor:
+    """Rows in Marian id order -> rows in mt id order."""
+    return torch.roll(weight, shifts=1, dims=0).contiguous()
+
+
+def refuse_non_empty(out_dir: Path) -> None:
+    if out_dir.exists() and any(out_dir.iterdir()):
+        raise MtError(f"{out_dir}: folder exists and is not empty; choose a new --out or remove it")
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+
+
+def move_into_place(done: Path, out_dir: Path) -> None:
+    if out_dir.exists():
+        out_dir.rmdir()  # empty: refuse_non_empty checked it
+    done.rename(out_dir)
+
+
+def check_exportable(ckpt: Checkpoint) -> None:
+    m = ckpt.config.model
+    fix = "train a new model with mt to export it"
+    if m.pre_norm:
+        raise MtError(f"not exportable: model.pre_norm is true, and MarianMTModel is post-norm only; {fix}")
+    if m.decoder_start != "pad":
+        raise MtError(
+            "not exportable: this checkpoint (format 1) decodes from BOS, while Marian and CTranslate2 start "
+            f"from a zero vector; {fix}"
+        )
+    if not (m.shared_vocab and m.tie_embeddings):
+        raise MtError(
+            "not exportable yet: only models with one joint vocabulary and tied embeddings export "
+            "(CTranslate2's Marian converter reads a single vocabulary)"
+        )
+
+
+def marian_config(ckpt: Checkpoint) -> tuple[dict, dict]:
+    """config.json and generation_config.json, in Marian's field names."""
+    m, d = ckpt.config.model, ckpt.config.decode
+    v = m.tgt_vocab_size
+    pad, eos = to_marian_id(PAD, v), to_marian_id(EOS, v)
+    config = {
+        "architectures": ["MarianMTModel"],
+        "model_type": "marian",
+        "vocab_size": v,
+        "decoder_vocab_size": v,
+        "share_encoder_decoder_embeddings": True,
+        "tie_word_embeddings": True,
+        "d_model": m.d_model,
+        "encoder_layers": m.enc_layers,
+        "decoder_layers": m.dec_layers,
+        "encoder_attention_heads": m.n_heads,
+        "decoder_attention_heads": m.n_heads,
+        "encoder_ffn_dim": m.ffn_dim,
+        "decoder_ffn_dim": m.ffn_dim,
+        "activation_function": "relu",
+        "max_position_embeddings": m.max_positions,
+        "scale_embedding": True,
+        "dropout": m.dropout,
+        "attention_dropout": m.attention_dropout,
+        "activation_dropout": m.activation_dropout,
+        "pad_token_id": pad,
+        "eos_token_id": eos,
+        "decoder_start_token_id": pad,  # PAD's embedding is the zero start vector
+        "forced_eos_token_id": eos,
+        "is_encoder_decoder": True,
+    }
+    generation = {
+        "decoder_start_token_id": pad,
+        "eos_token_id": eos,
+        "pad_token_id": pad,
+        "forced_eos_token_id": eos,
+        "bad_words_ids": [[pad]],  # mt never outputs <pad> either
+        "num_beams": d.beam,
+        "length_penalty": d.length_penalty,
+        "max_length": m.max_positions - 1,
+    }
+    return config, generation
+
+
+# mt's names for the parts of a layer -> Marian's (encoder layers have one attention sublayer).
+_ENCODER_NAMES = {
+    "attn_sublayer.norm": "self_attn_layer_norm",
+    "ffn_sublayer.norm": "final_layer_norm",
+    "feed_forward.": "",
+}
+_DECODER_NAMES = {
+    "self_sublayer.norm": "self_attn_layer_norm",
+    "cross_sublayer.norm": "encoder_attn_layer_norm",
+    "ffn_sublayer.norm": "final_layer_norm",
+    "cross_attn.": "encoder_attn.",
+    "feed_forward.": "",
+}
+_LAYER = re.compile(r"^(encoder|decoder)\.layers\.(\d+)\.(.+)$")
+
+
+def to_marian_name(name: str) -> str:
+    """An mt weight name of a layer -> MarianMTModel's, e.g. decoder.layers.0.cross_attn.q_proj.weight ->
+    model.decoder.layers.0.encoder_attn.q_proj.weight. Embeddings are mapped by `marian_state_dict`."""
+    m = _LAYER.match(name)
+    if m is None:
+        raise ValueError(f"{name}: not a layer weight")
+    side, layer, rest = m.groups()
+    for ours, theirs in (_ENCODER_NAMES if side == "encoder" else _DECODER_NAMES).items():
+        if rest.startswith(ours):
+            rest = theirs + rest[len(ours) :]
+            break
+    return f"model.{side}.layers.{layer}.{rest}"
+
+
+def from_marian_name(name: str) -> str:
+    """A MarianMTModel layer weight name -> mt's: the inverse of `to_marian_name`."""
+    m = _LAYER.match(name.removeprefix("model.")) if name.startswith("model.") else None
+    if m is None:
+        raise ValueError(f"{name}: not a Marian layer weight")
+    side, layer, rest = m.groups()
+    if rest.startswith(("fc1.", "fc2.")):
+        return f"{side}.layers.{layer}.feed_forward.{rest}"
+    for ours, theirs in (_ENCODER_NAMES if side == "encoder" else _DECODER_NAMES).items():
+        if theirs and rest.startswith(theirs):
+            return f"{side}.layers.{layer}.{ours}{rest[len(theirs) :]}"
+    return f"{side}.layers.{layer}.{rest}"
+
+
+def marian_state_dict(ckpt: Checkpoint) -> dict[str, torch.Tensor]:
+    """mt weight names -> MarianMTModel's; tied embeddings are written once, as model.shared."""
+    out: dict[str, torch.Tensor] = {}
+    for name, tensor in ckpt.model_state.items():
+        if name.endswith("embeddings.token.weight") or name == "output_projection.weight":
+            continue
+        out[to_marian_name(name)] = tensor.contiguous()
+    v = ckpt.config.model.tgt_vocab_size
+    embed = ckpt.model_state["decoder.embeddings.token.weight"].clone()
+    embed[PAD] = 0.0  # mt embeds PAD as zeros; Marian reads the row (its decoder starts from it)
+    out["model.shared.weight"] = to_marian_rows(embed)
+    # mt leaves PAD out of the softmax; -inf keeps it out in transformers too (CTranslate2 drops the row).
+    out["final_logits_bias"] = torch.zeros(1, v)
+    out["final_logits_bias"][0, to_marian_id(PAD, v)] = float("-inf")
+    return out
+
+
+def marian_vocab(ckpt: Checkpoint) -> dict[str, int]:
+    sp = ckpt.tokenizer.tgt
+    v = sp.get_piece_size()
+    return {sp.id_to_piece(i): to_marian_id(i, v) for i in range(v)}
+
+
+def export_hf(ckpt: Checkpoint, out_dir: Path) -> Path:
+    """Write a MarianMTModel folder (config, weights, MarianTokenizer files) to out_dir, atomically.
+
+    An existing non-empty folder is refused, so an earlier export is never half overwritten.
+    """
+    from safetensors.torch import save_file
+
+    check_exportable(ckpt)
+    out_dir = Path(out_dir)
+    refuse_non_empty(out_dir)
+    tmp = temp_dir(out_dir.parent, f".{out_dir.name}.")
+    try:
+        config, generation = marian_config(ckpt)
+        _write_json(tmp / "config.json", config)
+        _write_json(tmp / "generation_config.json", generation)
+        save_file(marian_state_dict(ckpt), str(tmp / "model.safetensors"), metadata={"format": "pt"})
+        spm_bytes = ckpt.tokenizer.to_state()["joint"]
+        (tmp / "source.spm").write_bytes(spm_bytes)
+        (tmp / "target.spm").write_bytes(spm_bytes)
+        _write_json(tmp / "vocab.json", marian_vocab(ckpt))
+        sp = ckpt.tokenizer.tgt
+        _write_json(
+            tmp / "tokenizer_config.json",
+            {
+                "tokenizer_class": "MarianTokenizer",
+                "unk_token": sp.id_to_piece(UNK),
+                "eos_token": sp.id_to_piece(EOS),
+                "pad_token": sp.id_to_piece(PAD),
+                "model_max_length": ckpt.config.model.max_positions,
+                "separate_vocabs": False,
+            },
+        )
+        for f in tmp.iterdir():
+            with open(f, "rb") as fh:
+                os.fsync(fh.fileno())
+        move_into_place(tmp, out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out_dir
+
+
+def _write_json(path: Path, data: dict) -> None:
+    path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

@@ -1,0 +1,1 @@
+"""The Transformer, its training loss, and the checkpoint file that rebuilds it."""

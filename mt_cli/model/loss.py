@@ -1,0 +1,84 @@
+"""The training loss: label-smoothed cross-entropy, plainly and fused with the output layer."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from mt_cli.data.tokenizer import PAD
+
+
+def label_smoothed_loss(logits: Tensor, target: Tensor, smoothing: float, pad_id: int = PAD) -> tuple[Tensor, Tensor]:
+    """Summed label-smoothed cross-entropy and summed NLL over the targets that are not `pad_id`.
+
+    logits (..., V), target (...). The smoothed target puts 1 - eps on the gold token and spreads
+    eps evenly over all V classes. PAD never reaches the decoder as content (it embeds as zeros) and
+    search never picks it, so it needs no special place in the softmax.
+    """
+    lprobs = F.log_softmax(logits.float(), dim=-1).flatten(0, -2)  # (..., V) -> (N, V)
+    target = target.reshape(-1)
+    nll = F.nll_loss(lprobs, target, ignore_index=pad_id, reduction="sum")
+    # Weighted, not indexed: lprobs[target != pad_id] would cost a slow index_put in the backward pass.
+    uniform = -(lprobs.sum(dim=-1) * (target != pad_id)).sum() / lprobs.size(-1)
+    return (1.0 - smoothing) * nll + smoothing * uniform, nll
+
+
+class OutputLayerLoss(torch.autograd.Function):
+    """label_smoothed_loss(h @ weight.T, target) for training, a chunk of rows at a time.
+
+    The (N, V) logits never exist whole: each chunk's logits, softmax and gradient stay in the
+    CPU's cache, and the gradients are worked out in the forward pass, as the loss is. That cuts
+    the memory traffic of the softmax over the vocabulary, the step's largest elementwise work.
+    No PAD targets: training passes the real target tokens only.
+    """
+
+    @staticmethod
+    def forward(ctx, h: Tensor, weight: Tensor, target: Tensor, smoothing: float, chunk: int) -> Tensor:
+        vocab, device = weight.size(0), h.device.type
+        # Under autocast the products run in its dtype: cast the (V, D) weight once here, not per
+        # chunk and product, as autocast would inside this function (its weight cache is off here).
+        dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else h.dtype
+        loss = torch.zeros((), device=h.device)
+        grad_h, grad_w = torch.empty_like(h), torch.zeros_like(weight)
+        with torch.autocast(device, enabled=False):
+            w, x = weight.to(dtype), h.to(dtype)
+            for i in range(0, h.size(0), chunk):
+                rows, gold = x[i : i + chunk], target[i : i + chunk, None]
+                lprobs = torch.log_softmax((rows @ w.t()).float(), dim=-1)  # (c, D) -> (c, V)
+                nll = -lprobs.gather(1, gold).sum()
+                loss += (1.0 - smoothing) * nll - smoothing * lprobs.sum() / vocab
+                # d loss / d logits = softmax - smoothed target, in place of lprobs
+                g = lprobs.exp_().sub_(smoothing / vocab)
+                g.scatter_add_(1, gold, torch.full(gold.shape, smoothing - 1.0, device=g.device))
+                g = g.to(dtype)
+                grad_h[i : i + chunk] = g @ w
+                grad_w += g.t() @ rows
+        ctx.save_for_backward(grad_h, grad_w)
+        return loss
+
+    @staticmethod
+    def backward(ctx, grad_loss: Tensor):
+        grad_h, grad_w = ctx.saved_tensors
+        return grad_h * grad_loss, grad_w * grad_loss, None, None, None
+
+
+def output_layer_loss(h: Tensor, weight: Tensor, target: Tensor, smoothing: float, chunk: int = 256) -> Tensor:
+    """Summed label-smoothed cross-entropy of the logits h (N, D) @ weight.T (V, D) -> (N, V)."""
+    return OutputLayerLoss.apply(h, weight, target, smoothing, chunk)
+
+
+class TranslationLoss(torch.nn.Module):
+    """The training objective as one module: DistributedDataParallel wraps it, so that the
+    encoder, decoder and the fused output layer all run inside the one forward it watches."""
+
+    def __init__(self, model: torch.nn.Module, smoothing: float) -> None:
+        super().__init__()
+        self.model = model
+        self.smoothing = smoothing
+
+    def forward(self, src: Tensor, tgt_in: Tensor, tgt_out: Tensor) -> Tensor:
+        """Summed label-smoothed loss over the real (non-PAD) target tokens."""
+        keep = tgt_out != PAD
+        h = self.model.hidden(src, tgt_in, keep)  # (N, D), real target tokens only
+        return output_layer_loss(h, self.model.output_projection.weight, tgt_out[keep], self.smoothing)

@@ -1,0 +1,386 @@
+"""The Transformer of "Attention Is All You Need", named as in its Figure 1.
+
+Parameter layout follows Hugging Face's MarianMTModel (biases on every projection, the same
+sinusoidal table, post-norm, no final encoder/decoder norm) so that export is a copy of weights.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from mt_cli.config import ModelConfig
+from mt_cli.data.tokenizer import BOS, PAD
+from mt_cli.errors import MtError
+
+
+def sinusoid_table(n_positions: int, dim: int) -> Tensor:
+    """(P, D) with sin in columns [0, D/2) and cos in [D/2, D), as Marian lays it out."""
+    pos = torch.arange(n_positions, dtype=torch.float64)[:, None]
+    i = torch.arange(dim // 2, dtype=torch.float64)[None, :]
+    angle = pos / torch.pow(10000.0, 2 * i / dim)
+    return torch.cat([angle.sin(), angle.cos()], dim=1).float()
+
+
+class Dropout(nn.Module):
+    """Zero each element with probability p and scale the rest by 1/(1-p), as nn.Dropout does.
+
+    On the CPU the mask comes from 15-bit random integers, which cost far less than PyTorch's
+    bernoulli_ there (dropout was a visible share of a training step); p is rounded to a multiple
+    of 1/32768.
+    """
+
+    def __init__(self, p: float) -> None:
+        super().__init__()
+        self.p = p
+
+    def forward(self, x: Tensor) -> Tensor:
+        if not self.training or self.p == 0.0:
+            return x
+        if x.device.type != "cpu" or torch.compiler.is_compiling():  # compiled code fuses its own mask
+            return F.dropout(x, self.p, training=True)
+        cut = round(self.p * 32768)
+        keep = torch.empty(x.shape, dtype=torch.int16).random_().ge_(cut)  # uniform in [0, 32768)
+        return x * keep.to(x.dtype).mul_(32768 / (32768 - cut))
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"
+
+
+def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool, dropout: float) -> Tensor:
+    """softmax(Q K^T / sqrt(d_k)) V over (B, H, T, D/H) tensors; mask True = attend.
+
+    PyTorch's fused kernel where it is fast. On the CPU in bf16 its backward pass measured several
+    times slower than these three explicit products when it was timed (issue 4), so bf16
+    on the CPU takes the explicit path.
+    """
+    if not (q.dtype == torch.bfloat16 and q.device.type == "cpu"):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=causal)
+    probs = attention_probs(q, k, mask, causal)
+    return (F.dropout(probs, dropout) if dropout > 0 else probs) @ v
+
+
+def attention_probs(q: Tensor, k: Tensor, mask: Tensor | None, causal: bool) -> Tensor:
+    """softmax(Q K^T / sqrt(d_k)) with masked keys at 0: (B, H, Tq, D/H), (B, H, Tk, D/H) -> (B, H, Tq, Tk)."""
+    scores = q @ k.transpose(-1, -2) * q.size(-1) ** -0.5
+    if causal:  # query i sees keys 0..i; with a cache the queries are the last Tq positions
+        tq, tk = scores.shape[-2:]
+        mask = torch.ones(tq, tk, dtype=torch.bool, device=q.device).tril(tk - tq)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    return scores.softmax(dim=-1)
+
+
+class MultiHeadAttention(nn.Module):
+    def __init__(self, d_model: int, n_heads: int, dropout: float) -> None:
+        super().__init__()
+        self.n_heads, self.head_dim, self.dropout = n_heads, d_model // n_heads, dropout
+        self.record: list[Tensor] | None = None  # set to a list to keep each call's probabilities (heat maps)
+        self.q_proj = nn.Linear(d_model, d_model)
+        self.k_proj = nn.Linear(d_model, d_model)
+        self.v_proj = nn.Linear(d_model, d_model)
+        self.out_proj = nn.Linear(d_model, d_model)
+
+    def split_heads(self, x: Tensor) -> Tensor:
+        b, t, _ = x.shape  # (B, T, D) -> (B, H, T, D/H)
+        return x.view(b, t, self.n_heads, self.head_dim).transpose(1, 2)
+
+    def project_kv(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        return self.split_heads(self.k_proj(x)), self.split_heads(self.v_proj(x))
+
+    def forward(self, query: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool = False) -> Tensor:
+        """query (B, Tq, D); k, v (B, H, Tk, D/H); mask broadcastable to (B, H, Tq, Tk), True = attend."""
+        q = self.split_heads(self.q_proj(query))
+        n, h, t, dh = q.shape
+        group = n // k.size(0)
+        if group > 1:
+            # The beams of one sentence share its encoder keys/values: attend as one sentence with
+            # group * Tq queries. (N, H, Tq, D/H) -> (N/G, H, G*Tq, D/H)
+            q = q.view(-1, group, h, t, dh).transpose(1, 2).reshape(-1, h, group * t, dh)
+        if self.record is not None:  # the same computation, with the probabilities kept
+            probs = attention_probs(q, k, mask, causal)
+            self.record.append(probs.detach())
+            out = probs @ v
+        else:
+            out = attention(q, k, v, mask, causal, self.dropout if self.training else 0.0)
+        if group > 1:
+            out = out.view(-1, h, group, t, dh).transpose(1, 2).reshape(n, h, t, dh)
+        # (B, H, Tq, D/H) -> (B, Tq, D)
+        return self.out_proj(out.transpose(1, 2).reshape(n, t, -1))
+
+
+class FeedForward(nn.Module):
+    """Position-wise FFN(x) = max(0, x W1 + b1) W2 + b2."""
+
+    def __init__(self, d_model: int, ffn_dim: int, activation_dropout: float) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(d_model, ffn_dim)
+        self.fc2 = nn.Linear(ffn_dim, d_model)
+        self.activation_dropout = Dropout(activation_dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.fc2(self.activation_dropout(F.relu(self.fc1(x))))
+
+
+class SublayerConnection(nn.Module):
+    """Add & Norm around one sublayer: post-norm LN(x + f(x)) as in the paper, or pre-norm x + f(LN(x))."""
+
+    def __init__(self, d_model: int, dropout: float, pre_norm: bool) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(d_model)
+        self.dropout = Dropout(dropout)
+        self.pre_norm = pre_norm
+
+    def forward(self, x: Tensor, sublayer) -> Tensor:
+        if self.pre_norm:
+            return x + self.dropout(sublayer(self.norm(x)))
+        return self.norm(x + self.dropout(sublayer(x)))
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout)
+        self.feed_forward = FeedForward(cfg.d_model, cfg.ffn_dim, cfg.activation_dropout)
+        self.attn_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.pre_norm)
+        self.ffn_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.pre_norm)
+
+    def forward(self, x: Tensor, mask: Tensor | None) -> Tensor:
+        x = self.attn_sublayer(x, lambda h: self.self_attn(h, *self.self_attn.project_kv(h), mask))
+        return self.ffn_sublayer(x, self.feed_forward)
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout)
+        self.cross_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout)
+        self.feed_forward = FeedForward(cfg.d_model, cfg.ffn_dim, cfg.activation_dropout)
+        self.self_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.pre_norm)
+        self.cross_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.pre_norm)
+        self.ffn_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.pre_norm)
+
+    def forward(self, x: Tensor, cache: DecoderCache, layer: int, self_mask: Tensor | None, causal: bool) -> Tensor:
+        def self_attention(h: Tensor) -> Tensor:
+            k, v = self.self_attn.project_kv(h)
+            k, v = cache.append(layer, k, v)  # keys/values of all positions so far
+            return self.self_attn(h, k, v, self_mask, causal)
+
+        x = self.self_sublayer(x, self_attention)
+        x = self.cross_sublayer(
+            x, lambda h: self.cross_attn(h, cache.cross_k[layer], cache.cross_v[layer], cache.cross_mask)
+        )
+        return self.ffn_sublayer(x, self.feed_forward)
+
+
+@dataclass
+class DecoderCache:
+    """Everything decoding step t needs from steps < t, one entry per decoder layer.
+
+    Cross-attention keys/values are computed from the encoder output once, when the cache is made,
+    one row per sentence; the self-attention rows may be several per sentence (beams), in order.
+    Self-attention keys/values are kept time-major, (T, N, H, D/H), in buffers with room for more
+    steps: a step writes its own in place, and reordering beams copies the filled steps once
+    (torch.cat per step, then index_select, copied them twice).
+    """
+
+    self_k: list[Tensor | None]
+    self_v: list[Tensor | None]
+    cross_k: list[Tensor]
+    cross_v: list[Tensor]
+    cross_mask: Tensor | None  # (B, 1, 1, S), True = real source token
+    length: int = 0  # target positions already decoded
+    keep: bool = True  # False for one teacher-forced pass (training), which nothing continues
+
+    def append(self, layer: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """k, v (N, H, T, D/H) at the new positions -> (N, H, T_all, D/H) at all positions so far."""
+        if not self.keep:
+            return k, v
+        start, end = self.length, self.length + k.size(2)
+        for store, new in ((self.self_k, k), (self.self_v, v)):
+            buf = store[layer]
+            if buf is None or buf.size(0) < end:
+                grown = new.new_empty((max(2 * end, 16), new.size(0), new.size(1), new.size(3)))
+                if buf is not None:
+                    grown[:start] = buf[:start]
+                store[layer] = buf = grown
+            buf[start:end] = new.permute(2, 0, 1, 3)  # (N, H, T, D/H) -> (T, N, H, D/H)
+        # (T_all, N, H, D/H) -> (N, H, T_all, D/H), a strided view: attention reads it in place.
+        return self.self_k[layer][:end].permute(1, 2, 0, 3), self.self_v[layer][:end].permute(1, 2, 0, 3)
+
+    def reorder(self, rows: Tensor, sentences: Tensor | None = None) -> None:
+        """Keep decoder rows `rows` (the beams that survive, in their new order) and, when some
+        sentences are finished, the source rows of the `sentences` that go on (None: all of them).
+        Beams moving within a sentence leave the encoder side untouched, so it is not copied."""
+        for store in (self.self_k, self.self_v):
+            for i, buf in enumerate(store):
+                if buf is not None:
+                    out = buf.new_empty((buf.size(0), rows.numel(), *buf.shape[2:]))
+                    torch.index_select(buf[: self.length], 1, rows, out=out[: self.length])
+                    store[i] = out
+        if sentences is None:
+            return
+        for tensors in (self.cross_k, self.cross_v):
+            for i, t in enumerate(tensors):
+                tensors[i] = t.index_select(0, sentences)
+        if self.cross_mask is not None:
+            self.cross_mask = self.cross_mask.index_select(0, sentences)
+
+
+class Embeddings(nn.Module):
+    """Token embedding * sqrt(d_model) + sinusoidal position, then dropout.
+
+    PAD embeds as the zero vector whatever its (tied, output-side) row holds: padding carries no
+    content, and the decoder's first input is PAD, the zero start vector Marian and CTranslate2 use.
+    """
+
+    def __init__(self, token: nn.Embedding, positions: Tensor, dropout: float) -> None:
+        super().__init__()
+        self.token = token
+        self.register_buffer("positions", positions, persistent=False)
+        self.scale = math.sqrt(token.embedding_dim)
+        self.dropout = Dropout(dropout)
+
+    def forward(self, ids: Tensor, offset: int = 0) -> Tensor:
+        if offset + ids.size(1) > self.positions.size(0):
+            raise MtError(
+                f"sequence of {offset + ids.size(1)} tokens exceeds model.max_positions={self.positions.size(0)}"
+            )
+        tok = self.token(ids).masked_fill((ids == PAD).unsqueeze(-1), 0.0)
+        x = tok * self.scale + self.positions[offset : offset + ids.size(1)]
+        return self.dropout(x)
+
+
+class Encoder(nn.Module):
+    def __init__(self, cfg: ModelConfig, embeddings: Embeddings) -> None:
+        super().__init__()
+        self.embeddings = embeddings
+        self.layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.enc_layers))
+        self.final_norm = nn.LayerNorm(cfg.d_model) if cfg.pre_norm else None
+
+    def forward(self, src: Tensor, mask: Tensor | None) -> Tensor:
+        x = self.embeddings(src)
+        for layer in self.layers:
+            x = layer(x, mask)
+        return self.final_norm(x) if self.final_norm is not None else x
+
+
+class Decoder(nn.Module):
+    def __init__(self, cfg: ModelConfig, embeddings: Embeddings) -> None:
+        super().__init__()
+        self.embeddings = embeddings
+        self.layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.dec_layers))
+        self.final_norm = nn.LayerNorm(cfg.d_model) if cfg.pre_norm else None
+
+    def forward(self, tgt: Tensor, cache: DecoderCache) -> Tensor:
+        start, t = cache.length, tgt.size(1)
+        # One new position sees every cached key; several new positions at once need the causal mask.
+        causal = start == 0 and t > 1
+        self_mask = None
+        if start > 0 and t > 1:
+            q_pos = torch.arange(start, start + t, device=tgt.device)[:, None]
+            self_mask = torch.arange(start + t, device=tgt.device)[None, :] <= q_pos
+        x = self.embeddings(tgt, offset=start)
+        for i, layer in enumerate(self.layers):
+            x = layer(x, cache, i, self_mask, causal)
+        cache.length = start + t
+        return self.final_norm(x) if self.final_norm is not None else x
+
+
+class Transformer(nn.Module):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        if cfg.src_vocab_size <= 0 or cfg.tgt_vocab_size <= 0:
+            raise MtError("model.src_vocab_size and tgt_vocab_size must be set (they come from the tokenizer)")
+        self.cfg = cfg
+        # The first decoder input: PAD, which embeds as zeros (see Embeddings); format-1 models used BOS.
+        self.start_token = PAD if cfg.decoder_start == "pad" else BOS
+        positions = sinusoid_table(cfg.max_positions, cfg.d_model)
+        tgt_embed = nn.Embedding(cfg.tgt_vocab_size, cfg.d_model, padding_idx=PAD)
+        tie_src = cfg.tie_embeddings and cfg.shared_vocab
+        src_embed = tgt_embed if tie_src else nn.Embedding(cfg.src_vocab_size, cfg.d_model, padding_idx=PAD)
+        self.encoder = Encoder(cfg, Embeddings(src_embed, positions, cfg.dropout))
+        self.decoder = Decoder(cfg, Embeddings(tgt_embed, positions, cfg.dropout))
+        self.output_projection = nn.Linear(cfg.d_model, cfg.tgt_vocab_size, bias=False)
+        self._init_weights()
+        if cfg.tie_embeddings:
+            self.output_projection.weight = tgt_embed.weight
+
+    def _init_weights(self) -> None:
+        for name, p in self.named_parameters():
+            if "embeddings.token" in name:
+                # std d^-1/2 so that scaling by sqrt(d) gives unit-variance inputs.
+                nn.init.normal_(p, mean=0.0, std=self.cfg.d_model**-0.5)
+                with torch.no_grad():
+                    p[PAD].zero_()
+            elif p.dim() > 1:
+                nn.init.xavier_uniform_(p)
+            elif name.endswith("bias"):
+                nn.init.zeros_(p)
+
+    def encode(self, src: Tensor, src_mask: Tensor) -> Tensor:
+        """src (B, S) ids, src_mask (B, S) True for real tokens -> memory (B, S, D)."""
+        return self.encoder(src, _key_mask(src_mask))
+
+    def new_cache(self, memory: Tensor, src_mask: Tensor, keep: bool = True) -> DecoderCache:
+        n = len(self.decoder.layers)
+        cross = [layer.cross_attn.project_kv(memory) for layer in self.decoder.layers]
+        return DecoderCache(
+            self_k=[None] * n,
+            self_v=[None] * n,
+            cross_k=[k for k, _ in cross],
+            cross_v=[v for _, v in cross],
+            cross_mask=_key_mask(src_mask),
+            keep=keep,
+        )
+
+    def decode(
+        self,
+        tgt: Tensor,
+        memory: Tensor | None,
+        src_mask: Tensor | None,
+        cache: DecoderCache | None = None,
+    ) -> tuple[Tensor, DecoderCache]:
+        """Advance the decoder over tgt (B, T) -> logits (B, T, V) and the cache for the next call.
+
+        With no cache, tgt is a whole prefix from position 0 (training) and the cache is built from
+        memory (B, S, D); with one, tgt continues it and memory is not read again.
+        """
+        if cache is None:
+            if memory is None or src_mask is None:
+                raise ValueError("decode needs memory and src_mask when it has no cache")
+            cache = self.new_cache(memory, src_mask)
+        h = self.decoder(tgt, cache)
+        return self.output_projection(h), cache
+
+    def forward(self, src: Tensor, tgt_in: Tensor, at: Tensor | None = None) -> Tensor:
+        """Teacher-forced logits (B, T, V), or (N, V) at the N positions where `at` (B, T) is True."""
+        return self.output_projection(self.hidden(src, tgt_in, at))
+
+    def hidden(self, src: Tensor, tgt_in: Tensor, at: Tensor | None = None) -> Tensor:
+        """The decoder's last states, teacher-forced: (B, T, D), or (N, D) where `at` is True.
+
+        The output layer is the largest product in the model, so training runs it on real target
+        tokens only, not on padding (and model/loss.py fuses it with the loss)."""
+        src_mask = src != PAD
+        memory = self.encode(src, src_mask)
+        h = self.decoder(tgt_in, self.new_cache(memory, src_mask, keep=False))
+        if at is not None:
+            # index_select, not h[at]: its backward is a cheap index_add, boolean indexing's a slow index_put.
+            h = h.flatten(0, 1).index_select(0, at.flatten().nonzero().squeeze(1))  # (B, T, D) -> (N, D)
+        return h
+
+
+def _key_mask(src_mask: Tensor) -> Tensor | None:
+    """(B, S) -> (B, 1, 1, S) for attention; None when nothing is padded, which allows fused kernels."""
+    if bool(src_mask.all()):
+        return None
+    return src_mask[:, None, None, :]
+
+
+def build_model(cfg: ModelConfig) -> Transformer:
+    return Transformer(cfg)

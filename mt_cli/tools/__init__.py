@@ -1,0 +1,1 @@
+"""Commands built from the layers below: evaluation, heat maps, curves, reports, the quickstart."""

@@ -1,0 +1,71 @@
+"""`mt evaluate --checkpoint` (translate, then score) and `mt tune-decoding` (beam x length penalty)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from mt_cli.config import DEFAULT_METRICS
+from mt_cli.data.text import check_aligned, read_lines
+from mt_cli.decode.translator import Translator
+from mt_cli.errors import MtError
+from mt_cli.metrics import score, score_files
+from mt_cli.model import checkpoint
+
+
+def evaluate_run(
+    hyp_path: Path | None,
+    ref_paths: list[Path],
+    checkpoint_path: Path | None = None,
+    src_path: Path | None = None,
+    metrics: tuple[str, ...] = DEFAULT_METRICS,
+    tokenize: str | None = None,
+    beam: int | None = None,
+    device: str = "auto",
+) -> dict[str, Any]:
+    """Score a hypothesis file, or translate `src_path` with a checkpoint first and score that."""
+    if (hyp_path is None) == (checkpoint_path is None):
+        raise MtError("give either --hyp FILE, or --checkpoint CKPT with --src FILE")
+    if checkpoint_path is None:
+        assert hyp_path is not None
+        return score_files(hyp_path, ref_paths, metrics, tokenize)
+    if src_path is None:
+        raise MtError("--checkpoint needs --src FILE: the source text to translate")
+    translator = Translator.load(checkpoint_path, device, beam=beam)
+    src = read_lines(src_path)
+    refs = [read_lines(p) for p in ref_paths]
+    for path, ref in zip(ref_paths, refs):
+        check_aligned(src_path, src, path, ref)
+    return score(translator.translate(src), refs, metrics, tokenize)
+
+
+def tune_decoding(
+    checkpoint_path: Path,
+    src_path: Path,
+    ref_path: Path,
+    beams: list[int],
+    length_penalties: list[float],
+    device: str = "auto",
+    out: Path | None = None,
+) -> list[dict[str, Any]]:
+    """BLEU on a held-out set for every beam x length-penalty pair, best first.
+
+    Use the validation set, never the test set. With `out`, a copy of the checkpoint whose decoding
+    defaults are the best pair is written there, so `mt translate` uses them without options.
+    """
+    ckpt = checkpoint.load(checkpoint_path)
+    translator = Translator.from_checkpoint(ckpt, device)
+    src, ref = read_lines(src_path), read_lines(ref_path)
+    check_aligned(src_path, src, ref_path, ref)
+    rows = []
+    for beam in beams:
+        for alpha in length_penalties if beam > 1 else length_penalties[:1]:  # greedy ignores alpha
+            hyps = translator.with_options(beam=beam, length_penalty=alpha).translate(src)
+            rows.append({"beam": beam, "length_penalty": alpha, "bleu": score(hyps, [ref], ("bleu",))["bleu"]})
+    rows.sort(key=lambda r: -r["bleu"])
+    if out is not None:
+        best = dataclasses.replace(ckpt.config.decode, beam=rows[0]["beam"], length_penalty=rows[0]["length_penalty"])
+        ckpt.config = dataclasses.replace(ckpt.config, decode=best)
+        checkpoint.save_checkpoint(out, ckpt)
+    return rows

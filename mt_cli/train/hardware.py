@@ -1,0 +1,112 @@
+"""What training asks of the hardware: the largest batch a GPU holds, and torch.compile with a fallback."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+
+from mt_cli.config import Config, TrainConfig
+from mt_cli.device import autocast
+from mt_cli.errors import MtError
+from mt_cli.train.distributed import Dist, broadcast
+
+
+def largest_fitting(fits: Callable[[int], bool], start: int, cap: int) -> int:
+    """The largest n in [start, cap] with fits(n), assuming fits is True up to some n and False
+    after: double while it fits, then bisect between the last fit and the first miss. 0 if
+    even `start` does not fit."""
+    if not fits(start):
+        return 0
+    low, high = start, start
+    while high < cap:
+        high = min(high * 2, cap)
+        if not fits(high):
+            break
+        low = high
+    else:
+        return cap
+    while high - low > max(low // 16, 1):  # within 1/16: finer would only cost more probes
+        mid = (low + high) // 2
+        low, high = (mid, high) if fits(mid) else (low, mid)
+    return low
+
+
+def probe_batch_tokens(
+    objective: nn.Module, device: torch.device, amp: torch.dtype | None, longest: int, vocab: int
+) -> int:
+    """Padded tokens of the largest batch whose forward and backward fit in this GPU's memory,
+    tried with the longest pairs the data holds (the worst case for activation memory).
+
+    The probe's ids and its dropout masks draw on RNG streams of their own: the training RNG,
+    which exact resume depends on, is where it was before."""
+    gen = torch.Generator(device).manual_seed(0)
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        return largest_fitting(_fits_on(objective, device, amp, longest, vocab, gen), 1024, 1 << 20)
+
+
+def _fits_on(
+    objective: nn.Module, device: torch.device, amp: torch.dtype | None, longest: int, vocab: int, gen: torch.Generator
+) -> Callable[[int], bool]:
+
+    def fits(tokens: int) -> bool:
+        rows = max(1, tokens // longest)
+        ids = torch.randint(4, vocab, (rows, longest), device=device, generator=gen)
+        try:
+            with autocast(amp, device):
+                loss = objective(ids, ids, ids)
+            loss.backward()
+            return True
+        except torch.OutOfMemoryError:
+            return False
+        finally:
+            objective.zero_grad(set_to_none=True)
+            torch.cuda.empty_cache()
+
+    return fits
+
+
+def auto_batch_tokens(
+    objective: nn.Module, device: torch.device, amp: torch.dtype | None, data: Any, cfg: Config, d: Dist,
+    log: Callable[[str], None],
+) -> int:  # fmt: skip
+    """--batch-tokens auto: on CUDA, 80% of the largest batch that fits (probed on rank 0, the same
+    for every rank) times processes and shares; elsewhere the default."""
+    t = cfg.train
+    default = TrainConfig.batch_tokens
+    if device.type != "cuda":
+        log(f"batch_tokens auto probes GPU memory; on {device} it is the default, {default}")
+        return default
+    found = 0
+    if d.main:
+        longest = int(max(data.src_lens.max(), data.tgt_lens.max() + 1))
+        found = probe_batch_tokens(objective, device, amp, longest, cfg.model.tgt_vocab_size)
+        if found == 0:
+            raise MtError(f"not even 1024 tokens of the longest pairs fit on {device}; lower train.max_len")
+    found = broadcast(found, d)
+    tokens = int(found * 0.8) * d.world * t.accumulate
+    log(f"batch_tokens auto: {found} tokens fit one {device} process; using {tokens} per global batch")
+    return tokens
+
+
+class CompiledOrEager(torch.nn.Module):
+    """torch.compile(module), or the module itself when compiling fails on first use: a missing
+    compiler or an unsupported graph costs speed, never the run."""
+
+    def __init__(self, module: torch.nn.Module, log: Callable[[str], None]) -> None:
+        super().__init__()
+        self.module, self.log = module, log
+        self.compiled: Any = torch.compile(module)
+
+    def forward(self, *args: Any) -> Any:
+        if self.compiled is not None:
+            try:
+                return self.compiled(*args)
+            except Exception as e:  # inductor and dynamo raise many types
+                self.compiled = None
+                self.log(
+                    f"torch.compile failed ({type(e).__name__}: {str(e).splitlines()[0][:200]}); training without it"
+                )
+        return self.module(*args)

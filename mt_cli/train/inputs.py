@@ -1,0 +1,147 @@
+"""What a run trains on: where its data comes from (`DataSpec`), its tokenizer, the tokenized
+training cache and the validation pairs. Under torchrun rank 0 makes each of them and the others wait."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from mt_cli.config import Config, TrainConfig
+from mt_cli.data.cache import TokenCorpus, build_cache, wait_for_cache
+from mt_cli.data.doctor import preflight
+from mt_cli.data.pairs import Pairs
+from mt_cli.data.sources import HubDataset, Source, Table, TextPair, sample_texts
+from mt_cli.data.tokenizer import Tokenizer, train_tokenizer
+from mt_cli.errors import MtError
+from mt_cli.files import temp_dir
+from mt_cli.train.distributed import Dist
+
+TOKENIZER_SAMPLE = 1_000_000  # pairs; SentencePiece reads at most 2 million sentences anyway
+DOCTOR_MAX_BYTES = 200 << 20  # larger text corpora skip the check before training (mt doctor still runs)
+
+Log = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class DataSpec:
+    """The training and validation sources, the tokenizer folder to use (None: train one into
+    RUN/tokenizer) and where tokenized caches go (None: $MT_CACHE or ~/.cache/mt)."""
+
+    train: Source
+    valid: Source
+    tokenizer: Path | None = None
+    cache: Path | None = None
+
+    @classmethod
+    def text_files(cls, train_src: Path, train_tgt: Path, valid_src: Path, valid_tgt: Path,
+                   tokenizer: Path | None = None, cache: Path | None = None) -> DataSpec:  # fmt: skip
+        return cls(TextPair(train_src, train_tgt), TextPair(valid_src, valid_tgt), tokenizer, cache)
+
+    def sources(self) -> dict[str, Source]:
+        return {"train": self.train, "valid": self.valid}
+
+    def cache_root(self) -> Path:
+        default = Path(os.environ.get("MT_CACHE", Path.home() / ".cache" / "mt"))
+        return Path(self.cache) if self.cache is not None else default
+
+
+def wait_for_path(path: Path, what: str, d: Dist) -> None:
+    """Ranks past 0 wait for what rank 0 writes (a file wait has no collective timeout to outlast)."""
+    deadline = time.monotonic() + d.timeout_s
+    while not path.exists():
+        if time.monotonic() > deadline:
+            raise MtError(f"rank {d.rank}: {path}: rank 0 did not write the {what} within {d.timeout_s:.0f} s")
+        time.sleep(0.5)
+
+
+def get_tokenizer(spec: DataSpec, own: Path, cfg: Config, log: Log, d: Dist) -> Tokenizer:
+    """The given tokenizer, the run's own `own` folder (when resuming), or a new one trained into it."""
+    if spec.tokenizer is not None:
+        return Tokenizer.load(spec.tokenizer)
+    if not d.main:
+        wait_for_path(own, "tokenizer", d)
+    if own.is_dir():
+        return Tokenizer.load(own)
+    log(f"training a {cfg.tokenizer.vocab_size}-piece tokenizer into {own}")
+    src, tgt = sample_texts(spec.train, TOKENIZER_SAMPLE, cfg.train.seed, cfg.train.on_bad_utf8)
+    tokenizer = train_tokenizer(src, tgt, cfg.tokenizer)
+    # Whole or not at all: a kill between the src and tgt models must not leave half a tokenizer.
+    tmp = temp_dir(own.parent, ".tokenizer.")
+    tokenizer.save(tmp)
+    os.replace(tmp, own)
+    return tokenizer
+
+
+def load_train_data(spec: DataSpec, fp: str, tokenizer: Tokenizer, t: TrainConfig, log: Log, d: Dist) -> TokenCorpus:
+    """The training split (fingerprint `fp`) from its tokenized cache, which rank 0 builds when missing."""
+    source = spec.train
+    if d.main:
+        cache = build_cache(source, tokenizer, spec.cache_root(), t.workers, log, fp)
+    else:
+        cache = wait_for_cache(fp, tokenizer, spec.cache_root(), d.timeout_s)
+    data = TokenCorpus(cache, t.max_len, t.long_pairs, t.on_bad_utf8, source.describe())
+    c = data.counts
+    said = f"dropped {c['empty']} with an empty side" + _bad_bytes(c["bad_utf8"], t.on_bad_utf8)
+    said += f", {'truncated' if t.long_pairs == 'truncate' else 'dropped'} {c['long']} longer than {t.max_len} tokens"
+    log(f"{source.describe()}: {len(data)} pairs ({said}); cache {cache}")
+    return data
+
+
+def _bad_bytes(count: int, on_bad_utf8: str) -> str:
+    if not count:
+        return ""
+    done = "dropped" if on_bad_utf8 == "skip" else "repaired (U+FFFD)"
+    return f", {done} {count} with bytes that are not UTF-8"
+
+
+def load_valid_data(source: Source, tokenizer: Tokenizer, t: TrainConfig, log: Log) -> tuple[Pairs, list[str]]:
+    """The validation split, whole in memory: token ids and the reference texts."""
+    corpus = source.read(t.on_bad_utf8)
+    pairs = Pairs(tokenizer.encode_src(corpus.src), tokenizer.encode_tgt(corpus.tgt))
+    said = f"dropped {corpus.dropped_empty} with an empty side" + _bad_bytes(corpus.bad_utf8, t.on_bad_utf8)
+    log(f"{source.describe()}: {len(pairs)} pairs ({said})")
+    return pairs, corpus.tgt
+
+
+def check_first(sources: dict[str, Source], log: Log) -> None:
+    """The doctor's warnings about text-file sources that are small enough to read twice."""
+    files = {name: (s.src, s.tgt) for name, s in sources.items() if isinstance(s, TextPair)}
+    size = sum(Path(p).stat().st_size for pair in files.values() for p in pair)
+    if size > DOCTOR_MAX_BYTES:
+        log(f"skipped the data checks on {size >> 20} MB of text (run `mt doctor` on it separately)")
+    elif "train" in files:
+        preflight(files, log)
+
+
+def data_spec(
+    files: dict[str, Path | None],
+    dataset: str | None = None,
+    dataset_config: str | None = None,
+    splits: tuple[str, str] = ("train", "validation"),
+    langs: tuple[str | None, str | None] = (None, None),
+    tokenizer: Path | None = None,
+    cache: Path | None = None,
+) -> DataSpec:
+    """A DataSpec from the command line. `files` maps train_src, train_tgt, valid_src, valid_tgt,
+    train (a table) and valid (a table) to paths or None; a split not given as files comes
+    from `dataset`."""
+    sources: dict[str, Source] = {}
+    for split, hub_split in zip(("train", "valid"), splits):
+        src, tgt, table = files.get(f"{split}_src"), files.get(f"{split}_tgt"), files.get(split)
+        given = [flag for flag, value in ((f"--{split}-src/--{split}-tgt", src or tgt), (f"--{split}", table)) if value]
+        if len(given) > 1:
+            raise MtError(f"give the {split} data one way: {' or '.join(given)}, not both")
+        if table is not None:
+            sources[split] = Table(table, src_lang=langs[0], tgt_lang=langs[1])
+        elif src is not None or tgt is not None:
+            if src is None or tgt is None:
+                raise MtError(f"--{split}-src and --{split}-tgt go together; give both")
+            sources[split] = TextPair(src, tgt)
+        elif dataset is not None:
+            sources[split] = HubDataset(dataset, dataset_config, hub_split, langs[0], langs[1])
+        else:
+            raise MtError(f"no {split} data: give --{split}-src and --{split}-tgt, --{split} TABLE, or --dataset NAME")
+    return DataSpec(sources["train"], sources["valid"], tokenizer, cache)

@@ -1,0 +1,250 @@
+"""Everything a run works with, gathered once: its paths, context, tokenizer, data, model and
+optimizer, with the run's own last.pt resumed when there is one."""
+
+from __future__ import annotations
+
+import copy
+import json
+import platform
+import random
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import torch
+
+from mt_cli import __version__
+from mt_cli.config import Config, TrainConfig, to_yaml
+from mt_cli.data.cache import TokenCorpus
+from mt_cli.data.pairs import Pairs
+from mt_cli.data.tokenizer import Tokenizer
+from mt_cli.device import amp_dtype, set_threads
+from mt_cli.files import atomic_write_text
+from mt_cli.model.loss import TranslationLoss
+from mt_cli.model.transformer import Transformer, build_model
+from mt_cli.train.distributed import Dist
+from mt_cli.train.hardware import CompiledOrEager, auto_batch_tokens
+from mt_cli.train.inputs import (
+    DataSpec,
+    Log,
+    check_first,
+    get_tokenizer,
+    load_train_data,
+    load_valid_data,
+    wait_for_path,
+)
+from mt_cli.train.state import TrainState, check_data, clear_leftovers, resume, trim_log
+from mt_cli.train.throughput import peak_flops
+
+
+@dataclass(frozen=True)
+class TrainPaths:
+    """The files of a run folder; the only place their names are spelled."""
+
+    out: Path
+
+    @property
+    def last(self) -> Path:  # resumable: weights, optimizer, RNG, counters
+        return self.out / "last.pt"
+
+    @property
+    def best(self) -> Path:  # the best validation BLEU so far
+        return self.out / "best.pt"
+
+    @property
+    def averaged(self) -> Path:
+        return self.out / "averaged.pt"
+
+    @property
+    def log(self) -> Path:
+        return self.out / "log.jsonl"
+
+    @property
+    def config(self) -> Path:
+        return self.out / "config.yaml"
+
+    @property
+    def run_info(self) -> Path:
+        return self.out / "run.json"
+
+    @property
+    def tokenizer(self) -> Path:  # the run's own tokenizer, when it trained one
+        return self.out / "tokenizer"
+
+    @property
+    def tensorboard(self) -> Path:
+        return self.out / "tensorboard"
+
+    def step(self, n: int) -> Path:
+        return self.out / f"step{n}.pt"
+
+    def numbered(self) -> list[Path]:
+        """RUN/step<N>.pt files, oldest first."""
+        found = [p for p in self.out.glob("step*.pt") if p.stem[4:].isdigit()]
+        return sorted(found, key=lambda p: int(p.stem[4:]))
+
+
+@dataclass
+class RunContext:
+    """What every part of a run needs to know: where, with what config, how to log, which
+    process of how many, on which device. `cfg` gains the vocabulary sizes and the resolved
+    batch size while the run is set up."""
+
+    paths: TrainPaths
+    data: DataSpec
+    cfg: Config
+    log: Log
+    dist: Dist
+    device: torch.device
+
+
+@dataclass
+class Run:
+    """Everything one training run works with, gathered once by `prepare`."""
+
+    ctx: RunContext
+    amp: torch.dtype | None  # autocast dtype, None for fp32
+    scaler: torch.amp.GradScaler  # active for fp16 only; a no-op otherwise
+    peak_flops: float  # the device's peak for the precision trained in, for MFU in the log
+    tokenizer: Tokenizer
+    model: Transformer
+    objective: torch.nn.Module  # TranslationLoss(model), wrapped in DistributedDataParallel under torchrun
+    optimizer: torch.optim.Optimizer
+    ema: Transformer | None  # the moving average of the weights, when train.ema_decay > 0
+    train_data: TokenCorpus
+    valid_pairs: Pairs
+    valid_refs: list[str]
+    state: TrainState
+
+    @property
+    def cfg(self) -> Config:
+        return self.ctx.cfg
+
+    @property
+    def paths(self) -> TrainPaths:
+        return self.ctx.paths
+
+    @property
+    def dist(self) -> Dist:
+        return self.ctx.dist
+
+    @property
+    def device(self) -> torch.device:
+        return self.ctx.device
+
+
+def make_optimizer(model: torch.nn.Module, t: TrainConfig, device: torch.device) -> torch.optim.Optimizer:
+    """AdamW; weight decay, when on, applies to weight matrices only, not to biases and LayerNorm
+    weights (as nanoGPT's configure_optimizers does): shrinking those towards 0 only hurts."""
+    params = list(model.parameters())
+    groups: list[dict] = [{"params": params}]
+    if t.weight_decay > 0:  # one group otherwise, the layout of runs that never decayed
+        groups = [{"params": [p for p in params if p.dim() >= 2]},
+                  {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]  # fmt: skip
+    # The fused kernel: one pass over all parameters, several times faster than the per-tensor loop.
+    return torch.optim.AdamW(groups, lr=t.lr, betas=t.adam_betas, eps=t.adam_eps, weight_decay=t.weight_decay,
+                             fused=device.type in ("cpu", "cuda"))  # fmt: skip
+
+
+def _start(ctx: RunContext) -> None:
+    """The run folder: made, cleared of killed saves' leftovers, and the data checked (rank 0)."""
+    out, log = ctx.paths.out, ctx.log
+    if not ctx.dist.main:
+        wait_for_path(out, "run folder", ctx.dist)
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    if cleared := clear_leftovers(out):
+        log(f"{out}: removed {cleared} temporary file(s) left by an interrupted save")
+    if ctx.cfg.train.doctor:
+        check_first(ctx.data.sources(), log)
+
+
+def prepare(ctx: RunContext) -> Run:
+    """Tokenizer, data, model and optimizer; the run's own last.pt is resumed when there is one."""
+    t, d, log, device = ctx.cfg.train, ctx.dist, ctx.log, ctx.device
+    set_threads(t.threads)
+    _start(ctx)
+    sources = ctx.data.sources()
+    tokenizer = get_tokenizer(ctx.data, ctx.paths.tokenizer, ctx.cfg, log, d)
+    vocab = {"src_vocab_size": tokenizer.src_vocab_size, "tgt_vocab_size": tokenizer.tgt_vocab_size,
+             "shared_vocab": tokenizer.joint}  # fmt: skip
+    ctx.cfg = replace(ctx.cfg, model=replace(ctx.cfg.model, **vocab))
+    fingerprints = {role: s.fingerprint() for role, s in sources.items()}  # sha256 of each file, read once
+    train_data = load_train_data(ctx.data, fingerprints["train"], tokenizer, t, log, d)
+    valid_pairs, valid_refs = load_valid_data(sources["valid"], tokenizer, t, log)
+
+    random.seed(t.seed)
+    torch.manual_seed(t.seed)
+    model = build_model(ctx.cfg.model).to(device)
+    if d.rank > 0:  # the same initial weights everywhere, then each rank its own dropout masks
+        torch.manual_seed(t.seed * 1000 + d.rank)
+    optimizer = make_optimizer(model, t, device)
+    ema = copy.deepcopy(model).requires_grad_(False) if t.ema_decay > 0 else None
+    amp = amp_dtype(t.amp, device)
+    scaler = torch.amp.GradScaler(device.type, enabled=amp == torch.float16)  # fp16 gradients underflow without it
+    last = ctx.paths.last
+    state = (
+        resume(last, ctx.cfg, model, optimizer, ema, log, d.rank, d.world, scaler) if last.is_file() else TrainState()
+    )
+    state.data = check_data(fingerprints, state.data, {r: s.describe() for r, s in sources.items()}, last)
+    objective = TranslationLoss(model, t.label_smoothing)
+    _resolve_batch_tokens(ctx, state, objective, amp, train_data)
+    if d.main:
+        if dropped := trim_log(ctx.paths.log, state.step):
+            log(f"{ctx.paths.log}: dropped {dropped} entries past step {state.step}, which will be redone")
+        atomic_write_text(ctx.paths.config, to_yaml(ctx.cfg))
+        write_run_info(ctx, fingerprints, train_data, valid_pairs, amp)
+    objective = _wrapped(ctx, objective)
+    n_params = sum(p.numel() for p in model.parameters())
+    where = f" x {d.world} processes" if d.active else ""
+    log(f"model: {n_params / 1e6:.1f}M parameters on {device}{where}{f' with {amp} autocast' if amp else ''}")
+    peak, source = peak_flops(device, amp is not None)
+    log(f"MFU is against {peak / 1e12:.2f} TFLOP/s ({source})")
+    return Run(ctx, amp, scaler, peak, tokenizer, model, objective, optimizer, ema, train_data, valid_pairs,
+               valid_refs, state)  # fmt: skip
+
+
+def _resolve_batch_tokens(ctx: RunContext, state: TrainState, objective, amp, train_data: TokenCorpus) -> None:
+    """--batch-tokens auto is resolved once: probed on a fresh run, then kept in last.pt (and
+    config.yaml), so a resumed run batches as it did, without probing again."""
+    t = ctx.cfg.train
+    if t.batch_tokens == 0:
+        if state.batch_tokens > 0:
+            ctx.log(f"batch_tokens auto: {state.batch_tokens}, as resolved when the run started")
+            tokens = state.batch_tokens
+        else:
+            tokens = auto_batch_tokens(objective, ctx.device, amp, train_data, ctx.cfg, ctx.dist, ctx.log)
+        ctx.cfg = replace(ctx.cfg, train=replace(t, batch_tokens=tokens))
+    state.batch_tokens = ctx.cfg.train.batch_tokens
+
+
+def _wrapped(ctx: RunContext, objective: torch.nn.Module) -> torch.nn.Module:
+    """The objective as it runs: compiled when asked, under DistributedDataParallel with torchrun."""
+    if ctx.cfg.train.compile:
+        objective = CompiledOrEager(objective, ctx.log)
+    if ctx.dist.active:
+        ids = [ctx.device.index] if ctx.device.type == "cuda" else None
+        objective = torch.nn.parallel.DistributedDataParallel(objective, device_ids=ids)
+    return objective
+
+
+def write_run_info(ctx: RunContext, fingerprints: dict, train_data: TokenCorpus, valid_pairs: Pairs, amp) -> None:
+    """RUN/run.json: the data and the environment of the run, for `mt report`."""
+    sources, device = ctx.data.sources(), ctx.device
+    data = {
+        "train": {"source": sources["train"].describe(), "fingerprint": fingerprints["train"],
+                  "pairs": len(train_data), "left_out": {k: v for k, v in train_data.counts.items() if v}},
+        "valid": {"source": sources["valid"].describe(), "fingerprint": fingerprints["valid"],
+                  "pairs": len(valid_pairs)},
+    }  # fmt: skip
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or platform.machine()
+    environment = {
+        "mt": __version__,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "platform": platform.platform(),
+        "device": f"{device} ({name})",
+        "processes": ctx.dist.world,
+        "threads per process": torch.get_num_threads(),
+        "autocast": str(amp) if amp else "off (fp32)",
+    }
+    atomic_write_text(ctx.paths.run_info, json.dumps({"data": data, "environment": environment}, indent=1) + "\n")

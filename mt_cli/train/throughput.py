@@ -1,0 +1,68 @@
+"""Model FLOPs per step and the device's peak, so the training log can give MFU next to tokens/s."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import torch
+
+# Dense tensor-core peaks in FLOP/s from the vendors' data sheets, (bf16/fp16, fp32 without TF32).
+CUDA_PEAKS = {
+    "H200": (989e12, 67e12),
+    "H100": (989e12, 67e12),  # SXM; PCIe is lower, so MFU on a PCIe card reads low
+    "A100": (312e12, 19.5e12),
+    "L40S": (362e12, 91.6e12),
+    "A10": (125e12, 31.2e12),
+    "L4": (121e12, 30.3e12),
+    "V100": (125e12, 15.7e12),
+    "T4": (65e12, 8.1e12),
+}
+
+
+def linear_flops(model: torch.nn.Module, n_src: int, n_tgt: int, out: int | None = None) -> float:
+    """6 x (weights a token passes through) x tokens: forward 2, backward 4. Attention scores are
+    left out; at sentence lengths (tens of tokens) they add about 1%.
+
+    Any model with .encoder and .decoder (mt's, or Hugging Face's MarianModel); `out` is the
+    output layer's weight count, read from mt's model when not given."""
+    enc = sum(m.weight.numel() for m in model.encoder.modules() if isinstance(m, torch.nn.Linear))
+    dec = sum(m.weight.numel() for m in model.decoder.modules() if isinstance(m, torch.nn.Linear))
+    out = model.output_projection.weight.numel() if out is None else out
+    return 6.0 * (enc * n_src + (dec + out) * n_tgt)
+
+
+def matmul_peak(dtype: torch.dtype, device: torch.device = torch.device("cpu"), n: int = 2048, reps: int = 10) -> float:
+    """FLOP/s of an n x n matrix product: what this machine reaches at best, for CPUs with no data sheet."""
+    # Its own generator: measuring must not move the training RNG (exact resume depends on it).
+    gen = torch.Generator(device).manual_seed(0)
+    a, b = (torch.randn(n, n, dtype=dtype, device=device, generator=gen) for _ in range(2))
+    a @ b
+    start = time.perf_counter()
+    for _ in range(reps):
+        a @ b
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return 2.0 * n**3 * reps / (time.perf_counter() - start)
+
+
+def datasheet_peak(name: str, half: bool) -> float | None:
+    """The data sheet's peak for a CUDA device name, matched as a whole word of the name, longest
+    model first: "NVIDIA L40S" is an L40S, not an L4; "NVIDIA A10G" is none of them (None)."""
+    words = set(re.split(r"[\s_-]+", name.upper()))
+    for key in sorted(CUDA_PEAKS, key=len, reverse=True):
+        if key in words:
+            low, fp32 = CUDA_PEAKS[key]
+            return low if half else fp32
+    return None
+
+
+def peak_flops(device: torch.device, half: bool) -> tuple[float, str]:
+    """(peak FLOP/s, where the figure comes from) for the precision training runs in."""
+    if device.type == "cuda":
+        name = torch.cuda.get_device_name(device)
+        peak = datasheet_peak(name, half)
+        if peak is not None:
+            return peak, f"{name} data sheet"
+    dtype = torch.bfloat16 if half else torch.float32
+    return matmul_peak(dtype, device), f"a 2048x2048 {dtype} matmul timed on {device}"
