@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -69,9 +70,10 @@ def paired_bootstrap(
         for ref_path, ref in zip(ref_paths, refs):
             check_aligned(path, hyp, ref_path, ref)
     metric = BLEU(tokenize=tokenize or bleu_tokenizer(refs[0]))
-    named = [(str(p), h) for p, h in zip(hyp_paths, hyps)]
+    named: list[tuple[str, Sequence[str]]] = [(str(p), h) for p, h in zip(hyp_paths, hyps)]
     signatures, scores = PairedTest(named, {"BLEU": metric}, refs, test_type="bs", n_samples=samples)()
-    base, *others = scores["BLEU"]
+    results: list[Any] = list(scores["BLEU"])  # sacrebleu's Result objects, baseline first
+    base, *others = results
     systems = [
         {"system": name, "bleu": r.score, "mean": r.mean, "ci": r.ci, "p_value": r.p_value,
          "better": r.score > base.score and r.p_value < 0.05}

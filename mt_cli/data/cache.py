@@ -14,10 +14,11 @@ import shutil
 import sys
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -31,7 +32,7 @@ from mt_cli.files import temp_dir
 CACHE_FORMAT = 2  # bump when the cached columns or layout change
 
 
-def _features():
+def _features() -> Any:
     """The cache's columns: what `_encode_chunk` makes."""
     from datasets import Features, Sequence, Value
 
@@ -50,7 +51,7 @@ def _start_worker(tokenizer: Tokenizer) -> None:
     _WORKER_TOKENIZER = tokenizer
 
 
-def _encode_chunk(chunk: tuple[list, list, int]):
+def _encode_chunk(chunk: tuple[list, list, int]) -> Any:
     """One chunk of pairs -> an Arrow record batch of token ids, lengths and flags (in a worker)."""
     import pyarrow as pa
 
@@ -58,6 +59,7 @@ def _encode_chunk(chunk: tuple[list, list, int]):
     bad: set[int] = set()
     src, tgt = decoded(src_raw, first, bad), decoded(tgt_raw, first, bad)
     tok = _WORKER_TOKENIZER
+    assert tok is not None, "_start_worker sets the tokenizer first"
     src_ids, tgt_ids = tok.encode_src(src), tok.encode_tgt(tgt)
     columns = {
         "src_ids": pa.array(src_ids, pa.list_(pa.int32())),
@@ -71,7 +73,7 @@ def _encode_chunk(chunk: tuple[list, list, int]):
     return pa.RecordBatch.from_pydict(columns)
 
 
-def _encoded(chunks: Iterator, tokenizer: Tokenizer, workers: int, log) -> Iterator:
+def _encoded(chunks: Iterator, tokenizer: Tokenizer, workers: int, log: Callable[[str], None]) -> Iterator:
     """Record batches in input order. With workers, a bounded window of chunks is in flight, so
     memory does not grow with the corpus (Pool.imap would read the whole input ahead). If the
     workers cannot run (a `__main__` that cannot be re-imported, say), this process tokenizes."""
@@ -109,7 +111,12 @@ def cache_key(data_fingerprint: str, tokenizer: Tokenizer) -> str:
 
 
 def build_cache(
-    source: Source, tokenizer: Tokenizer, cache_root: Path, workers: int, log, data_fingerprint: str | None = None
+    source: Source,
+    tokenizer: Tokenizer,
+    cache_root: Path,
+    workers: int,
+    log: Callable[[str], None],
+    data_fingerprint: str | None = None,
 ) -> Path:
     """The tokenized cache of `source` under `cache_root` (one Arrow file), built once, by
     `workers` processes tokenizing chunks while this one reads and writes."""
@@ -191,7 +198,7 @@ class TokenCorpus:
     def __len__(self) -> int:
         return len(self.rows)
 
-    def take(self, indices) -> tuple[list[list[int]], list[list[int]]]:
+    def take(self, indices: Iterable[int]) -> tuple[list[list[int]], list[list[int]]]:
         """Source and target ids of the given pairs (positions among the kept rows)."""
         got = self.ds[self.rows[np.asarray(indices)]]  # rows as a numpy index: one Arrow take
         if self.max_len:  # --long-pairs truncate

@@ -176,10 +176,10 @@ def run(
     """The report as text (a Markdown table or JSON) and whether it holds an error."""
     files = {"train": (src, tgt)}
     for name, (s, t) in (("valid", valid), ("test", test)):
-        if (s is None) != (t is None):
-            raise MtError(f"--{name}-src and --{name}-tgt go together; give both or neither")
-        if s is not None:
+        if s is not None and t is not None:
             files[name] = (s, t)
+        elif s is not None or t is not None:
+            raise MtError(f"--{name}-src and --{name}-tgt go together; give both or neither")
     tokenizer = Tokenizer.load(tokenizer_dir) if tokenizer_dir is not None else None
     findings = diagnose(files, tokenizer, limits)
     text = json.dumps(as_json(findings), ensure_ascii=False, indent=1) if json_output else as_table(findings)

@@ -5,6 +5,7 @@ numpy only (no torch): the tokenized cache's worker processes import it.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,7 +33,7 @@ class Pairs:
     def tgt_lens(self) -> np.ndarray:
         return np.array([len(t) for t in self.tgt], dtype=np.int64)
 
-    def take(self, indices) -> tuple[list[list[int]], list[list[int]]]:
+    def take(self, indices: Iterable[int]) -> tuple[list[list[int]], list[list[int]]]:
         return [self.src[i] for i in indices], [self.tgt[i] for i in indices]
 
 

@@ -9,7 +9,7 @@ import gzip
 import unicodedata
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
 from mt_cli.errors import MtError
 
@@ -34,7 +34,9 @@ def read_lines(
 
 def open_bytes(path: Path) -> BinaryIO:
     """A text file for reading as bytes, decompressed when it ends in .gz."""
-    return gzip.open(path, "rb") if Path(path).suffix == ".gz" else open(path, "rb")
+    if Path(path).suffix == ".gz":
+        return cast(BinaryIO, gzip.open(path, "rb"))
+    return open(path, "rb")
 
 
 def iter_text_lines(

@@ -28,7 +28,8 @@ class Tokenizer:
         self.src = _load_sp(src_model)
         self.tgt = self.src if tgt_model is None else _load_sp(tgt_model)
 
-    def __reduce__(self):  # pickled as its model bytes, for `datasets` worker processes
+    def __reduce__(self) -> tuple[type, tuple[bytes, bytes | None]]:
+        # Pickled as its model bytes, for the tokenizing worker processes.
         return (Tokenizer, (self._src_bytes, self._tgt_bytes))
 
     @property
@@ -56,6 +57,7 @@ class Tokenizer:
     def to_state(self) -> dict[str, bytes]:
         if self.joint:
             return {"joint": self._src_bytes}
+        assert self._tgt_bytes is not None  # not joint: there is a target model
         return {"src": self._src_bytes, "tgt": self._tgt_bytes}
 
     @classmethod

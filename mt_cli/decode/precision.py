@@ -16,6 +16,8 @@ from mt_cli.model.transformer import Transformer
 class Bf16Linear(nn.Module):
     """A bias-free linear layer whose weight is cast to bf16 once: float in, float32 out."""
 
+    weight: Tensor
+
     def __init__(self, linear: nn.Linear) -> None:
         super().__init__()
         self.register_buffer("weight", linear.weight.detach().to(torch.bfloat16), persistent=False)

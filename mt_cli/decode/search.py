@@ -65,8 +65,9 @@ def greedy_search(
 ) -> list[Hypothesis]:
     """src (B, S) padded ids -> the most probable token at each step, one hypothesis per sentence."""
     b = src.size(0)
-    src_mask = src != PAD
-    memory = model.encode(src, src_mask)
+    mask = src != PAD
+    memory: Tensor | None = model.encode(src, mask)
+    src_mask: Tensor | None = mask
     steps = int(max_lens.max())
     out = torch.full((b, steps), PAD, dtype=torch.long, device=src.device)
     out_lp = torch.zeros((b, steps), device=src.device)
@@ -107,8 +108,9 @@ def beam_search(
 ) -> list[list[Hypothesis]]:
     """src (B, S) padded ids -> each sentence's K finished hypotheses, best first by score / length**alpha."""
     b, k, dev = src.size(0), beam, src.device
-    src_mask = src != PAD
-    memory = model.encode(src, src_mask)  # (B, S, D): one row per sentence, shared by its K beams
+    mask = src != PAD
+    memory: Tensor | None = model.encode(src, mask)  # (B, S, D): one row per sentence, shared by its K beams
+    src_mask: Tensor | None = mask
     active = torch.arange(b, device=dev)
     scores = torch.zeros(b, k, device=dev)
     scores[:, 1:] = float("-inf")  # all beams start identical; let only the first one expand
@@ -163,7 +165,10 @@ class _Candidates:
     is_eos: Tensor
 
 
-def _finish(finished, active, history, history_lp, c: _Candidates, k: int, norm: float) -> None:
+def _finish(
+    finished: list[list[Hypothesis]], active: Tensor, history: Tensor, history_lp: Tensor, c: _Candidates, k: int,
+    norm: float,
+) -> None:  # fmt: skip
     """Record EOS candidates that rank among a sentence's K best (fairseq's rule)."""
     hits = (c.is_eos[:, :k] & torch.isfinite(c.scores[:, :k])).nonzero().tolist()
     for i, j in hits:

@@ -16,7 +16,7 @@ import itertools
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, TextIO
+from typing import IO, Any
 
 import torch
 
@@ -104,7 +104,7 @@ class Translator:
         """The best translation of each line: exactly one string per line."""
         return [hyps[0].text for hyps in self.search(lines)]
 
-    def translate_stream(self, lines: Iterable[str], out: TextIO) -> int:
+    def translate_stream(self, lines: Iterable[str], out: IO[str]) -> int:
         """Translate lines as they come, a chunk at a time; returns how many were written."""
         count = 0
         it = iter(lines)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from mt_cli.data.tokenizer import PAD
+from mt_cli.model.transformer import Transformer
 
 
 def label_smoothed_loss(logits: Tensor, target: Tensor, smoothing: float, pad_id: int = PAD) -> tuple[Tensor, Tensor]:
@@ -34,7 +37,7 @@ class OutputLayerLoss(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, h: Tensor, weight: Tensor, target: Tensor, smoothing: float, chunk: int) -> Tensor:
+    def forward(ctx: Any, h: Tensor, weight: Tensor, target: Tensor, smoothing: float, chunk: int) -> Tensor:
         vocab, device = weight.size(0), h.device.type
         # Under autocast the products run in its dtype: cast the (V, D) weight once here, not per
         # chunk and product, as autocast would inside this function (its weight cache is off here).
@@ -58,7 +61,7 @@ class OutputLayerLoss(torch.autograd.Function):
         return loss
 
     @staticmethod
-    def backward(ctx, grad_loss: Tensor):
+    def backward(ctx: Any, grad_loss: Tensor) -> tuple[Tensor, Tensor, None, None, None]:
         grad_h, grad_w = ctx.saved_tensors
         return grad_h * grad_loss, grad_w * grad_loss, None, None, None
 
@@ -72,7 +75,7 @@ class TranslationLoss(torch.nn.Module):
     """The training objective as one module: DistributedDataParallel wraps it, so that the
     encoder, decoder and the fused output layer all run inside the one forward it watches."""
 
-    def __init__(self, model: torch.nn.Module, smoothing: float) -> None:
+    def __init__(self, model: Transformer, smoothing: float) -> None:
         super().__init__()
         self.model = model
         self.smoothing = smoothing

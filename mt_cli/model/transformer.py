@@ -7,7 +7,8 @@ sinusoidal table, post-norm, no final encoder/decoder norm) so that export is a 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Callable
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -16,6 +17,7 @@ from torch import Tensor, nn
 from mt_cli.config import ModelConfig
 from mt_cli.data.tokenizer import BOS, PAD
 from mt_cli.errors import MtError
+from mt_cli.model.decoder_cache import DecoderCache
 
 
 def sinusoid_table(n_positions: int, dim: int) -> Tensor:
@@ -135,7 +137,7 @@ class SublayerConnection(nn.Module):
         self.dropout = Dropout(dropout)
         self.pre_norm = pre_norm
 
-    def forward(self, x: Tensor, sublayer) -> Tensor:
+    def forward(self, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
         if self.pre_norm:
             return x + self.dropout(sublayer(self.norm(x)))
         return self.norm(x + self.dropout(sublayer(x)))
@@ -177,66 +179,14 @@ class DecoderLayer(nn.Module):
         return self.ffn_sublayer(x, self.feed_forward)
 
 
-@dataclass
-class DecoderCache:
-    """Everything decoding step t needs from steps < t, one entry per decoder layer.
-
-    Cross-attention keys/values are computed from the encoder output once, when the cache is made,
-    one row per sentence; the self-attention rows may be several per sentence (beams), in order.
-    Self-attention keys/values are kept time-major, (T, N, H, D/H), in buffers with room for more
-    steps: a step writes its own in place, and reordering beams copies the filled steps once
-    (torch.cat per step, then index_select, copied them twice).
-    """
-
-    self_k: list[Tensor | None]
-    self_v: list[Tensor | None]
-    cross_k: list[Tensor]
-    cross_v: list[Tensor]
-    cross_mask: Tensor | None  # (B, 1, 1, S), True = real source token
-    length: int = 0  # target positions already decoded
-    keep: bool = True  # False for one teacher-forced pass (training), which nothing continues
-
-    def append(self, layer: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        """k, v (N, H, T, D/H) at the new positions -> (N, H, T_all, D/H) at all positions so far."""
-        if not self.keep:
-            return k, v
-        start, end = self.length, self.length + k.size(2)
-        for store, new in ((self.self_k, k), (self.self_v, v)):
-            buf = store[layer]
-            if buf is None or buf.size(0) < end:
-                grown = new.new_empty((max(2 * end, 16), new.size(0), new.size(1), new.size(3)))
-                if buf is not None:
-                    grown[:start] = buf[:start]
-                store[layer] = buf = grown
-            buf[start:end] = new.permute(2, 0, 1, 3)  # (N, H, T, D/H) -> (T, N, H, D/H)
-        # (T_all, N, H, D/H) -> (N, H, T_all, D/H), a strided view: attention reads it in place.
-        return self.self_k[layer][:end].permute(1, 2, 0, 3), self.self_v[layer][:end].permute(1, 2, 0, 3)
-
-    def reorder(self, rows: Tensor, sentences: Tensor | None = None) -> None:
-        """Keep decoder rows `rows` (the beams that survive, in their new order) and, when some
-        sentences are finished, the source rows of the `sentences` that go on (None: all of them).
-        Beams moving within a sentence leave the encoder side untouched, so it is not copied."""
-        for store in (self.self_k, self.self_v):
-            for i, buf in enumerate(store):
-                if buf is not None:
-                    out = buf.new_empty((buf.size(0), rows.numel(), *buf.shape[2:]))
-                    torch.index_select(buf[: self.length], 1, rows, out=out[: self.length])
-                    store[i] = out
-        if sentences is None:
-            return
-        for tensors in (self.cross_k, self.cross_v):
-            for i, t in enumerate(tensors):
-                tensors[i] = t.index_select(0, sentences)
-        if self.cross_mask is not None:
-            self.cross_mask = self.cross_mask.index_select(0, sentences)
-
-
 class Embeddings(nn.Module):
     """Token embedding * sqrt(d_model) + sinusoidal position, then dropout.
 
     PAD embeds as the zero vector whatever its (tied, output-side) row holds: padding carries no
     content, and the decoder's first input is PAD, the zero start vector Marian and CTranslate2 use.
     """
+
+    positions: Tensor  # (P, D), a buffer
 
     def __init__(self, token: nn.Embedding, positions: Tensor, dropout: float) -> None:
         super().__init__()
@@ -322,13 +272,23 @@ class Transformer(nn.Module):
             elif name.endswith("bias"):
                 nn.init.zeros_(p)
 
+    def attention_modules(self) -> dict[str, list[MultiHeadAttention]]:
+        """Every attention of the model by kind, layer by layer (the heat maps record them)."""
+        enc = cast("list[EncoderLayer]", self.encoder.layers)
+        dec = cast("list[DecoderLayer]", self.decoder.layers)
+        return {
+            "encoder": [layer.self_attn for layer in enc],
+            "decoder-self": [layer.self_attn for layer in dec],
+            "decoder-cross": [layer.cross_attn for layer in dec],
+        }
+
     def encode(self, src: Tensor, src_mask: Tensor) -> Tensor:
         """src (B, S) ids, src_mask (B, S) True for real tokens -> memory (B, S, D)."""
         return self.encoder(src, _key_mask(src_mask))
 
     def new_cache(self, memory: Tensor, src_mask: Tensor, keep: bool = True) -> DecoderCache:
         n = len(self.decoder.layers)
-        cross = [layer.cross_attn.project_kv(memory) for layer in self.decoder.layers]
+        cross = [layer.cross_attn.project_kv(memory) for layer in cast("list[DecoderLayer]", self.decoder.layers)]
         return DecoderCache(
             self_k=[None] * n,
             self_v=[None] * n,

@@ -41,19 +41,17 @@ def record_attention(translator: Translator, src: str, tgt: str | None) -> Atten
     if tgt is None:
         tgt = translator.translate([src])[0]
     src_ids, tgt_ids = tokenizer.encode_src([src])[0], tokenizer.encode_tgt([tgt])[0]
-    layers = {
-        "encoder": [layer.self_attn for layer in model.encoder.layers],
-        "decoder-self": [layer.self_attn for layer in model.decoder.layers],
-        "decoder-cross": [layer.cross_attn for layer in model.decoder.layers],
-    }
-    for modules in layers.values():
+    layers = model.attention_modules()
+    kept: dict[str, list[list[Tensor]]] = {kind: [] for kind in layers}
+    for kind, modules in layers.items():
         for m in modules:
             m.record = []
+            kept[kind].append(m.record)
     try:
         with torch.no_grad():
             model(torch.tensor([src_ids]), torch.tensor([[model.start_token] + tgt_ids]))
         maps = {
-            kind: [m.record[0][0] for m in modules] for kind, modules in layers.items()
+            kind: [record[0][0] for record in records] for kind, records in kept.items()
         }  # (1, H, q, k) -> (H, q, k)
     finally:
         for modules in layers.values():

@@ -9,6 +9,7 @@ Without torchrun, WORLD_SIZE is unset and nothing here does anything.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
@@ -54,7 +55,7 @@ def device_for(d: Dist, device: torch.device) -> torch.device:
 
 
 @contextmanager
-def process_group(d: Dist, device: torch.device):
+def process_group(d: Dist, device: torch.device) -> Iterator[None]:
     """Join the job's process group for the duration (a no-op for one process).
 
     The timeout bounds every collective: a rank that died or hangs ends the others' wait with an

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ from mt_cli.train.state import TrainState, rng_state, write_checkpoint
 from mt_cli.train.throughput import linear_flops
 from mt_cli.train.validation import Validation, validate
 
-Record = Any  # a callable taking one log entry (dict): RunLog, or a list's append in tests
+Record = Callable[[dict[str, Any]], None]  # one log entry (a dict) to RUN/log.jsonl: a RunLog
 
 
 def _done(state: TrainState, cfg: Config) -> bool:
@@ -50,7 +51,9 @@ def shares(batch: np.ndarray, n: int) -> list[np.ndarray]:
     return [batch[i::n] for i in range(n)]
 
 
-def train_step(run: Run, batch: np.ndarray, progress: float = 0.0, stop: bool = False):
+def train_step(
+    run: Run, batch: np.ndarray, progress: float = 0.0, stop: bool = False
+) -> tuple[float, int, float, float, bool]:
     """One update on one global batch. Returns (summed loss, target tokens, learning rate,
     gradient norm, whether any rank asked to stop), all the same on every rank.
 
@@ -123,7 +126,7 @@ def save_last(run: Run) -> None:
                          run.state, run.ema, rngs, run.scaler)  # fmt: skip
 
 
-def run_validation(run: Run, record, progress: TrainProgress) -> None:
+def run_validation(run: Run, record: Record, progress: TrainProgress) -> None:
     """Rank 0 scores the validation set and keeps best.pt when BLEU improves; every rank then
     takes its verdict (for early stopping) and last.pt is refreshed."""
     state, paths = run.state, run.paths
@@ -164,7 +167,7 @@ def log_entry(state: TrainState, lr: float, grad_norm: float, tokens_per_s: floa
     }
 
 
-def train_loop(run: Run, record, progress: TrainProgress, stop: StopSignals | None = None) -> bool:
+def train_loop(run: Run, record: Record, progress: TrainProgress, stop: StopSignals | None = None) -> bool:
     """Epochs of shuffled token batches until a limit is reached, validating every `valid_every`
     steps. Returns False when a signal stopped it (after a whole step, on every rank alike)."""
     t, state, data = run.cfg.train, run.state, run.train_data
@@ -252,7 +255,7 @@ def _train(ctx: RunContext) -> TrainState:
     return state
 
 
-def average_last(run: Run, record, log) -> Validation | None:
+def average_last(run: Run, record: Record, log: Log) -> Validation | None:
     """Average the last `average_last` numbered checkpoints into RUN/averaged.pt and validate it."""
     paths = run.paths.numbered()[-run.cfg.train.average_last :]
     if len(paths) < 2:

@@ -12,6 +12,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 
 from mt_cli.config import Config
 from mt_cli.errors import MtError
+from mt_cli.train.state import TrainState
 
 UNITS = 1000  # the bar runs in thousandths of whichever limit (steps, epochs, minutes) ends the run first
 
@@ -37,7 +38,7 @@ class TrainProgress:
         t = self.cfg.train
         return t.max_steps > 0 or t.max_epochs > 0 or t.max_minutes > 0
 
-    def fraction(self, state) -> float:
+    def fraction(self, state: TrainState) -> float:
         t = self.cfg.train
         parts = []
         if t.max_steps:
@@ -48,7 +49,7 @@ class TrainProgress:
             parts.append(state.epoch / t.max_epochs)
         return min(max(parts, default=0.0), 1.0)
 
-    def update(self, state, entry: dict[str, Any]) -> None:
+    def update(self, state: TrainState, entry: dict[str, Any]) -> None:
         text = (
             f"step {entry['step']} | epoch {entry['epoch']} | loss {entry['loss']:.3f} | "
             f"lr {entry['lr']:.2e} | {entry['tokens_per_s']:.0f} tok/s | MFU {100 * entry.get('mfu', 0):.1f}%"
@@ -66,7 +67,7 @@ class TrainProgress:
         self.bar.__enter__()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: Any) -> None:
         self.bar.__exit__(*exc)
 
 

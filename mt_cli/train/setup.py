@@ -9,6 +9,7 @@ import platform
 import random
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -107,7 +108,7 @@ class Run:
     peak_flops: float  # the device's peak for the precision trained in, for MFU in the log
     tokenizer: Tokenizer
     model: Transformer
-    objective: torch.nn.Module  # TranslationLoss(model), wrapped in DistributedDataParallel under torchrun
+    objective: Any  # TranslationLoss(model): maybe compiled, and under torchrun in DistributedDataParallel
     optimizer: torch.optim.Optimizer
     ema: Transformer | None  # the moving average of the weights, when train.ema_decay > 0
     train_data: TokenCorpus
@@ -165,9 +166,9 @@ def prepare(ctx: RunContext) -> Run:
     _start(ctx)
     sources = ctx.data.sources()
     tokenizer = get_tokenizer(ctx.data, ctx.paths.tokenizer, ctx.cfg, log, d)
-    vocab = {"src_vocab_size": tokenizer.src_vocab_size, "tgt_vocab_size": tokenizer.tgt_vocab_size,
-             "shared_vocab": tokenizer.joint}  # fmt: skip
-    ctx.cfg = replace(ctx.cfg, model=replace(ctx.cfg.model, **vocab))
+    vocab = replace(ctx.cfg.model, src_vocab_size=tokenizer.src_vocab_size, tgt_vocab_size=tokenizer.tgt_vocab_size,
+                    shared_vocab=tokenizer.joint)  # fmt: skip
+    ctx.cfg = replace(ctx.cfg, model=vocab)
     fingerprints = {role: s.fingerprint() for role, s in sources.items()}  # sha256 of each file, read once
     train_data = load_train_data(ctx.data, fingerprints["train"], tokenizer, t, log, d)
     valid_pairs, valid_refs = load_valid_data(sources["valid"], tokenizer, t, log)
@@ -186,7 +187,7 @@ def prepare(ctx: RunContext) -> Run:
         resume(last, ctx.cfg, model, optimizer, ema, log, d.rank, d.world, scaler) if last.is_file() else TrainState()
     )
     state.data = check_data(fingerprints, state.data, {r: s.describe() for r, s in sources.items()}, last)
-    objective = TranslationLoss(model, t.label_smoothing)
+    objective: torch.nn.Module = TranslationLoss(model, t.label_smoothing)
     _resolve_batch_tokens(ctx, state, objective, amp, train_data)
     if d.main:
         if dropped := trim_log(ctx.paths.log, state.step):
@@ -203,7 +204,9 @@ def prepare(ctx: RunContext) -> Run:
                valid_refs, state)  # fmt: skip
 
 
-def _resolve_batch_tokens(ctx: RunContext, state: TrainState, objective, amp, train_data: TokenCorpus) -> None:
+def _resolve_batch_tokens(
+    ctx: RunContext, state: TrainState, objective: torch.nn.Module, amp: torch.dtype | None, train_data: TokenCorpus
+) -> None:
     """--batch-tokens auto is resolved once: probed on a fresh run, then kept in last.pt (and
     config.yaml), so a resumed run batches as it did, without probing again."""
     t = ctx.cfg.train
@@ -227,7 +230,9 @@ def _wrapped(ctx: RunContext, objective: torch.nn.Module) -> torch.nn.Module:
     return objective
 
 
-def write_run_info(ctx: RunContext, fingerprints: dict, train_data: TokenCorpus, valid_pairs: Pairs, amp) -> None:
+def write_run_info(
+    ctx: RunContext, fingerprints: dict, train_data: TokenCorpus, valid_pairs: Pairs, amp: torch.dtype | None
+) -> None:
     """RUN/run.json: the data and the environment of the run, for `mt report`."""
     sources, device = ctx.data.sources(), ctx.device
     data = {

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import random
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,10 +60,10 @@ def write_checkpoint(
     path: Path,
     cfg: Config,
     tokenizer: Tokenizer,
-    model,
-    optimizer=None,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer | None = None,
     state: TrainState | None = None,
-    ema=None,
+    ema: torch.nn.Module | None = None,
     rng_ranks: list[dict[str, Any]] | None = None,
     scaler: torch.amp.GradScaler | None = None,
 ) -> None:
@@ -72,6 +73,7 @@ def write_checkpoint(
     """
     train_state = None
     if state is not None:
+        assert optimizer is not None, "a resumable checkpoint holds the optimizer"
         train_state = {**vars(state), "optimizer": optimizer.state_dict(), "rng": rng_state()}
         if ema is not None:
             train_state["ema"] = ema.state_dict()
@@ -83,7 +85,15 @@ def write_checkpoint(
 
 
 def resume(
-    path: Path, cfg: Config, model, optimizer, ema, log, rank: int = 0, world: int = 1, scaler=None
+    path: Path,
+    cfg: Config,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    ema: torch.nn.Module | None,
+    log: Callable[[str], None],
+    rank: int = 0,
+    world: int = 1,
+    scaler: torch.amp.GradScaler | None = None,
 ) -> TrainState:
     """Load everything the next step depends on from `path` into the given objects.
 

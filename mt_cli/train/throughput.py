@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import time
+from typing import Any
 
 import torch
 
@@ -20,7 +21,7 @@ CUDA_PEAKS = {
 }
 
 
-def linear_flops(model: torch.nn.Module, n_src: int, n_tgt: int, out: int | None = None) -> float:
+def linear_flops(model: Any, n_src: int, n_tgt: int, out: int | None = None) -> float:
     """6 x (weights a token passes through) x tokens: forward 2, backward 4. Attention scores are
     left out; at sentence lengths (tens of tokens) they add about 1%.
 

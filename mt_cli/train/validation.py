@@ -27,7 +27,13 @@ class Validation:
 
 
 def validate(
-    model: Transformer, tokenizer: Tokenizer, pairs: Pairs, refs: list[str], cfg: Config, device, amp=None
+    model: Transformer,
+    tokenizer: Tokenizer,
+    pairs: Pairs,
+    refs: list[str],
+    cfg: Config,
+    device: torch.device,
+    amp: torch.dtype | None = None,
 ) -> Validation:
     """Validation loss with teacher forcing, and BLEU of the same decoding `mt translate` does.
 
