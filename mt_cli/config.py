@@ -19,6 +19,9 @@ import yaml
 
 from mt_cli.errors import MtError
 
+# Where a command runs when --device is not given: "auto" picks CUDA, then Apple's MPS, then the CPU.
+DEVICE = "auto"
+
 
 @dataclass(frozen=True)
 class ModelConfig:
@@ -110,7 +113,7 @@ class TrainConfig:
     average_last: int = 0  # after training, average the last K validations' weights into RUN/averaged.pt
     log_every: int = 50
     seed: int = 1
-    device: str = "auto"
+    device: str = DEVICE
     # bf16 autocast: "auto" uses it on CUDA only; whole-model autocast was not reliably faster on
     # the CPUs measured (benchmarks/speed.py gives both).
     amp: str = "auto"

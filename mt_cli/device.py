@@ -29,8 +29,8 @@ def resolve_device(name: str) -> torch.device:
 def amp_dtype(amp: str, device: torch.device) -> torch.dtype | None:
     """The autocast dtype for train.amp, or None for full fp32.
 
-    `auto` is bf16 on CUDA only: on the 2-core AMX CPU whole-model autocast was not reliably
-    faster. fp16 is for GPUs without bf16 and trains with a gradient scaler.
+    `auto` is bf16 on CUDA only: on the CPUs measured, whole-model autocast was not reliably faster
+    (`benchmarks/speed.py` times both). fp16 is for GPUs without bf16 and trains with a gradient scaler.
     """
     if amp == "fp16":
         if device.type != "cuda":

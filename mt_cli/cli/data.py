@@ -7,14 +7,7 @@ from typing import Annotated
 
 import typer
 
-from mt_cli.cli.app import (
-    DATA,
-    ExistingFile,
-    app,
-    err,
-    friendly,
-    tokenizer_app,
-)
+from mt_cli.cli.app import DATA, ExistingFile, app, err, friendly, tokenizer_app
 from mt_cli.config import DoctorConfig, TokenizerConfig
 
 

@@ -8,14 +8,8 @@ from typing import Annotated
 
 import typer
 
-from mt_cli.cli.app import (
-    DECODE,
-    Device,
-    app,
-    err,
-    friendly,
-)
-from mt_cli.config import DEFAULT_METRICS
+from mt_cli.cli.app import DECODE, Device, app, err, friendly
+from mt_cli.config import DEFAULT_METRICS, DEVICE
 from mt_cli.errors import MtError
 
 
@@ -32,7 +26,7 @@ def translate(
     precision: Annotated[
         str | None, typer.Option(help="fp32, bf16 (autocast) or int8 (dynamic int8 linear layers, CPU).")
     ] = None,
-    device: Device = "auto",
+    device: Device = DEVICE,
 ) -> None:
     """Translate a file (or stdin) line by line: one output line for every input line."""
     from mt_cli.decode.translator import translate_file
@@ -64,7 +58,7 @@ def evaluate(
     metrics: Annotated[str, typer.Option(help="Comma-separated: bleu, chrf, ter.")] = ",".join(DEFAULT_METRICS),
     tokenize: Annotated[str | None, typer.Option(help="sacrebleu tokenizer; default zh for Chinese, else 13a.")] = None,
     beam: Annotated[int | None, typer.Option(help="Beam size, with --checkpoint.")] = None,
-    device: Device = "auto",
+    device: Device = DEVICE,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     significance: Annotated[
         bool, typer.Option("--significance", help="Paired bootstrap: does each later --hyp beat the first?")
@@ -99,7 +93,7 @@ def tune_decoding(
     out: Annotated[
         Path | None, typer.Option(help="Write a copy of the checkpoint with the best pair as default.")
     ] = None,
-    device: Device = "auto",
+    device: Device = DEVICE,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Grid-search beam size and length penalty on a validation set; best first."""

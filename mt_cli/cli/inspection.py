@@ -7,13 +7,7 @@ from typing import Annotated
 
 import typer
 
-from mt_cli.cli.app import (
-    INSPECT,
-    INTEROP,
-    app,
-    err,
-    friendly,
-)
+from mt_cli.cli.app import INSPECT, INTEROP, app, err, friendly
 
 
 @app.command(rich_help_panel=INSPECT)

@@ -7,15 +7,8 @@ from typing import Annotated
 
 import typer
 
-from mt_cli.cli.app import (
-    TRAIN,
-    Device,
-    app,
-    config_options,
-    err,
-    friendly,
-)
-from mt_cli.config import TrainConfig
+from mt_cli.cli.app import TRAIN, Device, app, config_options, err, friendly
+from mt_cli.config import DEVICE, TrainConfig
 from mt_cli.errors import MtError
 
 
@@ -153,7 +146,7 @@ def quickstart(
     ] = None,
     out: Annotated[Path, typer.Option(help="Run folder.")] = Path("checkpoints/quickstart-de-en"),
     max_minutes: Annotated[float, typer.Option(help="Training time.")] = 20.0,
-    device: Device = "auto",
+    device: Device = DEVICE,
 ) -> None:
     """Train German->English on Multi30k with the small preset, then translate and score test2016."""
     from mt_cli.tools.quickstart import run_quickstart

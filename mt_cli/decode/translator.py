@@ -20,7 +20,7 @@ from typing import IO, Any
 
 import torch
 
-from mt_cli.config import DecodeConfig
+from mt_cli.config import DEVICE, DecodeConfig
 from mt_cli.data.text import iter_text_lines
 from mt_cli.data.tokenizer import EOS, Tokenizer
 from mt_cli.decode.precision import quantize_int8
@@ -58,12 +58,12 @@ class Translator:
         self.device = next(model.parameters()).device
 
     @classmethod
-    def load(cls, path: Path | str, device: str = "auto", **overrides: Any) -> Translator:
+    def load(cls, path: Path | str, device: str = DEVICE, **overrides: Any) -> Translator:
         """From a checkpoint file, with the checkpoint's decoding settings under the given ones."""
         return cls.from_checkpoint(checkpoint.load(Path(path)), device, **overrides)
 
     @classmethod
-    def from_checkpoint(cls, ckpt: checkpoint.Checkpoint, device: str = "auto", **overrides: Any) -> Translator:
+    def from_checkpoint(cls, ckpt: checkpoint.Checkpoint, device: str = DEVICE, **overrides: Any) -> Translator:
         cfg = decode_options(ckpt.config.decode, overrides)
         dev = resolve_device(device)
         model = ckpt.build_model(dev)
@@ -137,6 +137,6 @@ def _input_lines(input_path: Path | None) -> Iterator[str]:
 
 
 def translate_file(checkpoint_path: Path, input_path: Path | None, output_path: Path | None,
-                   device: str = "auto", **overrides: Any) -> int:  # fmt: skip
+                   device: str = DEVICE, **overrides: Any) -> int:  # fmt: skip
     """`mt translate`: load the checkpoint, then translate INPUT to OUTPUT."""
     return Translator.load(checkpoint_path, device, **overrides).translate_file(input_path, output_path)

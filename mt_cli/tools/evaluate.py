@@ -6,7 +6,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from mt_cli.config import DEFAULT_METRICS
+from mt_cli.config import DEFAULT_METRICS, DEVICE
 from mt_cli.data.text import check_aligned, read_lines
 from mt_cli.decode.translator import Translator
 from mt_cli.errors import MtError
@@ -22,7 +22,7 @@ def evaluate_run(
     metrics: tuple[str, ...] = DEFAULT_METRICS,
     tokenize: str | None = None,
     beam: int | None = None,
-    device: str = "auto",
+    device: str = DEVICE,
 ) -> dict[str, Any]:
     """Score a hypothesis file, or translate `src_path` with a checkpoint first and score that."""
     if (hyp_path is None) == (checkpoint_path is None):
@@ -46,7 +46,7 @@ def tune_decoding(
     ref_path: Path,
     beams: list[int],
     length_penalties: list[float],
-    device: str = "auto",
+    device: str = DEVICE,
     out: Path | None = None,
 ) -> list[dict[str, Any]]:
     """BLEU on a held-out set for every beam x length-penalty pair, best first.
