@@ -241,14 +241,7 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
     "small": {"model": {}},  # the dataclass defaults: 256-d, 4 heads, 3+3 layers, for Multi30k on a CPU
     "base": {"model": {"d_model": 512, "n_heads": 8, "ffn_dim": 2048, "enc_layers": 6, "dec_layers": 6}},
     "big": {
-        "model": {
-            "d_model": 1024,
-            "n_heads": 16,
-            "ffn_dim": 4096,
-            "enc_layers": 6,
-            "dec_layers": 6,
-            "dropout": 0.3,
-        }
+        "model": {"d_model": 1024, "n_heads": 16, "ffn_dim": 4096, "enc_layers": 6, "dec_layers": 6, "dropout": 0.3}
     },
 }
 
