@@ -77,7 +77,8 @@ def greedy_search(
     for t in range(steps):
         logits, cache = model.decode(tokens, memory, src_mask, cache)
         lprobs = step_log_probs(logits, Step(t, max_lens[active] <= t + 1), processors)
-        best_lp, next_tok = lprobs.max(dim=-1)
+        next_tok = lprobs.argmax(dim=-1)
+        best_lp = lprobs.gather(1, next_tok[:, None]).squeeze(1)
         out[active, t], out_lp[active, t] = next_tok, best_lp
         keep = (next_tok != EOS).nonzero().squeeze(1)
         if keep.numel() == 0:
