@@ -1,5 +1,6 @@
 """Decoding speed of two source trees of mt, side by side: did a change move decoding throughput?
 
+    git worktree add /tmp/before 96185eb   # e.g. the code before issue 14 moved it
     python benchmarks/decode_ab.py --tree /tmp/before --tree . --checkpoint RUN/best.pt \\
         --src-file ../shared/data/multi30k/test2016.de
 
@@ -63,6 +64,14 @@ def timed_run(tree: Path, args: argparse.Namespace, beam: int, result: Path) -> 
     return got["seconds"], whole, got["out"]
 
 
+def label(tree: Path) -> str:
+    """The tree and the commit it holds (+ if it has uncommitted changes)."""
+    git = ["git", "-C", str(tree)]
+    rev = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run([*git, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True)
+    return f"{tree} ({rev or 'no git'}{'+' if dirty.stdout.strip() else ''})"
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--tree", type=Path, action="append", required=True, help="a source tree (give two)")
@@ -89,7 +98,7 @@ def main() -> None:
                 rows.append((beam, tree, args.n / seconds, whole, same))
                 print(f"beam {beam} {tree}: {args.n / seconds:.1f} sent/s, whole process {whole:.1f} s", flush=True)
     lines = ["| tree | beam | sent/s (decoding) | whole process s | outputs identical |", "|---|---|---|---|---|"]
-    lines += [f"| `{t}` | {b} | {s:.1f} | {w:.1f} | {'yes' if same else 'NO'} |" for b, t, s, w, same in rows]
+    lines += [f"| `{label(t)}` | {b} | {s:.1f} | {w:.1f} | {'yes' if same else 'NO'} |" for b, t, s, w, same in rows]
     body = "\n".join(lines) + (
         f"\n\n{args.n} lines of `{args.src_file}`, `{args.checkpoint}`, {args.threads} threads, best of "
         f"{args.rounds} alternating rounds. `python benchmarks/decode_ab.py {' '.join(sys.argv[1:])}`\n"
