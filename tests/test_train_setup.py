@@ -155,3 +155,10 @@ def test_a_second_ctrl_c_mid_step_stops_training_at_once_without_saving(corpus_f
         train(_spec(corpus_files), out, _config(max_steps=10, save_every=3), log=lambda m: None)
     assert (out / "last.pt").read_bytes() == before  # nothing was saved after the second signal
     assert len(calls) == 2
+
+
+def test_resuming_with_weight_decay_switched_on_is_refused_with_one_line(corpus_files, tmp_path):
+    out = tmp_path / "run"
+    train(_spec(corpus_files), out, _config(max_steps=2), log=lambda m: None)
+    with pytest.raises(MtError, match=r"last\.pt: its optimizer state does not fit this run's optimizer"):
+        train(_spec(corpus_files), out, _config(max_steps=4, weight_decay=0.1), log=lambda m: None)

@@ -111,7 +111,13 @@ def resume(
             )
     model.load_state_dict(ckpt.model_state)
     ts = dict(ckpt.train_state)
-    optimizer.load_state_dict(ts.pop("optimizer"))
+    try:
+        optimizer.load_state_dict(ts.pop("optimizer"))
+    except ValueError as e:  # e.g. weight decay switched on or off: parameter groups differ
+        raise MtError(
+            f"{path}: its optimizer state does not fit this run's optimizer ({e}); resume with the settings "
+            "the run was started with, or use a new --out folder"
+        ) from None
     rng, ranks = ts.pop("rng"), ts.pop("rng_ranks", None)
     if rank == 0:
         set_rng_state(rng)
