@@ -132,6 +132,9 @@ class TrainConfig:
     compile: bool = False  # torch.compile the model for training (falls back to eager if compiling fails)
     dist_timeout_s: float = 1800.0  # under torchrun: how long a rank waits for the others before giving up
     doctor: bool = True  # log `mt doctor`'s warnings about the data before training
+    # Deterministic kernels (torch.use_deterministic_algorithms, cuDNN, cuBLAS workspace): on CUDA
+    # the same seed then gives the same run, at some cost in speed. The CPU is deterministic anyway.
+    deterministic: bool = False
 
     def __post_init__(self) -> None:
         _check(self.batch_tokens >= 0, "train.batch_tokens must be positive (or 0: auto, on CUDA)")

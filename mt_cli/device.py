@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 
 import torch
 
@@ -37,6 +38,11 @@ def amp_dtype(amp: str, device: torch.device) -> torch.dtype | None:
             raise MtError(f"train.amp fp16 needs a CUDA device, not {device}; use bf16 or off")
         return torch.float16
     if amp == "bf16":
+        if device.type == "cuda" and not torch.cuda.is_bf16_supported():
+            raise MtError(
+                f"train.amp bf16: {torch.cuda.get_device_name(device)} has no bf16; use --set train.amp=fp16 "
+                "(trains with a gradient scaler) or --set train.amp=off"
+            )
         return torch.bfloat16 if device.type in ("cuda", "cpu") else None
     if amp == "auto" and device.type == "cuda" and torch.cuda.is_bf16_supported():
         return torch.bfloat16
@@ -48,6 +54,17 @@ def autocast(dtype: torch.dtype | bool | None, device: torch.device) -> contextl
     if not dtype:
         return contextlib.nullcontext()
     return torch.autocast(device_type=device.type, dtype=torch.bfloat16 if dtype is True else dtype)
+
+
+def set_deterministic() -> None:
+    """Kernels that give the same result every run, also on CUDA; set before CUDA starts work.
+
+    cuBLAS needs a fixed workspace for it (CUBLAS_WORKSPACE_CONFIG, read when cuBLAS starts);
+    an op with no deterministic kernel then raises instead of varying silently."""
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
 
 
 def set_threads(n: int) -> None:

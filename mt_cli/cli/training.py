@@ -90,6 +90,9 @@ def train(
     tensorboard: Annotated[
         bool, typer.Option("--tensorboard", help="Also write TensorBoard events to OUT/tensorboard.")
     ] = False,
+    deterministic: Annotated[
+        bool, typer.Option("--deterministic", help="Deterministic kernels: on CUDA the same seed gives the same run.")
+    ] = False,
     set_: Annotated[
         list[str] | None, typer.Option("--set", help="Override any field: --set model.dropout=0 (repeatable).")
     ] = None,

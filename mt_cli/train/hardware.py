@@ -38,13 +38,30 @@ def probe_batch_tokens(
     objective: nn.Module, device: torch.device, amp: torch.dtype | None, longest: int, vocab: int
 ) -> int:
     """Padded tokens of the largest batch whose forward and backward fit in this GPU's memory,
-    tried with the longest pairs the data holds (the worst case for activation memory).
+    tried with the longest pairs the data holds (the worst case for activation memory), while
+    the memory AdamW's two moments will take is held aside (they exist from the first update on).
 
     The probe's ids and its dropout masks draw on RNG streams of their own: the training RNG,
     which exact resume depends on, is where it was before."""
     gen = torch.Generator(device).manual_seed(0)
-    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-        return largest_fitting(_fits_on(objective, device, amp, longest, vocab, gen), 1024, 1 << 20)
+    n_params = sum(p.numel() for p in objective.parameters())
+    reserve = torch.empty(2 * n_params, dtype=torch.float32, device=device)  # exp_avg and exp_avg_sq
+    try:
+        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+            return largest_fitting(_fits_on(objective, device, amp, longest, vocab, gen), 1024, 1 << 20)
+    finally:
+        del reserve
+
+
+# What CUDA libraries say when an allocation fails; torch raises them as plain RuntimeErrors.
+ALLOCATION_FAILURES = ("out of memory", "CUBLAS_STATUS_ALLOC_FAILED", "CUDNN_STATUS_ALLOC_FAILED",
+                       "CUDNN_STATUS_NOT_ENOUGH_WORKSPACE", "CUBLAS_STATUS_NOT_INITIALIZED")  # fmt: skip
+
+
+def is_allocation_failure(e: BaseException) -> bool:
+    return isinstance(e, torch.OutOfMemoryError) or (
+        isinstance(e, RuntimeError) and any(s in str(e) for s in ALLOCATION_FAILURES)
+    )
 
 
 def _fits_on(
@@ -59,7 +76,9 @@ def _fits_on(
                 loss = objective(ids, ids, ids)
             loss.backward()
             return True
-        except torch.OutOfMemoryError:
+        except RuntimeError as e:  # OutOfMemoryError is one
+            if not is_allocation_failure(e):
+                raise
             return False
         finally:
             objective.zero_grad(set_to_none=True)

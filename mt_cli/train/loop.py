@@ -20,7 +20,7 @@ import torch
 from mt_cli.config import Config, TrainConfig
 from mt_cli.data.collate import collate
 from mt_cli.data.pairs import make_batches
-from mt_cli.device import autocast, resolve_device
+from mt_cli.device import autocast, resolve_device, set_deterministic
 from mt_cli.errors import MtError
 from mt_cli.model import checkpoint
 from mt_cli.train import distributed as ddp
@@ -88,9 +88,11 @@ def train_step(
         for group in run.optimizer.param_groups:
             group["lr"] = lr
         run.scaler.step(run.optimizer)
-        run.scaler.update()
         if run.ema is not None:
             ema_update(run.ema, run.model, t.ema_decay)
+    # After unscale_, always: a skipped step too, or the next step's unscale_ raises (and the
+    # fp16 scale would not fall after an overflow). A no-op without fp16.
+    run.scaler.update()
     run.optimizer.zero_grad(set_to_none=True)
     return loss_sum, n_tokens, lr, norm, stops > 0
 
@@ -225,6 +227,9 @@ def train(data: DataSpec, out: Path, cfg: Config, log: Log = print) -> TrainStat
     Under torchrun every process calls this; only rank 0 logs and writes.
     """
     d = ddp.from_env(cfg.train.dist_timeout_s)
+    if cfg.train.deterministic:
+        set_deterministic()
+        log("deterministic algorithms on (train.deterministic)")
     device = ddp.device_for(d, resolve_device(cfg.train.device))
     with ddp.process_group(d, device):
         ctx = RunContext(TrainPaths(Path(out)), data, cfg, log if d.main else (lambda *_: None), d, device)

@@ -1,0 +1,120 @@
+"""The CUDA code paths, checked on the CPU with stand-ins: a CPU GradScaler for fp16's scaler, a
+probe step that fails the way cuBLAS does, a GPU that has no bf16, deterministic kernels."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from mt_cli.config import build_config
+from mt_cli.device import amp_dtype
+from mt_cli.errors import MtError
+from mt_cli.train import distributed as ddp
+from mt_cli.train.hardware import _fits_on, largest_fitting
+from mt_cli.train.inputs import DataSpec
+from mt_cli.train.loop import train_step
+from mt_cli.train.setup import RunContext, TrainPaths, prepare
+
+
+def _run(corpus_files, tmp_path):
+    f = corpus_files
+    spec = DataSpec.text_files(f["train_src"], f["train_tgt"], f["valid_src"], f["valid_tgt"])
+    train = {"batch_tokens": 300, "device": "cpu", "doctor": False}
+    cfg = build_config("tiny", options={"tokenizer": {"vocab_size": 100}, "train": train})
+    ctx = RunContext(TrainPaths(tmp_path / "run"), spec, cfg, lambda m: None, ddp.Dist(), torch.device("cpu"))
+    return prepare(ctx)
+
+
+def test_an_fp16_step_with_a_non_finite_loss_updates_the_scaler_so_the_next_step_runs(corpus_files, tmp_path):
+    run = _run(corpus_files, tmp_path)
+    run.scaler = torch.amp.GradScaler("cpu", init_scale=2.0**8)  # fp16's scaler, enabled, on the CPU
+    real = run.objective.forward
+    calls = []
+
+    def overflowing(*args):
+        calls.append(1)
+        loss = real(*args)
+        return loss * float("inf") if len(calls) == 1 else loss
+
+    run.objective.forward = overflowing
+    batch = np.arange(8)
+    loss, _, _, _, _ = train_step(run, batch)
+    assert not np.isfinite(loss) and run.scaler.get_scale() == 2.0**7  # the overflow lowered the scale
+    before = [p.detach().clone() for p in run.model.parameters()]
+    loss, _, _, norm, _ = train_step(run, batch)  # raised "unscale_() has already been called" before the fix
+    assert np.isfinite(loss) and np.isfinite(norm)
+    assert any(not torch.equal(a, p) for a, p in zip(before, run.model.parameters()))  # this one updated
+
+
+class _Failing(torch.nn.Module):
+    """A probe objective whose step fails above `limit` tokens the way cuBLAS does when it cannot allocate."""
+
+    def __init__(self, limit: int, message: str) -> None:
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.ones(()))
+        self.limit, self.message = limit, message
+
+    def forward(self, src, tgt_in, tgt_out):
+        if src.numel() > self.limit:
+            raise RuntimeError(self.message)
+        return self.w * src.float().mean()
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
+     "cuDNN error: CUDNN_STATUS_NOT_ENOUGH_WORKSPACE", "CUDA out of memory. Tried to allocate 2.00 GiB"],
+)  # fmt: skip
+def test_the_batch_probe_reads_library_allocation_failures_as_not_fitting(message):
+    objective = _Failing(30_000, message)
+    fits = _fits_on(objective, torch.device("cpu"), None, 10, 100, torch.Generator().manual_seed(0))
+    found = largest_fitting(fits, 1024, 1 << 20)
+    assert 30_000 * 15 / 16 <= found <= 30_000
+
+
+def test_the_batch_probe_still_raises_errors_that_are_not_about_memory():
+    fits = _fits_on(_Failing(10, "shape mismatch"), torch.device("cpu"), None, 10, 100, torch.Generator())
+    with pytest.raises(RuntimeError, match="shape mismatch"):
+        fits(1024)
+
+
+def test_bf16_on_a_gpu_without_it_is_one_line_naming_the_fp16_fallback(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a, **k: "Tesla V100-SXM2-16GB")
+    with pytest.raises(MtError, match=r"Tesla V100-SXM2-16GB has no bf16; use --set train.amp=fp16 \(trains with"):
+        amp_dtype("bf16", torch.device("cuda"))
+    assert amp_dtype("auto", torch.device("cuda")) is None  # auto falls back to fp32 there, no error
+
+
+def test_deterministic_training_sets_deterministic_kernels_and_repeats_itself(corpus_files, tmp_path):
+    f = corpus_files
+    code = """
+import sys, torch
+from mt_cli.cli import main
+sys.argv = ["mt", *sys.argv[1:]]
+try:
+    main()
+except SystemExit:
+    pass
+print("deterministic", torch.are_deterministic_algorithms_enabled(), torch.backends.cudnn.benchmark)
+"""
+    logs = []
+    for name in ("a", "b"):
+        args = ["train", "--train-src", f["train_src"], "--train-tgt", f["train_tgt"], "--valid-src", f["valid_src"],
+                "--valid-tgt", f["valid_tgt"], "--out", tmp_path / name, "--preset", "tiny", "--max-steps", "6",
+                "--batch-tokens", "300", "--device", "cpu", "--deterministic", "--set", "tokenizer.vocab_size=100",
+                "--set", "train.log_every=2"]  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True, timeout=300
+        )
+        assert done.returncode == 0, done.stderr
+        assert "deterministic algorithms on (train.deterministic)" in done.stderr
+        assert done.stdout.strip().endswith("deterministic True False")
+        logs.append([json.loads(line)["loss"] for line in (tmp_path / name / "log.jsonl").read_text().splitlines()
+                     if '"loss"' in line])  # fmt: skip
+    assert logs[0] == logs[1] and len(logs[0]) == 3
