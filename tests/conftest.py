@@ -25,6 +25,17 @@ os.environ.setdefault("HF_DATASETS_CACHE", os.path.join(_CACHE, "datasets"))
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Tests marked `cuda` run where a GPU is; elsewhere they are skipped and say why."""
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="no CUDA device here (benchmarks/gpu_check.sh runs these on a GPU machine)")
+    for item in items:
+        if "cuda" in item.keywords:
+            item.add_marker(skip)
+
+
 # A toy language pair: word-for-word German-like to English, so a tiny model can learn it.
 LEXICON = {
     "ein": "a", "hund": "dog", "mann": "man", "frau": "woman", "kind": "child", "sieht": "sees",

@@ -118,3 +118,24 @@ print("deterministic", torch.are_deterministic_algorithms_enabled(), torch.backe
         logs.append([json.loads(line)["loss"] for line in (tmp_path / name / "log.jsonl").read_text().splitlines()
                      if '"loss"' in line])  # fmt: skip
     assert logs[0] == logs[1] and len(logs[0]) == 3
+
+
+def test_a_compiled_step_that_fails_in_its_backward_pass_is_run_again_eagerly(corpus_files, tmp_path, monkeypatch):
+    from torch._dynamo.backends.common import aot_autograd
+
+    from mt_cli.train.loop import train
+
+    def no_backward(graph, example_inputs):  # compiled lazily, at the first backward pass
+        raise RuntimeError("backward compiler failed (stand-in)")
+
+    backend = aot_autograd(fw_compiler=lambda graph, example_inputs: graph.forward, bw_compiler=no_backward)
+    real_compile = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda module, **kw: real_compile(module, backend=backend))
+    f = corpus_files
+    spec = DataSpec.text_files(f["train_src"], f["train_tgt"], f["valid_src"], f["valid_tgt"])
+    cfg = build_config("tiny", options={"tokenizer": {"vocab_size": 100}, "train": {"max_steps": 3, "compile": True,
+                                                                                  "batch_tokens": 300}})  # fmt: skip
+    said: list[str] = []
+    state = train(spec, tmp_path / "run", cfg, log=said.append)
+    assert state.step == 3
+    assert sum("torch.compile failed (RuntimeError: backward compiler failed (stand-in))" in m for m in said) == 1

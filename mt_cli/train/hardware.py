@@ -111,21 +111,28 @@ def auto_batch_tokens(
 
 
 class CompiledOrEager(torch.nn.Module):
-    """torch.compile(module), or the module itself when compiling fails on first use: a missing
-    compiler or an unsupported graph costs speed, never the run."""
+    """torch.compile(module), or the module itself once compiled code fails: a missing compiler or
+    an unsupported graph costs speed, never the run. A failure in the forward pass is caught here;
+    one in the backward pass (compiled lazily, at the first backward) by the training step, which
+    calls `give_up` and runs the step again eagerly."""
 
     def __init__(self, module: torch.nn.Module, log: Callable[[str], None]) -> None:
         super().__init__()
         self.module, self.log = module, log
         self.compiled: Any = torch.compile(module)
 
+    def give_up(self, e: BaseException) -> bool:
+        """Train eagerly from now on; False if that was so already (the error is not compile's)."""
+        if self.compiled is None:
+            return False
+        self.compiled = None
+        self.log(f"torch.compile failed ({type(e).__name__}: {str(e).splitlines()[0][:200]}); training without it")
+        return True
+
     def forward(self, *args: Any) -> Any:
         if self.compiled is not None:
             try:
                 return self.compiled(*args)
             except Exception as e:  # inductor and dynamo raise many types
-                self.compiled = None
-                self.log(
-                    f"torch.compile failed ({type(e).__name__}: {str(e).splitlines()[0][:200]}); training without it"
-                )
+                self.give_up(e)
         return self.module(*args)

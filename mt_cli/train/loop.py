@@ -24,6 +24,7 @@ from mt_cli.device import autocast, resolve_device, set_deterministic
 from mt_cli.errors import MtError
 from mt_cli.model import checkpoint
 from mt_cli.train import distributed as ddp
+from mt_cli.train.hardware import CompiledOrEager
 from mt_cli.train.inputs import DataSpec, Log
 from mt_cli.train.progress import RunLog, TrainProgress
 from mt_cli.train.schedule import budget_progress, lr_at
@@ -51,17 +52,10 @@ def shares(batch: np.ndarray, n: int) -> list[np.ndarray]:
     return [batch[i::n] for i in range(n)]
 
 
-def train_step(
-    run: Run, batch: np.ndarray, progress: float = 0.0, stop: bool = False
-) -> tuple[float, int, float, float, bool]:
-    """One update on one global batch. Returns (summed loss, target tokens, learning rate,
-    gradient norm, whether any rank asked to stop), all the same on every rank.
-
-    `progress` is the spent fraction of the budget, which the cosine and wsd schedules decay over.
-    """
+def _forward_backward(run: Run, batch: np.ndarray, n_tokens: int) -> float:
+    """Forward and backward passes over this rank's shares of the batch; returns their summed loss."""
     t, d, data = run.cfg.train, run.dist, run.train_data
     mine = shares(batch, d.world * t.accumulate)[d.rank * t.accumulate : (d.rank + 1) * t.accumulate]
-    n_tokens = int((data.tgt_lens[batch] + 1).sum())  # every target token and its EOS, in all shares
     # DDP averages gradients over ranks; scaled so, the update follows the mean over the global batch.
     scale = d.world / n_tokens
     loss_sum = 0.0
@@ -76,6 +70,28 @@ def train_step(
                 loss = run.objective(src.to(run.device), tgt_in.to(run.device), tgt_out.to(run.device))
             run.scaler.scale(loss * (weight * scale)).backward()
         loss_sum += loss.item() * weight
+    return loss_sum
+
+
+def train_step(
+    run: Run, batch: np.ndarray, progress: float = 0.0, stop: bool = False
+) -> tuple[float, int, float, float, bool]:
+    """One update on one global batch. Returns (summed loss, target tokens, learning rate,
+    gradient norm, whether any rank asked to stop), all the same on every rank.
+
+    `progress` is the spent fraction of the budget, which the cosine and wsd schedules decay over.
+    """
+    t, d = run.cfg.train, run.dist
+    n_tokens = int((run.train_data.tgt_lens[batch] + 1).sum())  # every target token and its EOS, in all shares
+    try:
+        loss_sum = _forward_backward(run, batch, n_tokens)
+    except Exception as e:  # compiled code fails in many types, in the forward or (lazily) the backward pass
+        ddp_wrapped = isinstance(run.objective, torch.nn.parallel.DistributedDataParallel)
+        compiled = run.objective.module if ddp_wrapped else run.objective
+        if not (isinstance(compiled, CompiledOrEager) and compiled.give_up(e)):
+            raise
+        run.optimizer.zero_grad(set_to_none=True)
+        loss_sum = _forward_backward(run, batch, n_tokens)  # the same step again, eager
     loss_sum, stops = ddp.all_sum([loss_sum, float(stop)], d)
     run.scaler.unscale_(run.optimizer)  # clip the true gradients, not the fp16-scaled ones
     # With clipping off the norm is still measured (an infinite bound never clips), for the log.

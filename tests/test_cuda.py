@@ -1,0 +1,95 @@
+"""On a GPU: training steps in bf16 and fp16, fused attention, the batch probe, NCCL, bitwise
+resume under --deterministic, and decoding that agrees with the CPU. Skipped without CUDA
+(`benchmarks/gpu_check.sh` runs them on a GPU machine)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from mt_cli import Translator
+from mt_cli.model import checkpoint
+from mt_cli.model.transformer import attention, attention_probs
+
+pytestmark = pytest.mark.cuda
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "decode"
+
+
+def _train_args(files, out: Path, *extra) -> list[str]:
+    args = ["train", "--train-src", files["train_src"], "--train-tgt", files["train_tgt"],
+            "--valid-src", files["valid_src"], "--valid-tgt", files["valid_tgt"], "--out", out, "--preset", "tiny",
+            "--batch-tokens", "600", "--device", "cuda", "--set", "tokenizer.vocab_size=100",
+            "--set", "train.log_every=1", "--set", "decode.beam=1", *extra]  # fmt: skip
+    return list(map(str, args))
+
+
+def _mt(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    done = subprocess.run([sys.executable, "-m", "mt_cli", *args], capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
+@pytest.mark.parametrize("amp", ["bf16", "fp16"])
+def test_training_steps_on_cuda_are_finite_and_fp16_keeps_its_scaler(corpus_files, tmp_path, amp):
+    out = tmp_path / amp
+    _mt(*_train_args(corpus_files, out, "--max-steps", "20", "--set", f"train.amp={amp}"))
+    last = checkpoint.load(out / "last.pt")
+    assert last.train_state["step"] == 20
+    assert ("scaler" in last.train_state) == (amp == "fp16")
+    losses = [line for line in (out / "log.jsonl").read_text().splitlines() if '"loss"' in line]
+    assert len(losses) == 20 and "NaN" not in "".join(losses) and "Infinity" not in "".join(losses)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_fused_attention_on_cuda_equals_the_three_explicit_products(dtype):
+    gen = torch.Generator("cuda").manual_seed(0)
+    q, k, v = (torch.randn(2, 4, 9, 16, device="cuda", dtype=dtype, generator=gen) for _ in range(3))
+    mask = torch.ones(2, 1, 1, 9, dtype=torch.bool, device="cuda")
+    mask[1, ..., 6:] = False
+    for causal, m in ((False, mask), (True, None)):
+        fused = attention(q, k, v, m, causal, 0.0)
+        explicit = attention_probs(q.float(), k.float(), m, causal) @ v.float()
+        tol = 1e-5 if dtype == torch.float32 else 2e-2
+        torch.testing.assert_close(fused.float(), explicit, atol=tol, rtol=tol)
+
+
+def test_batch_tokens_auto_probes_the_gpu_and_is_kept_on_resume(corpus_files, tmp_path):
+    out = tmp_path / "run"
+    first = _mt(*_train_args(corpus_files, out, "--max-steps", "3", "--batch-tokens", "auto"))
+    assert "tokens fit one cuda" in first.stderr
+    again = _mt(*_train_args(corpus_files, out, "--max-steps", "5", "--batch-tokens", "auto"))
+    assert "as resolved when the run started" in again.stderr and "tokens fit one cuda" not in again.stderr
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+def test_two_nccl_processes_train_the_same_run_as_one(corpus_files, tmp_path):
+    extra = ("--max-steps", "10", "--set", "model.dropout=0", "--deterministic")
+    _mt(*_train_args(corpus_files, tmp_path / "one", *extra))
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "mt_cli",
+           *_train_args(corpus_files, tmp_path / "two", *extra)]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    a, b = (checkpoint.load(tmp_path / n / "last.pt").model_state for n in ("one", "two"))
+    worst = max(float((a[k].float() - b[k].float()).abs().max() / (a[k].float().abs().max() + 1e-12)) for k in a)
+    assert worst <= 1e-3
+
+
+def test_a_deterministic_run_resumed_halfway_is_bitwise_the_uninterrupted_one(corpus_files, tmp_path):
+    extra = ("--deterministic", "--set", "train.save_every=3")
+    _mt(*_train_args(corpus_files, tmp_path / "straight", "--max-steps", "6", *extra))
+    _mt(*_train_args(corpus_files, tmp_path / "halves", "--max-steps", "3", *extra))
+    _mt(*_train_args(corpus_files, tmp_path / "halves", "--max-steps", "6", *extra))
+    a, b = (checkpoint.load(tmp_path / n / "last.pt").model_state for n in ("straight", "halves"))
+    assert [k for k in a if not torch.equal(a[k], b[k])] == []
+
+
+def test_greedy_decoding_on_cuda_agrees_with_the_cpu():
+    lines = (FIXTURE / "src.txt").read_text(encoding="utf-8").split("\n")[:-1]
+    cpu = Translator.load(FIXTURE / "model.pt", device="cpu", beam=1).translate(lines)
+    gpu = Translator.load(FIXTURE / "model.pt", device="cuda", beam=1).translate(lines)
+    assert len(gpu) == len(cpu)
+    assert sum(a == b for a, b in zip(cpu, gpu)) >= 0.9 * len(cpu)  # float sums differ; near-ties may flip
