@@ -139,3 +139,24 @@ def test_a_compiled_step_that_fails_in_its_backward_pass_is_run_again_eagerly(co
     state = train(spec, tmp_path / "run", cfg, log=said.append)
     assert state.step == 3
     assert sum("torch.compile failed (RuntimeError: backward compiler failed (stand-in))" in m for m in said) == 1
+
+
+def test_fp16_output_layer_gradients_are_formed_after_the_loss_scale_so_small_probabilities_survive():
+    """fp16's smallest number is 6e-8: a token every row finds about 1e-8 likely has a gradient
+    only if it is formed after the loss scale (as autograd would), not before (it was all zeros)."""
+    from mt_cli.model.loss import output_layer_loss
+
+    gen = torch.Generator().manual_seed(0)
+    h = torch.randn(64, 32, generator=gen) * 0.5 + 1.0
+    w = torch.randn(500, 32, generator=gen) * 0.3
+    w[7] = -0.4  # every row gives token 7 a probability of 4e-11 to 2.5e-8
+    target = torch.randint(8, 500, (64,), generator=gen)
+    h.requires_grad_()
+    w.requires_grad_()
+    scale = 1024.0  # the loss scale a GradScaler would put on it
+    ref_h, ref_w = torch.autograd.grad(output_layer_loss(h, w, target, 0.0) * scale, (h, w))
+    with torch.autocast("cpu", dtype=torch.float16):
+        loss = output_layer_loss(h, w, target, 0.0)
+    got_h, got_w = torch.autograd.grad(loss * scale, (h, w))
+    assert float((got_w[7] - ref_w[7]).norm() / ref_w[7].norm()) < 0.02  # was 1.0: the row came out zero
+    assert float((got_w - ref_w).norm() / ref_w.norm()) < 0.01 and float((got_h - ref_h).norm() / ref_h.norm()) < 0.01

@@ -33,7 +33,9 @@ class OutputLayerLoss(torch.autograd.Function):
     The (N, V) logits never exist whole: each chunk's logits, softmax and gradient stay in the
     CPU's cache, and the gradients are worked out in the forward pass, as the loss is. That cuts
     the memory traffic of the softmax over the vocabulary, the step's largest elementwise work.
-    No PAD targets: training passes the real target tokens only.
+    Under fp16 autocast they are worked out in the backward pass instead (the logits computed
+    again): only there is the loss scale known, and fp16 gradients formed before it would lose
+    the small probabilities to underflow. No PAD targets: training passes real target tokens only.
     """
 
     @staticmethod
@@ -42,6 +44,7 @@ class OutputLayerLoss(torch.autograd.Function):
         # Under autocast the products run in its dtype: cast the (V, D) weight once here, not per
         # chunk and product, as autocast would inside this function (its weight cache is off here).
         dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else h.dtype
+        ctx.smoothing, ctx.chunk, ctx.dtype, ctx.deferred = smoothing, chunk, dtype, dtype == torch.float16
         loss = torch.zeros((), device=h.device)
         grad_h, grad_w = torch.empty_like(h), torch.zeros_like(weight)
         with torch.autocast(device, enabled=False):
@@ -51,19 +54,36 @@ class OutputLayerLoss(torch.autograd.Function):
                 lprobs = torch.log_softmax((rows @ w.t()).float(), dim=-1)  # (c, D) -> (c, V)
                 nll = -lprobs.gather(1, gold).sum()
                 loss += (1.0 - smoothing) * nll - smoothing * lprobs.sum() / vocab
-                # d loss / d logits = softmax - smoothed target, in place of lprobs
-                g = lprobs.exp_().sub_(smoothing / vocab)
-                g.scatter_add_(1, gold, torch.full(gold.shape, smoothing - 1.0, device=g.device))
-                g = g.to(dtype)
-                grad_h[i : i + chunk] = g @ w
-                grad_w += g.t() @ rows
-        ctx.save_for_backward(grad_h, grad_w)
+                if not ctx.deferred:
+                    g = _logit_grads(lprobs, gold, smoothing).to(dtype)
+                    grad_h[i : i + chunk] = g @ w
+                    grad_w += g.t() @ rows
+        ctx.save_for_backward(*((h, weight, target) if ctx.deferred else (grad_h, grad_w)))
         return loss
 
     @staticmethod
     def backward(ctx: Any, grad_loss: Tensor) -> tuple[Tensor, Tensor, None, None, None]:
-        grad_h, grad_w = ctx.saved_tensors
-        return grad_h * grad_loss, grad_w * grad_loss, None, None, None
+        if not ctx.deferred:
+            grad_h, grad_w = ctx.saved_tensors
+            return grad_h * grad_loss, grad_w * grad_loss, None, None, None
+        h, weight, target = ctx.saved_tensors
+        grad_h, grad_w = torch.empty_like(h), torch.zeros_like(weight)
+        with torch.autocast(h.device.type, enabled=False):
+            w, x = weight.to(ctx.dtype), h.to(ctx.dtype)
+            for i in range(0, h.size(0), ctx.chunk):
+                rows, gold = x[i : i + ctx.chunk], target[i : i + ctx.chunk, None]
+                lprobs = torch.log_softmax((rows @ w.t()).float(), dim=-1)
+                # Scaled (the loss scale is in grad_loss) before the cast to fp16, as autograd would.
+                g = _logit_grads(lprobs, gold, ctx.smoothing).mul_(grad_loss).to(ctx.dtype)
+                grad_h[i : i + ctx.chunk] = g @ w
+                grad_w += g.t() @ rows
+        return grad_h, grad_w, None, None, None
+
+
+def _logit_grads(lprobs: Tensor, gold: Tensor, smoothing: float) -> Tensor:
+    """d loss / d logits = softmax - smoothed target, in place of the (c, V) log-probabilities."""
+    g = lprobs.exp_().sub_(smoothing / lprobs.size(-1))
+    return g.scatter_add_(1, gold, torch.full(gold.shape, smoothing - 1.0, device=g.device))
 
 
 def output_layer_loss(h: Tensor, weight: Tensor, target: Tensor, smoothing: float, chunk: int = 256) -> Tensor:
