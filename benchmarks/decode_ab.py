@@ -15,7 +15,6 @@ The table is printed and appended to benchmarks/RESULTS.md.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
 import subprocess
@@ -24,9 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from quality import RESULTS, commit  # this folder's results helpers
-
-from mt_cli.files import atomic_write_text
+from quality import append_section  # this folder's results helpers
 
 # Runs inside the tree under test: the Translator where the tree has one, else the decoding
 # functions that came before it (commit 96185eb and earlier).
@@ -105,8 +102,7 @@ def main() -> None:
     )
     print(body)
     if not args.no_append:
-        when = f"{datetime.date.today()}, commit {commit()}"
-        atomic_write_text(RESULTS, RESULTS.read_text(encoding="utf-8") + f"\n## Decoding A/B, {when}\n\n{body}")
+        append_section("Decoding A/B", body)
 
 
 if __name__ == "__main__":

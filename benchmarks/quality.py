@@ -58,6 +58,12 @@ def commit() -> str:
     return head + ("-dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
 
 
+def append_section(title: str, body: str, measured_commit: str | None = None) -> None:
+    """A "## TITLE, DATE, commit C" section with `body` at the end of RESULTS.md, written atomically."""
+    when = f"{datetime.date.today()}, commit {measured_commit or commit()}"
+    atomic_write_text(RESULTS, RESULTS.read_text(encoding="utf-8") + f"\n## {title}, {when}\n\n{body}")
+
+
 def chosen_checkpoint(run: Path) -> Path:
     """averaged.pt when validation says it is at least as good as best.pt."""
     s = summary(run)

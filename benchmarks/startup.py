@@ -12,16 +12,13 @@ prints which modules `mt translate`'s process imported from training, plotting o
 from __future__ import annotations
 
 import argparse
-import datetime
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from quality import RESULTS, commit  # this folder's results helpers
-
-from mt_cli.files import atomic_write_text
+from quality import append_section  # this folder's results helpers
 
 PROBE = """
 import runpy, sys
@@ -87,8 +84,7 @@ def main() -> None:
     )
     print(body)
     if not args.no_append:
-        when = f"{datetime.date.today()}, commit {commit()}"
-        atomic_write_text(RESULTS, RESULTS.read_text(encoding="utf-8") + f"\n## Startup, {when}\n\n{body}")
+        append_section("Startup", body)
 
 
 if __name__ == "__main__":
