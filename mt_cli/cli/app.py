@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
 import functools
+import inspect
 import sys
+import typing
 from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -66,10 +67,37 @@ def friendly(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def config_options(section: type, given: dict[str, Any]) -> dict[str, Any]:
-    """The options of a command that are named after fields of a config section and were given:
-    the command's parameters are the fields, so an option is added in one place, its signature."""
-    return {f.name: given[f.name] for f in dataclasses.fields(section) if given.get(f.name) not in (None, False)}
+def config_options(
+    section: type, helps: dict[str, str], flags: dict[str, str] | None = None, types: dict[str, type] | None = None
+) -> Callable[[F], F]:
+    """Give a command one option per field of a config section named in `helps` (`--max-steps`
+    for max_steps, typed as the field is unless `types` says otherwise), and hand it those the
+    user gave as one dict, `options`. Adding such an option is one line: its help."""
+    hints = typing.get_type_hints(section)
+
+    def wrap(fn: F) -> F:
+        extra = []
+        for name, text in helps.items():
+            kind, flag = (types or {}).get(name, hints[name]), (flags or {}).get(name, "--" + name.replace("_", "-"))
+            optional = kind is not bool  # a flag (False: not given), else a value (None: not given)
+            value: Any = kind | None if optional else kind
+            annotation: Any = Annotated[value, typer.Option(flag, help=text)]
+            extra.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None if optional else False,
+                                           annotation=annotation))  # fmt: skip
+        signature, own = inspect.signature(fn), typing.get_type_hints(fn, include_extras=True)
+        # The command's own parameters with their annotations resolved (they are strings under
+        # `from __future__ import annotations`, and Typer reads this signature as it is).
+        kept = [p.replace(annotation=own[p.name]) for p in signature.parameters.values() if p.name != "options"]
+
+        @functools.wraps(fn)
+        def command(**given: Any) -> Any:
+            values = {name: given.pop(name) for name in helps}
+            return fn(options={k: v for k, v in values.items() if v not in (None, False)}, **given)
+
+        command.__signature__ = signature.replace(parameters=kept + extra)  # type: ignore[attr-defined]
+        return command  # type: ignore[return-value]
+
+    return wrap
 
 
 def err(message: str) -> None:

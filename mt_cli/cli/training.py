@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -27,8 +27,32 @@ Table = Annotated[
 ]
 
 
+# `mt train`'s options for train.* fields: the help of each (its type is the field's).
+TRAIN_OPTIONS = {
+    "max_steps": "Stop after this many updates.",
+    "max_epochs": "Stop after this many epochs.",
+    "max_minutes": "Stop after this much training time.",
+    "batch_tokens": "Padded tokens per global batch, over all processes and --accumulate shares; auto on CUDA.",
+    "accumulate": "Cut each batch into K shares run one after another (less memory, same update).",
+    "workers": "Processes that tokenize the corpus into its cache.",
+    "dist_timeout_s": "Under torchrun: seconds a process waits for the others before giving up.",
+    "seed": "Random seed.",
+    "device": "auto, cpu, cuda, cuda:N or mps.",
+    "patience": "Stop after N validations without a better BLEU.",
+    "keep_last": "Keep the last K validations' weights as OUT/step<N>.pt.",
+    "average_last": "After training, average the last K into OUT/averaged.pt.",
+    "save_every": "Also write OUT/last.pt every N steps.",
+    "max_len": "Longest side of a training pair, in tokens.",
+    "long_pairs": "A pair over --max-len: drop (default) or truncate it.",
+    "on_bad_utf8": "Bytes that are not UTF-8: error (default), skip the pair, or replace.",
+    "tensorboard": "Also write TensorBoard events to OUT/tensorboard.",
+    "deterministic": "Deterministic kernels: on CUDA the same seed gives the same run.",
+}
+
+
 @app.command(rich_help_panel=TRAIN)
 @friendly
+@config_options(TrainConfig, TRAIN_OPTIONS, flags={"dist_timeout_s": "--dist-timeout"}, types={"batch_tokens": str})
 def train(
     out: Annotated[Path, typer.Option(help="Run folder: best.pt, last.pt, log.jsonl. Rerun to resume.")],
     train_src: TextFile = None,
@@ -55,47 +79,10 @@ def train(
     ] = None,
     preset: Annotated[str | None, typer.Option(help="Model size: tiny, small, base or big.")] = None,
     config: Annotated[Path | None, typer.Option(help="YAML config (sections model/tokenizer/train/decode).")] = None,
-    max_steps: Annotated[int | None, typer.Option(help="Stop after this many updates.")] = None,
-    max_epochs: Annotated[int | None, typer.Option(help="Stop after this many epochs.")] = None,
-    max_minutes: Annotated[float | None, typer.Option(help="Stop after this much training time.")] = None,
-    batch_tokens: Annotated[
-        str | None,
-        typer.Option(help="Padded tokens per global batch, over all processes and --accumulate shares; auto on CUDA."),
-    ] = None,
-    accumulate: Annotated[
-        int | None, typer.Option(help="Cut each batch into K shares run one after another (less memory, same update).")
-    ] = None,
-    workers: Annotated[int | None, typer.Option(help="Processes that tokenize the corpus into its cache.")] = None,
-    dist_timeout_s: Annotated[
-        float | None,
-        typer.Option("--dist-timeout", help="Under torchrun: seconds a process waits for the others before giving up."),
-    ] = None,
-    seed: Annotated[int | None, typer.Option(help="Random seed.")] = None,
-    device: Annotated[str | None, typer.Option(help="auto, cpu, cuda, cuda:N or mps.")] = None,
-    patience: Annotated[int | None, typer.Option(help="Stop after N validations without a better BLEU.")] = None,
-    keep_last: Annotated[
-        int | None, typer.Option(help="Keep the last K validations' weights as OUT/step<N>.pt.")
-    ] = None,
-    average_last: Annotated[
-        int | None, typer.Option(help="After training, average the last K into OUT/averaged.pt.")
-    ] = None,
-    save_every: Annotated[int | None, typer.Option(help="Also write OUT/last.pt every N steps.")] = None,
-    max_len: Annotated[int | None, typer.Option(help="Longest side of a training pair, in tokens.")] = None,
-    long_pairs: Annotated[
-        str | None, typer.Option(help="A pair over --max-len: drop (default) or truncate it.")
-    ] = None,
-    on_bad_utf8: Annotated[
-        str | None, typer.Option(help="Bytes that are not UTF-8: error (default), skip the pair, or replace.")
-    ] = None,
-    tensorboard: Annotated[
-        bool, typer.Option("--tensorboard", help="Also write TensorBoard events to OUT/tensorboard.")
-    ] = False,
-    deterministic: Annotated[
-        bool, typer.Option("--deterministic", help="Deterministic kernels: on CUDA the same seed gives the same run.")
-    ] = False,
     set_: Annotated[
         list[str] | None, typer.Option("--set", help="Override any field: --set model.dropout=0 (repeatable).")
     ] = None,
+    options: dict[str, Any] | None = None,  # the train.* options given (TRAIN_OPTIONS)
 ) -> None:
     """Train a Transformer; writes OUT/best.pt (best validation BLEU), OUT/last.pt and OUT/log.jsonl.
 
@@ -106,8 +93,10 @@ def train(
     from mt_cli.train.inputs import data_spec
     from mt_cli.train.loop import train as run_training
 
-    given = dict(locals(), batch_tokens=parse_batch_tokens(batch_tokens))  # options named after train.* fields
-    cfg = build_config(preset, config, {"train": config_options(TrainConfig, given)}, set_)
+    given = dict(options or {})
+    if "batch_tokens" in given:
+        given["batch_tokens"] = parse_batch_tokens(given["batch_tokens"])
+    cfg = build_config(preset, config, {"train": given}, set_)
     files = {"train_src": train_src, "train_tgt": train_tgt, "valid_src": valid_src, "valid_tgt": valid_tgt,
              "train": train, "valid": valid}  # fmt: skip
     spec = data_spec(files, dataset, dataset_config, (train_split, valid_split), (src_lang, tgt_lang), tokenizer, cache)
