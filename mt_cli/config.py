@@ -8,14 +8,13 @@ and each layer is checked when the dataclasses are built.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from mt_cli.errors import MtError
 
@@ -268,6 +267,8 @@ def to_dict(cfg: Config) -> dict[str, Any]:
 
 
 def to_yaml(cfg: Config) -> str:
+    import yaml
+
     return yaml.safe_dump(to_dict(cfg), sort_keys=False)
 
 
@@ -333,21 +334,30 @@ def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-class _Loader(yaml.SafeLoader):
-    """YAML with the 1.2 booleans: only true/false. In YAML 1.1 `amp: off` would be False, not "off"."""
+@functools.cache
+def _loader() -> Any:
+    """YAML with the 1.2 booleans: only true/false. In YAML 1.1 `amp: off` would be False, not "off".
 
+    Built on first use, as yaml is imported then: `mt translate` reads no YAML, and starts sooner."""
+    import yaml
 
-_Loader.yaml_implicit_resolvers = {
-    first: [r for r in resolvers if r[0] != "tag:yaml.org,2002:bool"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-_Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
-)
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.yaml_implicit_resolvers = {
+        first: [r for r in resolvers if r[0] != "tag:yaml.org,2002:bool"]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
+    Loader.add_implicit_resolver(
+        "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+    )
+    return Loader
 
 
 def read_yaml(text: str) -> Any:
-    return yaml.load(text, Loader=_Loader)  # noqa: S506 (a SafeLoader)
+    import yaml
+
+    return yaml.load(text, Loader=_loader())  # noqa: S506 (a SafeLoader)
 
 
 def parse_set(item: str) -> dict[str, Any]:
@@ -356,6 +366,8 @@ def parse_set(item: str) -> dict[str, Any]:
     parts = key.strip().split(".")
     if not sep or len(parts) != 2 or not all(parts):
         raise MtError(f"--set {item!r}: expected SECTION.FIELD=VALUE, e.g. --set model.dropout=0")
+    import yaml
+
     try:
         value = read_yaml(raw)
     except yaml.YAMLError:
@@ -366,6 +378,8 @@ def parse_set(item: str) -> dict[str, Any]:
 def load_yaml(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise MtError(f"{path}: config file not found")
+    import yaml
+
     try:
         data = read_yaml(path.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as e:

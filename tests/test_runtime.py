@@ -24,11 +24,46 @@ def test_largest_fitting_finds_the_edge_within_a_sixteenth_with_few_probes():
     assert largest_fitting(lambda n: False, 1024, 1 << 20) == 0
 
 
-def test_fp16_needs_cuda_and_auto_is_fp32_on_the_cpu():
+def test_fp16_needs_cuda_and_auto_is_fp32_on_the_cpu(monkeypatch):
     cpu = torch.device("cpu")
     with pytest.raises(MtError, match="train.amp fp16 needs a CUDA device"):
         amp_dtype("fp16", cpu)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: True)  # a CPU with bf16 arithmetic
     assert amp_dtype("auto", cpu) is None and amp_dtype("bf16", cpu) == torch.bfloat16 and amp_dtype("off", cpu) is None
+
+
+def test_bf16_on_a_cpu_without_bf16_arithmetic_is_one_line_naming_fp32(monkeypatch):
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)
+    with pytest.raises(MtError, match=r"this CPU \(.*\) has no bf16 arithmetic .* use --set train.amp=off"):
+        amp_dtype("bf16", torch.device("cpu"))
+    assert amp_dtype("auto", torch.device("cpu")) is None
+
+
+def test_the_matmul_peak_shrinks_its_product_where_the_dtype_is_slow_instead_of_taking_minutes(monkeypatch):
+    import time
+
+    from mt_cli.train import throughput
+
+    sizes = []
+    real_randn = torch.randn
+
+    def randn(*shape, **kw):  # a CPU where a product takes 1 us per element of its output
+        sizes.append(shape[0])
+        return real_randn(*shape, **kw)
+
+    monkeypatch.setattr(torch, "randn", randn)
+    real_matmul = torch.Tensor.__matmul__
+
+    def slow_matmul(a, b):
+        time.sleep(a.size(0) * b.size(1) * 1e-9 * 1000)
+        return real_matmul(a, b)
+
+    monkeypatch.setattr(torch.Tensor, "__matmul__", slow_matmul)
+    start = time.perf_counter()
+    flops = throughput.matmul_peak(torch.float32)
+    assert time.perf_counter() - start < 5 and flops > 0
+    assert max(sizes) < 2048  # 2048 x 2048 would have taken 4 s a product here
 
 
 def test_the_gradient_scaler_state_is_saved_in_last_pt_and_resumed(tokenizer, tmp_path):

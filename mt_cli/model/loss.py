@@ -102,6 +102,12 @@ class TranslationLoss(torch.nn.Module):
 
     def forward(self, src: Tensor, tgt_in: Tensor, tgt_out: Tensor) -> Tensor:
         """Summed label-smoothed loss over the real (non-PAD) target tokens."""
+        if torch.compiler.is_compiling():
+            # Every position, PAD weighted out: picking the real tokens (nonzero) has a data-dependent
+            # size and the fused loss a loop over it; either breaks the graph, and inductor fuses
+            # the softmax over the vocabulary by itself.
+            logits = self.model(src, tgt_in)  # (B, T, V)
+            return label_smoothed_loss(logits, tgt_out, self.smoothing)[0]
         keep = tgt_out != PAD
         h = self.model.hidden(src, tgt_in, keep)  # (N, D), real target tokens only
         return output_layer_loss(h, self.model.output_projection.weight, tgt_out[keep], self.smoothing)

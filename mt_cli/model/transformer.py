@@ -229,7 +229,9 @@ class Decoder(nn.Module):
     def forward(self, tgt: Tensor, cache: DecoderCache) -> Tensor:
         start, t = cache.length, tgt.size(1)
         # One new position sees every cached key; several new positions at once need the causal mask.
-        causal = start == 0 and t > 1
+        # A branch, not `start == 0 and t > 1`: under torch.compile with dynamic shapes `t > 1` is
+        # symbolic, and the fused attention kernel takes only a real bool.
+        causal = True if start == 0 and t > 1 else False  # noqa: SIM210
         self_mask = None
         if start > 0 and t > 1:
             q_pos = torch.arange(start, start + t, device=tgt.device)[:, None]
@@ -336,11 +338,29 @@ class Transformer(nn.Module):
 
 
 def _key_mask(src_mask: Tensor) -> Tensor | None:
-    """(B, S) -> (B, 1, 1, S) for attention; None when nothing is padded, which allows fused kernels."""
-    if bool(src_mask.all()):
+    """(B, S) -> (B, 1, 1, S) for attention; None when nothing is padded, which allows fused kernels.
+
+    Under torch.compile the mask is always kept: a branch on the data would break the graph at
+    every call (the compiled code gains nothing from dropping it)."""
+    if not torch.compiler.is_compiling() and bool(src_mask.all()):
         return None
     return src_mask[:, None, None, :]
 
 
-def build_model(cfg: ModelConfig) -> Transformer:
-    return Transformer(cfg)
+def build_model(cfg: ModelConfig, init: bool = True) -> Transformer:
+    """init=False: weights left as allocated, for a checkpoint to fill (every one of them: the load
+    is strict). Drawing them was a tenth of a second of `mt translate`'s start."""
+    if init:
+        return Transformer(cfg)
+    # nn.Linear, nn.Embedding, nn.LayerNorm and _init_weights all draw through torch.nn.init
+    # (transformers' no_init_weights does the same). Not the meta device: there nn.Embedding's
+    # normal_ imports torch's whole compiler stack, seconds more.
+    names = ("uniform_", "normal_", "kaiming_uniform_", "xavier_uniform_", "zeros_", "ones_")
+    saved = {name: getattr(nn.init, name) for name in names}
+    try:
+        for name in names:
+            setattr(nn.init, name, lambda tensor, *args, **kwargs: tensor)
+        return Transformer(cfg)
+    finally:
+        for name, fn in saved.items():
+            setattr(nn.init, name, fn)

@@ -119,7 +119,9 @@ class CompiledOrEager(torch.nn.Module):
     def __init__(self, module: torch.nn.Module, log: Callable[[str], None]) -> None:
         super().__init__()
         self.module, self.log = module, log
-        self.compiled: Any = torch.compile(module)
+        # dynamic=True: every batch has its own (B, T); static shapes would compile again for each
+        # new one until the recompile limit, after which dynamo runs eagerly without a word.
+        self.compiled: Any = torch.compile(module, dynamic=True)
 
     def give_up(self, e: BaseException) -> bool:
         """Train eagerly from now on; False if that was so already (the error is not compile's)."""

@@ -34,19 +34,33 @@ def linear_flops(model: Any, n_src: int, n_tgt: int, out: int | None = None) -> 
 
 
 def matmul_peak(dtype: torch.dtype, device: torch.device = torch.device("cpu"), n: int = 2048, reps: int = 10) -> float:
-    """FLOP/s of an n x n matrix product: what this machine reaches at best, for CPUs with no data sheet."""
+    """FLOP/s of an n x n matrix product: what this machine reaches at best, for CPUs with no data sheet.
+
+    Sized to about a second: fewer repetitions where they would take longer, and n halved while
+    one product would take over half a second (bf16 on a CPU without bf16 arithmetic ran about 100
+    times slower than fp32). The figure is a rate either way, and the start of a training run
+    should not wait minutes for it."""
     # Its own generator: measuring must not move the training RNG (exact resume depends on it).
     gen = torch.Generator(device).manual_seed(0)
-    a, b = (torch.randn(n, n, dtype=dtype, device=device, generator=gen) for _ in range(2))
-    a @ b
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)  # the warm-up product is done before the timer starts
-    start = time.perf_counter()
-    for _ in range(reps):
-        a @ b
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    return 2.0 * n**3 * reps / (time.perf_counter() - start)
+
+    def timed(size: int, times: int) -> float:
+        a, b = (torch.randn(size, size, dtype=dtype, device=device, generator=gen) for _ in range(2))
+        a @ b  # warm-up: kernels chosen, memory touched
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)  # the warm-up product is done before the timer starts
+        start = time.perf_counter()
+        for _ in range(times):
+            a @ b
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        return time.perf_counter() - start
+
+    small = 256
+    one = timed(small, 2) / 2 * (n / small) ** 3  # estimated seconds of one n x n product
+    while n > small and one > 0.5:
+        n, one = n // 2, one / 8
+    reps = max(1, min(reps, int(1.0 / one)))
+    return 2.0 * n**3 * reps / timed(n, reps)
 
 
 def datasheet_peak(name: str, half: bool) -> float | None:

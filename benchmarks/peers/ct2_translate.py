@@ -1,0 +1,38 @@
+"""Translate a file with CTranslate2 as its user would: the whole-process peer of `mt translate FILE`.
+
+    python benchmarks/peers/ct2_translate.py CT2_FOLDER SRC OUT [--beam 5] [--batch 64]
+
+CT2_FOLDER is `mt export --format ct2` output (it holds source.spm and target.spm). Imports
+CTranslate2 and SentencePiece only. Batches are length-sorted, and each gets mt's length limit
+(1.5 x the longest source in pieces + EOS, + 10), so both do the same work.
+"""
+
+import argparse
+import os
+
+import ctranslate2
+import sentencepiece as spm
+
+p = argparse.ArgumentParser()
+p.add_argument("folder")
+p.add_argument("src")
+p.add_argument("out")
+p.add_argument("--beam", type=int, default=5)
+p.add_argument("--batch", type=int, default=64)
+args = p.parse_args()
+
+src = spm.SentencePieceProcessor(model_file=os.path.join(args.folder, "source.spm"))
+tgt = spm.SentencePieceProcessor(model_file=os.path.join(args.folder, "target.spm"))
+translator = ctranslate2.Translator(args.folder, device="cpu", intra_threads=os.cpu_count() or 1)
+with open(args.src, encoding="utf-8") as f:
+    pieces = [src.encode(line, out_type=str) + ["</s>"] for line in f.read().splitlines()]
+order = sorted(range(len(pieces)), key=lambda i: len(pieces[i]))
+out = [""] * len(pieces)
+for start in range(0, len(order), args.batch):
+    idx = order[start : start + args.batch]
+    limit = int(max(len(pieces[i]) for i in idx) * 1.5) + 10
+    results = translator.translate_batch([pieces[i] for i in idx], beam_size=args.beam, max_decoding_length=limit)
+    for i, r in zip(idx, results):
+        out[i] = tgt.decode_pieces(r.hypotheses[0])
+with open(args.out, "w", encoding="utf-8") as f:
+    f.write("".join(line + "\n" for line in out))
