@@ -114,7 +114,7 @@ def decoding_rows(args, ckpt, lines: list[str], refs: list[str]) -> list[dict]:
         best: dict[str, tuple[float, list[str]]] = {}
         for _ in range(args.rounds):
             for name, (family, fields) in DECODERS.items():
-                if fields.get("precision", "fp32") not in precisions():
+                if fields.get("precision") == "bf16" and "bf16" not in precisions():
                     continue
                 job = {"kind": "decode", "family": family, "beam": beam, "batch": BATCH, "threads": args.threads,
                        "batches": [[lines[i] for i in b] for b in batches], "limits": limits,

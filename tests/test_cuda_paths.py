@@ -4,6 +4,7 @@ probe step that fails the way cuBLAS does, a GPU that has no bf16, deterministic
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -160,3 +161,23 @@ def test_fp16_output_layer_gradients_are_formed_after_the_loss_scale_so_small_pr
     got_h, got_w = torch.autograd.grad(loss * scale, (h, w))
     assert float((got_w[7] - ref_w[7]).norm() / ref_w[7].norm()) < 0.02  # was 1.0: the row came out zero
     assert float((got_w - ref_w).norm() / ref_w.norm()) < 0.01 and float((got_h - ref_h).norm() / ref_h.norm()) < 0.01
+
+
+def test_an_nccl_job_makes_collective_timeouts_raise_where_lost_contact_is_reported(monkeypatch):
+    """NCCL's watchdog would otherwise kill the process on a timeout before Python saw an error."""
+    seen = {}
+
+    def init(backend, timeout):
+        seen.update(backend=backend, blocking=os.environ.get("TORCH_NCCL_BLOCKING_WAIT"))
+
+    monkeypatch.setattr(torch.distributed, "init_process_group", init)
+    monkeypatch.setattr(torch.distributed, "destroy_process_group", lambda: None)
+    monkeypatch.delenv("TORCH_NCCL_BLOCKING_WAIT", raising=False)
+    with pytest.raises(MtError, match="rank 1: lost contact with the other processes"):
+        with ddp.process_group(ddp.Dist(1, 2, 1, 60.0), torch.device("cuda", 1)):
+            raise torch.distributed.DistBackendError("Watchdog caught collective operation timeout")
+    assert seen == {"backend": "nccl", "blocking": "1"}
+    monkeypatch.setenv("TORCH_NCCL_BLOCKING_WAIT", "0")  # the user's own choice stays
+    with ddp.process_group(ddp.Dist(1, 2, 1, 60.0), torch.device("cuda", 1)):
+        pass
+    assert seen["blocking"] == "0"

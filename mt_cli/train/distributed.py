@@ -65,6 +65,11 @@ def process_group(d: Dist, device: torch.device) -> Iterator[None]:
         yield
         return
     backend = "nccl" if device.type == "cuda" else "gloo"
+    if backend == "nccl":
+        # Collectives that time out raise here, in this thread, where the handler below turns them
+        # into one line. By default NCCL's watchdog thread kills the process itself on a timeout,
+        # before Python sees any error. (A user's own setting is kept.)
+        os.environ.setdefault("TORCH_NCCL_BLOCKING_WAIT", "1")
     try:
         dist.init_process_group(backend, timeout=timedelta(seconds=d.timeout_s))
     except Exception as e:  # rendezvous failures come in several types
