@@ -1,8 +1,6 @@
 """The `mt` command: one thin Typer command per verb, each calling one library function, in one
 module per stage of the work (data, training, decoding, inspection and interop)."""
 
-from __future__ import annotations
-
 from mt_cli.cli import data, decoding, inspection, training  # noqa: F401 (each registers its commands)
 from mt_cli.cli.app import STAGES, app
 

@@ -1,7 +1,5 @@
 """The `mt` app and what its commands share: one-line errors, config options, common option types."""
 
-from __future__ import annotations
-
 import functools
 import inspect
 import sys

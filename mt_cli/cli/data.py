@@ -1,7 +1,5 @@
 """Data commands: tokenizers and the corpus check."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated
 

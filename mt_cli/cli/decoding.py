@@ -1,7 +1,5 @@
 """Decoding commands: translate, evaluate, tune-decoding."""
 
-from __future__ import annotations
-
 import json
 from pathlib import Path
 from typing import Annotated

@@ -1,7 +1,5 @@
 """Looking inside a run and a model, and handing it to other toolkits."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated
 

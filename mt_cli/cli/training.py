@@ -1,7 +1,5 @@
 """Training commands: train, average, config, quickstart."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated, Any
 
