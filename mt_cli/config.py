@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib
 import re
 import types
 import typing
@@ -267,9 +268,7 @@ def to_dict(cfg: Config) -> dict[str, Any]:
 
 
 def to_yaml(cfg: Config) -> str:
-    import yaml
-
-    return yaml.safe_dump(to_dict(cfg), sort_keys=False)
+    return _yaml().safe_dump(to_dict(cfg), sort_keys=False)
 
 
 def from_dict(data: dict[str, Any], where: str = "config") -> Config:
@@ -334,30 +333,24 @@ def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _yaml() -> Any:
+    return importlib.import_module("yaml")  # on first use: `mt translate` reads none, and starts sooner
+
+
 @functools.cache
 def _loader() -> Any:
-    """YAML with the 1.2 booleans: only true/false. In YAML 1.1 `amp: off` would be False, not "off".
-
-    Built on first use, as yaml is imported then: `mt translate` reads no YAML, and starts sooner."""
-    import yaml
-
-    class Loader(yaml.SafeLoader):
-        pass
-
-    Loader.yaml_implicit_resolvers = {
-        first: [r for r in resolvers if r[0] != "tag:yaml.org,2002:bool"]
-        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    """YAML with the 1.2 booleans: only true/false. In YAML 1.1 `amp: off` would be False, not "off"."""
+    safe, bool_tag = _yaml().SafeLoader, "tag:yaml.org,2002:bool"
+    loader: Any = type("Loader", (safe,), {})
+    loader.yaml_implicit_resolvers = {
+        first: [r for r in resolvers if r[0] != bool_tag] for first, resolvers in safe.yaml_implicit_resolvers.items()
     }
-    Loader.add_implicit_resolver(
-        "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
-    )
-    return Loader
+    loader.add_implicit_resolver(bool_tag, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
+    return loader
 
 
 def read_yaml(text: str) -> Any:
-    import yaml
-
-    return yaml.load(text, Loader=_loader())  # noqa: S506 (a SafeLoader)
+    return _yaml().load(text, Loader=_loader())  # noqa: S506 (a SafeLoader)
 
 
 def parse_set(item: str) -> dict[str, Any]:
@@ -366,11 +359,9 @@ def parse_set(item: str) -> dict[str, Any]:
     parts = key.strip().split(".")
     if not sep or len(parts) != 2 or not all(parts):
         raise MtError(f"--set {item!r}: expected SECTION.FIELD=VALUE, e.g. --set model.dropout=0")
-    import yaml
-
     try:
         value = read_yaml(raw)
-    except yaml.YAMLError:
+    except _yaml().YAMLError:
         value = raw
     return {parts[0]: {parts[1]: value}}
 
@@ -378,11 +369,9 @@ def parse_set(item: str) -> dict[str, Any]:
 def load_yaml(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise MtError(f"{path}: config file not found")
-    import yaml
-
     try:
         data = read_yaml(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as e:
+    except _yaml().YAMLError as e:
         raise MtError(f"{path}: not valid YAML ({e})".replace("\n", " ")) from None
     if not isinstance(data, dict):
         raise MtError(f"{path}: expected a mapping of sections (model, tokenizer, train, decode)")

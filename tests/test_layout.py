@@ -134,6 +134,27 @@ print(",".join(loaded))
     assert done.stdout.strip() == ""
 
 
+def test_mt_translate_loads_nothing_it_does_not_use(tmp_path):
+    """Each of these was a tenth of a second or more of `mt translate`'s start: pydantic comes with
+    typer 0.29, yaml and the rest with training and plotting (benchmarks/startup.py times it)."""
+    (tmp_path / "in.txt").write_text("Ein hund läuft.\n", encoding="utf-8")
+    code = f"""
+import runpy, sys
+sys.argv = ["mt", "translate", "--checkpoint", {str(FIXTURE / "model.pt")!r}, {str(tmp_path / "in.txt")!r},
+            "--output", {str(tmp_path / "out.txt")!r}, "--device", "cpu"]
+try:
+    runpy.run_module("mt_cli", run_name="__main__")
+except SystemExit as e:
+    assert not e.code, e.code
+unused = ("pydantic", "yaml", "rich", "datasets", "matplotlib", "transformers", "pandas")
+print(",".join(sorted(m for m in sys.modules if m.startswith("mt_cli.train") or m.split(".")[0] in unused)))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == ""
+    assert (tmp_path / "out.txt").read_text(encoding="utf-8").count("\n") == 1
+
+
 @pytest.mark.parametrize("beam, saved", [(1, "greedy.txt"), (4, "beam4.txt")])
 def test_translations_are_byte_identical_to_those_saved_before_the_layout_moved(beam, saved):
     from mt_cli import Translator
