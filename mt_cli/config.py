@@ -8,15 +8,14 @@ and each layer is checked when the dataclasses are built.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import importlib
-import re
 import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mt_cli.config_files import load_yaml, parse_set
 from mt_cli.errors import MtError
 
 # Where a command runs when --device is not given: "auto" picks CUDA, then Apple's MPS, then the CPU.
@@ -219,6 +218,24 @@ class DecodeConfig:
 
 
 @dataclass(frozen=True)
+class OutputConfig:
+    """What `mt translate` writes for each input line. A property of the call, not of the model:
+    not part of Config, not saved in checkpoints."""
+
+    format: str = "text"  # text: the best translation; jsonl: one JSON object with its score
+    nbest: int = 1  # jsonl: the K best hypotheses too, best first (K at most the beam)
+    token_scores: bool = False  # jsonl: each output piece with its log-probability
+
+    def __post_init__(self) -> None:
+        if self.format not in ("text", "jsonl"):
+            raise MtError(f"--format must be text or jsonl, not {self.format!r}")
+        if self.nbest < 1:
+            raise MtError(f"--nbest must be at least 1, not {self.nbest}")
+        if self.format == "text" and (self.nbest > 1 or self.token_scores):
+            raise MtError("--nbest and --token-scores need --format jsonl (text is one line per input line)")
+
+
+@dataclass(frozen=True)
 class DoctorConfig:
     """`mt doctor`'s limits (and those of the checks `mt train` runs first)."""
 
@@ -268,7 +285,7 @@ def to_dict(cfg: Config) -> dict[str, Any]:
 
 
 def to_yaml(cfg: Config) -> str:
-    return _yaml().safe_dump(to_dict(cfg), sort_keys=False)
+    return importlib.import_module("yaml").safe_dump(to_dict(cfg), sort_keys=False)  # imported on first use
 
 
 def from_dict(data: dict[str, Any], where: str = "config") -> Config:
@@ -331,51 +348,6 @@ def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
         else:
             out[k] = v
     return out
-
-
-def _yaml() -> Any:
-    return importlib.import_module("yaml")  # on first use: `mt translate` reads none, and starts sooner
-
-
-@functools.cache
-def _loader() -> Any:
-    """YAML with the 1.2 booleans: only true/false. In YAML 1.1 `amp: off` would be False, not "off"."""
-    safe, bool_tag = _yaml().SafeLoader, "tag:yaml.org,2002:bool"
-    loader: Any = type("Loader", (safe,), {})
-    loader.yaml_implicit_resolvers = {
-        first: [r for r in resolvers if r[0] != bool_tag] for first, resolvers in safe.yaml_implicit_resolvers.items()
-    }
-    loader.add_implicit_resolver(bool_tag, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
-    return loader
-
-
-def read_yaml(text: str) -> Any:
-    return _yaml().load(text, Loader=_loader())  # noqa: S506 (a SafeLoader)
-
-
-def parse_set(item: str) -> dict[str, Any]:
-    """`model.dropout=0` -> {"model": {"dropout": 0}}; the value is read as YAML."""
-    key, sep, raw = item.partition("=")
-    parts = key.strip().split(".")
-    if not sep or len(parts) != 2 or not all(parts):
-        raise MtError(f"--set {item!r}: expected SECTION.FIELD=VALUE, e.g. --set model.dropout=0")
-    try:
-        value = read_yaml(raw)
-    except _yaml().YAMLError:
-        value = raw
-    return {parts[0]: {parts[1]: value}}
-
-
-def load_yaml(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        raise MtError(f"{path}: config file not found")
-    try:
-        data = read_yaml(path.read_text(encoding="utf-8")) or {}
-    except _yaml().YAMLError as e:
-        raise MtError(f"{path}: not valid YAML ({e})".replace("\n", " ")) from None
-    if not isinstance(data, dict):
-        raise MtError(f"{path}: expected a mapping of sections (model, tokenizer, train, decode)")
-    return data
 
 
 def build_config(

@@ -16,7 +16,7 @@ FIXTURE = Path(__file__).resolve().parent / "fixtures" / "decode"
 
 # Lower layers never import higher ones: data -> model -> decode -> train -> interop/tools -> cli.
 LAYERS = {
-    "mt_cli.errors": 0, "mt_cli.files": 0, "mt_cli.config": 0,
+    "mt_cli.errors": 0, "mt_cli.files": 0, "mt_cli.config": 0, "mt_cli.config_files": 0,
     "mt_cli.data": 1, "mt_cli.device": 1,
     "mt_cli.model": 2, "mt_cli.metrics": 2,
     "mt_cli.decode": 3,

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from mt_cli.cli.app import DECODE, Device, app, err, friendly
-from mt_cli.config import DEFAULT_METRICS, DEVICE
+from mt_cli.config import DEFAULT_METRICS, DEVICE, OutputConfig
 from mt_cli.errors import MtError
 
 
@@ -25,6 +25,15 @@ def translate(
         str | None, typer.Option(help="fp32, bf16 (autocast) or int8 (dynamic int8 linear layers, CPU).")
     ] = None,
     device: Device = DEVICE,
+    format: Annotated[
+        str, typer.Option(help="text (the best translation) or jsonl (one JSON object with its score).")
+    ] = (OutputConfig.format),
+    nbest: Annotated[int, typer.Option(help="jsonl: also the K best hypotheses, best first (K <= --beam).")] = (
+        OutputConfig.nbest
+    ),
+    token_scores: Annotated[bool, typer.Option(help="jsonl: each output piece with its log-probability.")] = (
+        OutputConfig.token_scores
+    ),
 ) -> None:
     """Translate a file (or stdin) line by line: one output line for every input line."""
     from mt_cli.decode.translator import translate_file
@@ -34,6 +43,7 @@ def translate(
         input,
         output,
         device,
+        OutputConfig(format, nbest, token_scores),
         beam=beam,
         batch_size=batch_size,
         max_len_ratio=max_len_ratio,

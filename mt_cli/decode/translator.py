@@ -20,9 +20,10 @@ from typing import IO, Any
 
 import torch
 
-from mt_cli.config import DEVICE, DecodeConfig
+from mt_cli.config import DEVICE, DecodeConfig, OutputConfig
 from mt_cli.data.text import iter_text_lines
 from mt_cli.data.tokenizer import EOS, Tokenizer
+from mt_cli.decode.output import check_output, render
 from mt_cli.decode.precision import quantize_int8
 from mt_cli.decode.processors import DEFAULT_PROCESSORS, Processor
 from mt_cli.decode.search import Hypothesis, search_ids
@@ -104,26 +105,32 @@ class Translator:
         """The best translation of each line: exactly one string per line."""
         return [hyps[0].text for hyps in self.search(lines)]
 
-    def translate_stream(self, lines: Iterable[str], out: IO[str]) -> int:
-        """Translate lines as they come, a chunk at a time; returns how many were written."""
+    def translate_stream(self, lines: Iterable[str], out: IO[str], output: OutputConfig = OutputConfig()) -> int:
+        """Translate lines as they come, a chunk at a time, one output line (text or JSON) for each;
+        returns how many were written."""
+        check_output(output, self.cfg)
+        pieces = self.tokenizer.tgt.id_to_piece
         count = 0
         it = iter(lines)
         while chunk := list(itertools.islice(it, CHUNK_LINES)):
-            for hyp in self.translate(chunk):
-                out.write(hyp + "\n")
+            for line, hyps in zip(chunk, self.search(chunk)):
+                out.write(render(hyps, not line.strip(), output, pieces) + "\n")
             count += len(chunk)
         return count
 
     @torch.inference_mode()
-    def translate_file(self, input_path: Path | None, output_path: Path | None) -> int:
+    def translate_file(
+        self, input_path: Path | None, output_path: Path | None, output: OutputConfig = OutputConfig()
+    ) -> int:
         """INPUT (stdin when None) to OUTPUT (stdout when None), one line for each line.
 
         A file output appears only when complete, so an interrupted run never leaves half a file."""
+        check_output(output, self.cfg)  # before reading any input
         lines = _input_lines(input_path)
         if output_path is None:
-            return self.translate_stream(lines, sys.stdout)
+            return self.translate_stream(lines, sys.stdout, output)
         with atomic_open(output_path, "w") as out:
-            return self.translate_stream(lines, out)
+            return self.translate_stream(lines, out, output)
 
 
 def _input_lines(input_path: Path | None) -> Iterator[str]:
@@ -137,6 +144,6 @@ def _input_lines(input_path: Path | None) -> Iterator[str]:
 
 
 def translate_file(checkpoint_path: Path, input_path: Path | None, output_path: Path | None,
-                   device: str = DEVICE, **overrides: Any) -> int:  # fmt: skip
+                   device: str = DEVICE, output: OutputConfig = OutputConfig(), **overrides: Any) -> int:  # fmt: skip
     """`mt translate`: load the checkpoint, then translate INPUT to OUTPUT."""
-    return Translator.load(checkpoint_path, device, **overrides).translate_file(input_path, output_path)
+    return Translator.load(checkpoint_path, device, **overrides).translate_file(input_path, output_path, output)

@@ -1,0 +1,53 @@
+"""What `mt translate` writes for each input line: the best translation as text, or one JSON
+object with its score, and on request the n-best list and each token's log-probability.
+
+    {"translation": str, "score": float, "nbest": [{"translation": str, "score": float}, ...]}
+
+`score` is what beam search ranks by: the sum of the natural-log probabilities of the output
+tokens, EOS included, divided by length**alpha (--length-penalty; alpha 0 is the plain sum).
+A blank input line gives {"translation": "", "score": null}.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from typing import Any
+
+from mt_cli.config import DecodeConfig, OutputConfig
+from mt_cli.decode.search import Hypothesis
+from mt_cli.errors import MtError
+
+EOS_PIECE = "</s>"  # the piece named for EOS in "tokens": token_logprobs has one entry for it
+
+
+def check_output(out: OutputConfig, cfg: DecodeConfig) -> None:
+    """Refuse an n-best list longer than the search can find, in one line naming the fix."""
+    found = 1 if cfg.search_method == "greedy" else cfg.beam
+    if out.nbest > found:
+        raise MtError(
+            f"--nbest {out.nbest} is larger than the beam ({found}): beam search finds at most beam "
+            f"hypotheses; raise --beam to {out.nbest} or more, or lower --nbest"
+        )
+
+
+def render(hyps: list[Hypothesis], blank: bool, out: OutputConfig, pieces: Callable[[list[int]], list[str]]) -> str:
+    """One output line (without its newline) for one input line's hypotheses, best first."""
+    if out.format == "text":
+        return hyps[0].text
+    if blank:
+        return json.dumps({"translation": "", "score": None}, ensure_ascii=False)
+
+    def entry(h: Hypothesis) -> dict[str, Any]:
+        # A sentence that found no finished hypothesis scores -inf, which JSON cannot hold.
+        d: dict[str, Any] = {"translation": h.text, "score": h.score if math.isfinite(h.score) else None}
+        if out.token_scores:
+            d["tokens"] = pieces(h.tokens) + [EOS_PIECE][: len(h.token_logprobs) - len(h.tokens)]
+            d["token_logprobs"] = h.token_logprobs
+        return d
+
+    obj = entry(hyps[0])
+    if out.nbest > 1:
+        obj["nbest"] = [entry(h) for h in hyps[: out.nbest]]
+    return json.dumps(obj, ensure_ascii=False)
