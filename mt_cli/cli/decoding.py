@@ -56,6 +56,27 @@ def translate(
 
 @app.command(rich_help_panel=DECODE)
 @friendly
+def score(
+    checkpoint: Annotated[Path, typer.Option(help="A checkpoint written by `mt train` (best.pt).")],
+    src: Annotated[Path, typer.Option(help="Source sentences, one per line.")],
+    tgt: Annotated[Path, typer.Option(help="Their translations to score, one per line.")],
+    output: Annotated[Path | None, typer.Option(help="Where to write; stdout when absent.")] = None,
+    format: Annotated[str, typer.Option(help="text (one score per line) or jsonl (with each token's).")] = "text",
+    normalize: Annotated[bool, typer.Option(help="Divide by the token count (EOS included).")] = False,
+    batch_size: Annotated[int | None, typer.Option(help="Pairs scored together.")] = None,
+    device: Device = DEVICE,
+) -> None:
+    """Forced decoding: the log-probability the model gives each TGT line as the translation of its
+    SRC line (natural log, summed over the target's tokens and EOS)."""
+    from mt_cli.decode.translator import score_file
+
+    n = score_file(checkpoint, src, tgt, output, device, format, normalize, batch_size=batch_size)
+    if output is not None:
+        err(f"scored {n} pairs into {output}")
+
+
+@app.command(rich_help_panel=DECODE)
+@friendly
 def evaluate(
     ref: Annotated[list[Path], typer.Option(help="Reference file; repeat for several references.")],
     hyp: Annotated[

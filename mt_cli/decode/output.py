@@ -51,3 +51,13 @@ def render(hyps: list[Hypothesis], blank: bool, out: OutputConfig, pieces: Calla
     if out.nbest > 1:
         obj["nbest"] = [entry(h) for h in hyps[: out.nbest]]
     return json.dumps(obj, ensure_ascii=False)
+
+
+def render_score(h: Hypothesis, fmt: str, normalize: bool, pieces: Callable[[list[int]], list[str]]) -> str:
+    """`mt score`'s line for one pair: the summed log-probability (divided by the token count, EOS
+    included, with `normalize`), or a JSON object with the tokens and their log-probabilities."""
+    score = h.score / len(h.token_logprobs) if normalize else h.score
+    if fmt == "text":
+        return repr(score)
+    obj = {"score": score, "tokens": pieces(h.tokens) + [EOS_PIECE], "token_logprobs": h.token_logprobs}
+    return json.dumps(obj, ensure_ascii=False)

@@ -11,6 +11,7 @@ training (and the server) all decode through it:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import sys
@@ -23,9 +24,10 @@ import torch
 from mt_cli.config import DEVICE, DecodeConfig, OutputConfig
 from mt_cli.data.text import iter_text_lines
 from mt_cli.data.tokenizer import EOS, Tokenizer
-from mt_cli.decode.output import check_output, render
+from mt_cli.decode.output import check_output, render, render_score
 from mt_cli.decode.precision import quantize_int8
 from mt_cli.decode.processors import DEFAULT_PROCESSORS, Processor
+from mt_cli.decode.scoring import force
 from mt_cli.decode.search import Hypothesis, search_ids
 from mt_cli.device import autocast, resolve_device
 from mt_cli.errors import MtError
@@ -89,17 +91,34 @@ class Translator:
         # One line per hypothesis: no stray newline or tab may break line alignment.
         return [[dataclasses.replace(h, text=" ".join(next(texts).split())) for h in hyps] for hyps in found]
 
+    def _source_ids(self, lines: list[str]) -> list[list[int]]:
+        """Source ids ending in EOS, an over-long line cut to what the model can read."""
+        limit = self.model.cfg.max_positions - 1
+        return [ids if len(ids) <= limit else ids[: limit - 1] + [EOS] for ids in self.tokenizer.encode_src(lines)]
+
     def search(self, lines: list[str]) -> list[list[Hypothesis]]:
         """Hypotheses for each line, best first. An empty or blank line gets one empty hypothesis;
         an over-long line is cut to what the model can read."""
-        limit = self.model.cfg.max_positions - 1
         todo = [i for i, line in enumerate(lines) if line.strip()]
-        src_ids = self.tokenizer.encode_src([lines[i] for i in todo])
-        src_ids = [ids if len(ids) <= limit else ids[: limit - 1] + [EOS] for ids in src_ids]
+        src_ids = self._source_ids([lines[i] for i in todo])
         out: list[list[Hypothesis]] = [[Hypothesis([], 0.0)] for _ in lines]
         for i, hyps in zip(todo, self.search_ids(src_ids) if todo else []):
             out[i] = hyps
         return out
+
+    def score(self, src_lines: list[str], tgt_lines: list[str]) -> list[Hypothesis]:
+        """Forced decoding: each target's tokens with their log-probabilities given its source; the
+        score is their plain sum, EOS included (decode/scoring.py)."""
+        if len(src_lines) != len(tgt_lines):
+            raise MtError(f"{len(src_lines)} sources but {len(tgt_lines)} targets: give one target per source")
+        limit = self.model.cfg.max_positions - 1
+        tgt_ids = self.tokenizer.encode_tgt(tgt_lines)
+        long = next((i for i, ids in enumerate(tgt_ids) if len(ids) + 1 > limit), None)
+        if long is not None:
+            raise MtError(f"target line {long + 1}: {len(tgt_ids[long])} pieces, more than the model's {limit - 1}")
+        with autocast(self.cfg.precision == "bf16", self.device):
+            found = force(self.model, self._source_ids(src_lines), tgt_ids, self.cfg.batch_size)
+        return [dataclasses.replace(h, text=" ".join(line.split())) for h, line in zip(found, tgt_lines)]
 
     def translate(self, lines: list[str]) -> list[str]:
         """The best translation of each line: exactly one string per line."""
@@ -131,6 +150,27 @@ class Translator:
             return self.translate_stream(lines, sys.stdout, output)
         with atomic_open(output_path, "w") as out:
             return self.translate_stream(lines, out, output)
+
+
+def score_file(checkpoint_path: Path, src_path: Path, tgt_path: Path, output_path: Path | None,
+               device: str = DEVICE, fmt: str = "text", normalize: bool = False, **overrides: Any) -> int:  # fmt: skip
+    """`mt score`: the log-probability of each line of TGT as a translation of the same line of SRC,
+    a chunk of lines at a time; OUTPUT (stdout when None) appears only when complete."""
+    if fmt not in ("text", "jsonl"):
+        raise MtError(f"--format must be text or jsonl, not {fmt!r}")
+    tr = Translator.load(checkpoint_path, device, **overrides)
+    pairs = itertools.zip_longest(_input_lines(src_path), _input_lines(tgt_path))
+    pieces, count = tr.tokenizer.tgt.id_to_piece, 0
+    with contextlib.ExitStack() as stack:
+        out = sys.stdout if output_path is None else stack.enter_context(atomic_open(output_path, "w"))
+        while chunk := list(itertools.islice(pairs, CHUNK_LINES)):
+            if any(src is None or tgt is None for src, tgt in chunk):
+                n = count + next(i for i, (src, tgt) in enumerate(chunk) if src is None or tgt is None)
+                raise MtError(f"{src_path} and {tgt_path} differ in length: one ends after {n} lines")
+            for h in tr.score([src for src, _ in chunk], [tgt for _, tgt in chunk]):
+                out.write(render_score(h, fmt, normalize, pieces) + "\n")
+            count += len(chunk)
+    return count
 
 
 def _input_lines(input_path: Path | None) -> Iterator[str]:

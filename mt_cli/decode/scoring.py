@@ -1,0 +1,48 @@
+"""Forced decoding: the model's log-probability of given translations, token by token.
+
+A pair's score is the sum of the natural-log probabilities of its target tokens, EOS included,
+each read with the model fed the source and the target so far: the quantity beam search sums
+(over every token but PAD, as search's step does), so a hypothesis of `mt translate
+--length-penalty 0` scores the same here when its text re-encodes to the same pieces.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from mt_cli.data.collate import collate
+from mt_cli.data.tokenizer import PAD
+from mt_cli.decode.search import Hypothesis
+from mt_cli.model.transformer import Transformer
+
+
+@torch.inference_mode()
+def force_batch(model: Transformer, src_ids: list[list[int]], tgt_ids: list[list[int]]) -> list[Hypothesis]:
+    """Source ids (each ending in EOS) and target ids (no EOS) -> one Hypothesis per pair, its score
+    the plain sum of its token log-probabilities (EOS included)."""
+    device = next(model.parameters()).device
+    src, tgt_in, tgt_out = (t.to(device) for t in collate(src_ids, tgt_ids, model.start_token))
+    src_mask = src != PAD
+    logits, _ = model.decode(tgt_in, model.encode(src, src_mask), src_mask)  # (B, T, V), no cache kept
+    logits = logits.float()
+    logits[..., PAD] = float("-inf")  # never an output, as in search
+    lprobs = torch.log_softmax(logits, dim=-1).gather(2, tgt_out[..., None]).squeeze(2)  # (B, T)
+    out = []
+    for row, tokens in zip(lprobs.tolist(), tgt_ids):
+        token_lps = row[: len(tokens) + 1]  # the target's tokens and EOS; the rest is padding
+        out.append(Hypothesis(list(tokens), sum(token_lps), token_lps))
+    return out
+
+
+def force(model: Transformer, src_ids: list[list[int]], tgt_ids: list[list[int]], batch_size: int) -> list[Hypothesis]:
+    """Many pairs: batches of similar length, returned in input order."""
+    was_training = model.training
+    model.eval()
+    order = sorted(range(len(src_ids)), key=lambda i: (len(tgt_ids[i]), len(src_ids[i])))
+    out: list[Hypothesis] = [Hypothesis([], 0.0)] * len(src_ids)
+    for start in range(0, len(order), batch_size):
+        chunk = order[start : start + batch_size]
+        for i, hyp in zip(chunk, force_batch(model, [src_ids[i] for i in chunk], [tgt_ids[i] for i in chunk])):
+            out[i] = hyp
+    model.train(was_training)
+    return out
