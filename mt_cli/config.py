@@ -199,8 +199,10 @@ class DecodeConfig:
     # fp32; bf16 (autocast); int8 (dynamic int8 linear layers, CPU only). benchmarks/speed.py
     # measures each against fp32 in speed and BLEU.
     precision: str = "fp32"
+    no_repeat_ngram: int = 0  # N > 0: no token n-gram of size N occurs twice in a hypothesis
 
     def __post_init__(self) -> None:
+        _check(self.no_repeat_ngram >= 0, f"decode.no_repeat_ngram must be 0 (off) or more, not {self.no_repeat_ngram}")
         _check(self.method in ("beam", "greedy"), f"decode.method must be beam or greedy, not {self.method!r}")
         _check(self.beam >= 1, f"decode.beam must be at least 1, not {self.beam}")
         _check(

@@ -24,10 +24,11 @@ def translate(
     precision: Annotated[
         str | None, typer.Option(help="fp32, bf16 (autocast) or int8 (dynamic int8 linear layers, CPU).")
     ] = None,
+    no_repeat_ngram: Annotated[int | None, typer.Option(help="N: no token n-gram of size N occurs twice.")] = None,
     device: Device = DEVICE,
     format: Annotated[
         str, typer.Option(help="text (the best translation) or jsonl (one JSON object with its score).")
-    ] = (OutputConfig.format),
+    ] = OutputConfig.format,
     nbest: Annotated[int, typer.Option(help="jsonl: also the K best hypotheses, best first (K <= --beam).")] = (
         OutputConfig.nbest
     ),
@@ -49,6 +50,7 @@ def translate(
         max_len_ratio=max_len_ratio,
         length_penalty=length_penalty,
         precision=precision,
+        no_repeat_ngram=no_repeat_ngram,
     )
     if output is not None:
         err(f"translated {n} lines into {output}")

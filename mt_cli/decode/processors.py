@@ -3,7 +3,7 @@
 A processor takes the step's log-probabilities (N, V), one row per running hypothesis, over every
 output token (PAD is never one: its row is -inf before the softmax, as CTranslate2 drops it), and
 returns them changed (in place is allowed). Search then picks from what the processors leave.
-The next decoding controls (prefixes, banned words, terminology) are more entries in the list.
+`NoRepeatNgram` is one more (decode.no_repeat_ngram); prefixes and terminology are to come.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+import torch
 from torch import Tensor
 
 from mt_cli.data.tokenizer import EOS
@@ -18,11 +19,12 @@ from mt_cli.data.tokenizer import EOS
 
 @dataclass(frozen=True)
 class Step:
-    """What a processor may look at: the step index (0 for the first output token) and whether
-    each row has reached its sentence's length limit (N,)."""
+    """What a processor may look at: the step index (0 for the first output token), whether each
+    row has reached its sentence's length limit (N,), and each row's output so far (N, t)."""
 
     t: int
     at_limit: Tensor
+    history: Tensor | None = None
 
 
 class Processor(Protocol):
@@ -37,6 +39,25 @@ def end_at_limit(lprobs: Tensor, step: Step) -> Tensor:
         lprobs[step.at_limit] = float("-inf")
         lprobs[:, EOS] = eos
     return lprobs
+
+
+class NoRepeatNgram:
+    """No token n-gram occurs twice in a hypothesis (fairseq's and Joey NMT's rule): a token that
+    would complete an n-gram the row already holds is set to -inf."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __call__(self, lprobs: Tensor, step: Step) -> Tensor:
+        h, n = step.history, self.n
+        if h is None or h.size(1) < n:  # no complete n-gram yet, so nothing can repeat
+            return lprobs
+        windows = h.unfold(1, n, 1)  # (N, t - n + 1, n): every n-gram so far
+        seen = (windows[:, :, :-1] == h[:, None, h.size(1) - n + 1 :]).all(dim=-1)  # its first n-1 = our last n-1
+        ban = torch.zeros_like(lprobs).scatter_reduce_(
+            1, windows[:, :, -1], torch.where(seen, float("-inf"), 0.0), reduce="amin"
+        )  # (N, V): -inf at each token that would repeat an n-gram
+        return lprobs.add_(ban)
 
 
 DEFAULT_PROCESSORS: tuple[Processor, ...] = (end_at_limit,)

@@ -20,7 +20,7 @@ from torch import Tensor
 from mt_cli.config import DecodeConfig
 from mt_cli.data.collate import pad
 from mt_cli.data.tokenizer import EOS, PAD
-from mt_cli.decode.processors import DEFAULT_PROCESSORS, Processor, Step, apply
+from mt_cli.decode.processors import DEFAULT_PROCESSORS, NoRepeatNgram, Processor, Step, apply
 from mt_cli.model.transformer import Transformer
 
 
@@ -76,7 +76,7 @@ def greedy_search(
     cache = None
     for t in range(steps):
         logits, cache = model.decode(tokens, memory, src_mask, cache)
-        lprobs = step_log_probs(logits, Step(t, max_lens[active] <= t + 1), processors)
+        lprobs = step_log_probs(logits, Step(t, max_lens[active] <= t + 1, out[active, :t]), processors)
         next_tok = lprobs.argmax(dim=-1)
         best_lp = lprobs.gather(1, next_tok[:, None]).squeeze(1)
         out[active, t], out_lp[active, t] = next_tok, best_lp
@@ -124,7 +124,7 @@ def beam_search(
         n = active.numel()
         logits, cache = model.decode(tokens, memory, src_mask, cache)
         at_limit = max_lens[active] <= t + 1  # (n,)
-        lprobs = step_log_probs(logits, Step(t, at_limit.repeat_interleave(k)), processors)
+        lprobs = step_log_probs(logits, Step(t, at_limit.repeat_interleave(k), history), processors)
         # A sentence's 2K best candidates are among the 2K best tokens of each of its beams, so
         # beam scores are added to (n*K, 2K) values, not to the whole (n*K, V) vocabulary.
         lp, tok = lprobs.topk(2 * k, dim=-1)  # (n*K, 2K)
@@ -188,6 +188,8 @@ def search_batch(
 ) -> list[list[Hypothesis]]:
     """Decode one batch of source id lists (each ending in EOS) by the config's method."""
     device = next(model.parameters()).device
+    if cfg.no_repeat_ngram:
+        processors = (NoRepeatNgram(cfg.no_repeat_ngram), *processors)
     src = pad(src_ids).to(device)
     limit = model.cfg.max_positions - 1
     max_lens = max_lengths(torch.tensor([len(s) for s in src_ids], device=device), cfg, limit)
