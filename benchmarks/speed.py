@@ -98,7 +98,7 @@ def in_worker(args, job: dict) -> dict:
     return result
 
 
-def decoding_jobs(args, ckpt, lines: list[str]) -> tuple[list[list[int]], list[int]]:
+def decoding_jobs(ckpt, lines: list[str]) -> tuple[list[list[int]], list[int]]:
     """The same length-sorted batches and per-batch length limits for every system."""
     lens = torch.tensor([len(ids) + 1 for ids in ckpt.tokenizer.encode_src(lines)])  # + EOS, as mt counts
     order = sorted(range(len(lines)), key=lambda i: int(lens[i]))
@@ -108,7 +108,7 @@ def decoding_jobs(args, ckpt, lines: list[str]) -> tuple[list[list[int]], list[i
 
 
 def decoding_rows(args, ckpt, lines: list[str], refs: list[str]) -> list[dict]:
-    batches, limits = decoding_jobs(args, ckpt, lines)
+    batches, limits = decoding_jobs(ckpt, lines)
     sp, rows = ckpt.tokenizer.tgt, []
     for beam in (5, 1):
         best: dict[str, tuple[float, list[str]]] = {}

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -126,3 +129,35 @@ def trained(tmp_path_factory, corpus_files):
     paths = (DataSpec.text_files(f["train_src"], f["train_tgt"], f["valid_src"], f["valid_tgt"]), d / "run")
     train(*paths, cfg, log=lambda *_: None)
     return checkpoint.load(d / "run" / "best.pt"), d
+
+
+@dataclass
+class PrefixCache:
+    prefix: torch.Tensor  # (N, t) tokens generated so far
+
+    def reorder(self, rows: torch.Tensor, sentences: torch.Tensor | None = None) -> None:
+        self.prefix = self.prefix.index_select(0, rows)
+
+
+class ScriptedModel:
+    """Stands in for a Transformer through the decoding contract (start_token, encode, decode,
+    cache.reorder): `probs` gives the next-token probabilities after each prefix, written by hand."""
+
+    start_token = 0
+
+    def __init__(self, probs: Callable[[tuple[int, ...]], dict[int, float]], vocab: int) -> None:
+        self.probs, self.vocab = probs, vocab
+
+    def encode(self, src, src_mask):
+        return torch.zeros(src.size(0), src.size(1), 1)
+
+    def decode(self, tokens, memory, src_mask, cache=None):
+        if cache is None:
+            cache = PrefixCache(torch.zeros(tokens.size(0), 0, dtype=torch.long))
+        else:
+            cache.prefix = torch.cat([cache.prefix, tokens], dim=1)
+        logits = torch.full((tokens.size(0), 1, self.vocab), math.log(1e-6))
+        for row, prefix in enumerate(cache.prefix.tolist()):
+            for tok, p in self.probs(tuple(prefix)).items():
+                logits[row, 0, tok] = math.log(p)
+        return logits, cache

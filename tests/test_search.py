@@ -1,9 +1,6 @@
-import math
-from dataclasses import dataclass
-
 import torch
 
-from conftest import make_pairs
+from conftest import ScriptedModel, make_pairs
 from mt_cli.config import DecodeConfig
 from mt_cli.data.collate import pad
 from mt_cli.data.tokenizer import EOS
@@ -21,33 +18,8 @@ SCRIPT = {
 }
 
 
-@dataclass
-class PrefixCache:
-    prefix: torch.Tensor  # (N, t) tokens generated so far
-
-    def reorder(self, rows: torch.Tensor, sentences: torch.Tensor | None = None) -> None:
-        self.prefix = self.prefix.index_select(0, rows)
-
-
-class ScriptedModel:
-    """Stands in for a Transformer through the decoding contract: start_token, encode, decode, cache.reorder."""
-
-    start_token = 0
-
-    def encode(self, src, src_mask):
-        return torch.zeros(src.size(0), src.size(1), 1)
-
-    def decode(self, tokens, memory, src_mask, cache=None):
-        if cache is None:
-            cache = PrefixCache(torch.zeros(tokens.size(0), 0, dtype=torch.long))
-        else:
-            cache.prefix = torch.cat([cache.prefix, tokens], dim=1)
-        logits = torch.full((tokens.size(0), 1, VOCAB), math.log(1e-6))
-        for row, prefix in enumerate(cache.prefix.tolist()):
-            probs = SCRIPT.get(tuple(prefix), {EOS: 0.98, A: 0.01, B: 0.01})
-            for tok, p in probs.items():
-                logits[row, 0, tok] = math.log(p)
-        return logits, cache
+def scripted() -> ScriptedModel:
+    return ScriptedModel(lambda prefix: SCRIPT.get(prefix, {EOS: 0.98, A: 0.01, B: 0.01}), VOCAB)
 
 
 def tokens(hyps) -> list[list[int]]:
@@ -63,14 +35,14 @@ def test_beam_search_on_a_scripted_model_returns_the_hypotheses_worked_out_on_pa
     # Greedy: A (.6), A (.4), EOS (.98) -> p = .235.  Beam 2 also finds B EOS: .39 * .9 = .351.
     # Without length normalisation B EOS wins; with score / length, A A EOS wins
     # (log .235 / 3 = -0.482 > log .351 / 2 = -0.524).
-    model, src, max_lens = ScriptedModel(), torch.ones(1, 3, dtype=torch.long), torch.tensor([10])
+    model, src, max_lens = scripted(), torch.ones(1, 3, dtype=torch.long), torch.tensor([10])
     assert tokens(greedy_search(model, src, max_lens)) == [[A, A]]
     assert best(beam_search(model, src, max_lens, beam=2, length_penalty=0.0)) == [[B]]
     assert best(beam_search(model, src, max_lens, beam=2, length_penalty=1.0)) == [[A, A]]
 
 
 def test_output_stops_at_the_length_limit():
-    model, src = ScriptedModel(), torch.ones(1, 3, dtype=torch.long)
+    model, src = scripted(), torch.ones(1, 3, dtype=torch.long)
     # With room for only one token, that token must be EOS.
     assert tokens(greedy_search(model, src, torch.tensor([1]))) == [[]]
     assert best(beam_search(model, src, torch.tensor([2]), beam=2, length_penalty=1.0)) in ([[A]], [[B]])

@@ -42,10 +42,7 @@ def render(hyps: list[Hypothesis], blank: bool, out: OutputConfig, pieces: Calla
     def entry(h: Hypothesis) -> dict[str, Any]:
         # A sentence that found no finished hypothesis scores -inf, which JSON cannot hold.
         d: dict[str, Any] = {"translation": h.text, "score": h.score if math.isfinite(h.score) else None}
-        if out.token_scores:
-            d["tokens"] = pieces(h.tokens) + [EOS_PIECE][: len(h.token_logprobs) - len(h.tokens)]
-            d["token_logprobs"] = h.token_logprobs
-        return d
+        return {**d, **_token_fields(h, pieces)} if out.token_scores else d
 
     obj = entry(hyps[0])
     if out.nbest > 1:
@@ -59,5 +56,10 @@ def render_score(h: Hypothesis, fmt: str, normalize: bool, pieces: Callable[[lis
     score = h.score / len(h.token_logprobs) if normalize else h.score
     if fmt == "text":
         return repr(score)
-    obj = {"score": score, "tokens": pieces(h.tokens) + [EOS_PIECE], "token_logprobs": h.token_logprobs}
-    return json.dumps(obj, ensure_ascii=False)
+    return json.dumps({"score": score, **_token_fields(h, pieces)}, ensure_ascii=False)
+
+
+def _token_fields(h: Hypothesis, pieces: Callable[[list[int]], list[str]]) -> dict[str, Any]:
+    """The output pieces, EOS as `</s>` where it has a log-probability, and each one's log-probability."""
+    eos = [EOS_PIECE][: len(h.token_logprobs) - len(h.tokens)]
+    return {"tokens": pieces(h.tokens) + eos, "token_logprobs": h.token_logprobs}

@@ -144,8 +144,7 @@ class Translator:
         """INPUT (stdin when None) to OUTPUT (stdout when None), one line for each line.
 
         A file output appears only when complete, so an interrupted run never leaves half a file."""
-        check_output(output, self.cfg)  # before reading any input
-        lines = _input_lines(input_path)
+        lines = _input_lines(input_path)  # read lazily: translate_stream checks `output` first
         if output_path is None:
             return self.translate_stream(lines, sys.stdout, output)
         with atomic_open(output_path, "w") as out:
@@ -156,8 +155,7 @@ def score_file(checkpoint_path: Path, src_path: Path, tgt_path: Path, output_pat
                device: str = DEVICE, fmt: str = "text", normalize: bool = False, **overrides: Any) -> int:  # fmt: skip
     """`mt score`: the log-probability of each line of TGT as a translation of the same line of SRC,
     a chunk of lines at a time; OUTPUT (stdout when None) appears only when complete."""
-    if fmt not in ("text", "jsonl"):
-        raise MtError(f"--format must be text or jsonl, not {fmt!r}")
+    OutputConfig(format=fmt)  # the one check of --format
     tr = Translator.load(checkpoint_path, device, **overrides)
     pairs = itertools.zip_longest(_input_lines(src_path), _input_lines(tgt_path))
     pieces, count = tr.tokenizer.tgt.id_to_piece, 0
