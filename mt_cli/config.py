@@ -189,7 +189,8 @@ class TrainConfig:
 @dataclass(frozen=True)
 class DecodeConfig:
     # "beam" search keeps `beam` hypotheses per sentence; "greedy" takes the most probable token at
-    # each step. Beam 1 is greedy search (the same result), and runs as greedy.
+    # each step. Beam 1 is greedy search (the same result), and runs as greedy. "sample" draws each
+    # token from the distribution below (decode/sampling.py), seeded per line.
     method: str = "beam"
     beam: int = 5
     length_penalty: float = 1.0  # score / length**alpha, as fairseq and Hugging Face do
@@ -200,10 +201,24 @@ class DecodeConfig:
     # measures each against fp32 in speed and BLEU.
     precision: str = "fp32"
     no_repeat_ngram: int = 0  # N > 0: no token n-gram of size N occurs twice in a hypothesis
+    sampling_topk: int = 0  # sample: only from the K most probable tokens (0: all of them)
+    sampling_topp: float = 1.0  # sample: only from the fewest tokens whose probability reaches P (1: all)
+    temperature: float = 1.0  # sample: from softmax(log p / T)
+    seed: int = 0  # sample: the same seed gives the same draws, whatever the batch size
 
     def __post_init__(self) -> None:
         _check(self.no_repeat_ngram >= 0, f"decode.no_repeat_ngram must be 0 (off) or more, not {self.no_repeat_ngram}")
-        _check(self.method in ("beam", "greedy"), f"decode.method must be beam or greedy, not {self.method!r}")
+        _check(
+            self.method in ("beam", "greedy", "sample"),
+            f"decode.method must be beam, greedy or sample, not {self.method!r}",
+        )
+        _check(
+            self.method != "sample" or self.beam == 1,
+            f"sampling draws one token at a time and takes no beam (beam is {self.beam}): drop --beam or use --beam 1",
+        )
+        _check(self.sampling_topk >= 0, "decode.sampling_topk must be 0 (all tokens) or more")
+        _check(0.0 < self.sampling_topp <= 1.0, "decode.sampling_topp must be in (0, 1]")
+        _check(self.temperature > 0, "decode.temperature must be positive")
         _check(self.beam >= 1, f"decode.beam must be at least 1, not {self.beam}")
         _check(
             self.precision in ("fp32", "bf16", "int8"),
@@ -215,7 +230,9 @@ class DecodeConfig:
 
     @property
     def search_method(self) -> str:
-        """The search that runs: greedy for method greedy or a beam of 1."""
+        """The search that runs: sample, greedy (method greedy or a beam of 1), or beam."""
+        if self.method == "sample":
+            return "sample"
         return "greedy" if self.method == "greedy" or self.beam == 1 else "beam"
 
 
@@ -227,14 +244,17 @@ class OutputConfig:
     format: str = "text"  # text: the best translation; jsonl: one JSON object with its score
     nbest: int = 1  # jsonl: the K best hypotheses too, best first (K at most the beam)
     token_scores: bool = False  # jsonl: each output piece with its log-probability
+    alignment: bool = False  # jsonl: per output piece, the source piece the last layer attends to most
 
     def __post_init__(self) -> None:
         if self.format not in ("text", "jsonl"):
             raise MtError(f"--format must be text or jsonl, not {self.format!r}")
         if self.nbest < 1:
             raise MtError(f"--nbest must be at least 1, not {self.nbest}")
-        if self.format == "text" and (self.nbest > 1 or self.token_scores):
-            raise MtError("--nbest and --token-scores need --format jsonl (text is one line per input line)")
+        if self.format == "text" and (self.nbest > 1 or self.token_scores or self.alignment):
+            raise MtError(
+                "--nbest, --token-scores and --alignment need --format jsonl (text is one line per input line)"
+            )
 
 
 @dataclass(frozen=True)

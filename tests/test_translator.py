@@ -65,7 +65,7 @@ def test_decoding_options_override_the_checkpoint_and_unknown_ones_are_refused(t
     assert translator.with_options(beam=None).cfg.beam == 4  # None keeps the value
     with pytest.raises(MtError, match=r"unknown decoding option\(s\) \['beem'\]"):
         Translator.load(FIXTURE, device="cpu", beem=3)
-    with pytest.raises(MtError, match="decode.method must be beam or greedy"):
+    with pytest.raises(MtError, match="decode.method must be beam, greedy or sample"):
         translator.with_options(method="sampling")
     with pytest.raises(MtError, match="int8 decoding quantizes the model when it loads"):
         translator.with_options(precision="int8")

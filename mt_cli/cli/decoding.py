@@ -14,7 +14,9 @@ from mt_cli.errors import MtError
 @app.command(rich_help_panel=DECODE)
 @friendly
 def translate(
-    checkpoint: Annotated[Path, typer.Option(help="A checkpoint written by `mt train` (best.pt).")],
+    checkpoint: Annotated[
+        list[Path], typer.Option(help="A checkpoint written by `mt train` (best.pt); repeat for an ensemble.")
+    ],
     input: Annotated[Path | None, typer.Argument(help="Text to translate; stdin when absent.")] = None,
     output: Annotated[Path | None, typer.Option(help="Where to write; stdout when absent.")] = None,
     beam: Annotated[int | None, typer.Option(help="Beam size; 1 is greedy.")] = None,
@@ -25,18 +27,37 @@ def translate(
         str | None, typer.Option(help="fp32, bf16 (autocast) or int8 (dynamic int8 linear layers, CPU).")
     ] = None,
     no_repeat_ngram: Annotated[int | None, typer.Option(help="N: no token n-gram of size N occurs twice.")] = None,
+    prefix_file: Annotated[
+        Path | None, typer.Option(help="One target prefix per input line (empty: none); outputs start with it.")
+    ] = None,
+    glossary: Annotated[
+        Path | None, typer.Option(help="TSV of `source term<TAB>target term`: found terms must be translated so.")
+    ] = None,
+    constraints_file: Annotated[
+        Path | None, typer.Option(help="Per input line, tab-separated target terms the output must contain.")
+    ] = None,
+    sampling_topk: Annotated[int | None, typer.Option(help="Sample from the K most probable tokens (0: all).")] = None,
+    sampling_topp: Annotated[
+        float | None, typer.Option(help="Sample from the fewest tokens whose probability reaches P.")
+    ] = None,
+    temperature: Annotated[float | None, typer.Option(help="Sample from softmax(log p / T).")] = None,
+    seed: Annotated[int | None, typer.Option(help="Sampling seed: the same seed, the same output.")] = None,
     device: Device = DEVICE,
     format: Annotated[
         str, typer.Option(help="text (the best translation) or jsonl (one JSON object with its score).")
     ] = OutputConfig.format,
-    nbest: Annotated[int, typer.Option(help="jsonl: also the K best hypotheses, best first (K <= --beam).")] = (
-        OutputConfig.nbest
-    ),
+    nbest: Annotated[
+        int, typer.Option(help="jsonl: also the K best hypotheses, best first (K <= --beam; sampling: K draws).")
+    ] = OutputConfig.nbest,
     token_scores: Annotated[bool, typer.Option(help="jsonl: each output piece with its log-probability.")] = (
         OutputConfig.token_scores
     ),
+    alignment: Annotated[
+        bool, typer.Option(help="jsonl: per output piece, the source piece the last layer attends to most.")
+    ] = OutputConfig.alignment,
 ) -> None:
     """Translate a file (or stdin) line by line: one output line for every input line."""
+    from mt_cli.decode.line_files import LineInputs
     from mt_cli.decode.translator import translate_file
 
     n = translate_file(
@@ -44,13 +65,18 @@ def translate(
         input,
         output,
         device,
-        OutputConfig(format, nbest, token_scores),
+        OutputConfig(format, nbest, token_scores, alignment),
+        LineInputs(prefix_file, constraints_file, glossary),
         beam=beam,
         batch_size=batch_size,
         max_len_ratio=max_len_ratio,
         length_penalty=length_penalty,
         precision=precision,
         no_repeat_ngram=no_repeat_ngram,
+        sampling_topk=sampling_topk,
+        sampling_topp=sampling_topp,
+        temperature=temperature,
+        seed=seed,
     )
     if output is not None:
         err(f"translated {n} lines into {output}")

@@ -23,12 +23,19 @@ EOS_PIECE = "</s>"  # the piece named for EOS in "tokens": token_logprobs has on
 
 
 def check_output(out: OutputConfig, cfg: DecodeConfig) -> None:
-    """Refuse an n-best list longer than the search can find, in one line naming the fix."""
-    found = 1 if cfg.search_method == "greedy" else cfg.beam
-    if out.nbest > found:
+    check_nbest(out.nbest, cfg)
+
+
+def check_nbest(nbest: int, cfg: DecodeConfig) -> None:
+    """Refuse an n-best list longer than the search can find, in one line naming the fix (sampling
+    draws as many as asked)."""
+    if nbest < 1:
+        raise MtError(f"--nbest must be at least 1, not {nbest}")
+    found = {"greedy": 1, "beam": cfg.beam}.get(cfg.search_method, nbest)
+    if nbest > found:
         raise MtError(
-            f"--nbest {out.nbest} is larger than the beam ({found}): beam search finds at most beam "
-            f"hypotheses; raise --beam to {out.nbest} or more, or lower --nbest"
+            f"--nbest {nbest} is larger than the beam ({found}): beam search finds at most beam "
+            f"hypotheses; raise --beam to {nbest} or more, or lower --nbest"
         )
 
 
@@ -42,7 +49,11 @@ def render(hyps: list[Hypothesis], blank: bool, out: OutputConfig, pieces: Calla
     def entry(h: Hypothesis) -> dict[str, Any]:
         # A sentence that found no finished hypothesis scores -inf, which JSON cannot hold.
         d: dict[str, Any] = {"translation": h.text, "score": h.score if math.isfinite(h.score) else None}
-        return {**d, **_token_fields(h, pieces)} if out.token_scores else d
+        if out.token_scores:
+            d.update(_token_fields(h, pieces))
+        if out.alignment:
+            d["alignment"] = h.alignment
+        return d
 
     obj = entry(hyps[0])
     if out.nbest > 1:

@@ -8,16 +8,21 @@ each read with the model fed the source and the target so far: the quantity beam
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, TypeVar
+
 import torch
 
 from mt_cli.data.collate import collate
 from mt_cli.data.tokenizer import PAD
-from mt_cli.decode.search import Hypothesis
+from mt_cli.decode.hypothesis import Hypothesis, Searchable
 from mt_cli.model.transformer import Transformer
+
+T = TypeVar("T")
 
 
 @torch.inference_mode()
-def force_batch(model: Transformer, src_ids: list[list[int]], tgt_ids: list[list[int]]) -> list[Hypothesis]:
+def force_batch(model: Searchable, src_ids: list[list[int]], tgt_ids: list[list[int]]) -> list[Hypothesis]:
     """Source ids (each ending in EOS) and target ids (no EOS) -> one Hypothesis per pair, its score
     the plain sum of its token log-probabilities (EOS included)."""
     device = next(model.parameters()).device
@@ -34,15 +39,42 @@ def force_batch(model: Transformer, src_ids: list[list[int]], tgt_ids: list[list
     return out
 
 
-def force(model: Transformer, src_ids: list[list[int]], tgt_ids: list[list[int]], batch_size: int) -> list[Hypothesis]:
+@torch.inference_mode()
+def align_batch(model: Transformer, src_ids: list[list[int]], tgt_ids: list[list[int]]) -> list[list[int]]:
+    """For each target token (EOS included), the source position (0-based, over the source pieces
+    and their EOS) that the last decoder layer's cross-attention, averaged over its heads, weighs
+    most when the model reads the pair: the attention that produced that token."""
+    device = next(model.parameters()).device
+    src, tgt_in, _ = (t.to(device) for t in collate(src_ids, tgt_ids, model.start_token))
+    src_mask = src != PAD
+    attn = model.attention_modules()["decoder-cross"][-1]
+    attn.record = []
+    try:
+        model.decode(tgt_in, model.encode(src, src_mask), src_mask)
+        best = attn.record[0].float().mean(dim=1).argmax(dim=-1)  # (B, H, T, S) -> (B, T, S) -> (B, T)
+    finally:
+        attn.record = None
+    return [row[: len(tokens) + 1] for row, tokens in zip(best.tolist(), tgt_ids)]
+
+
+def force(model: Searchable, src_ids: list[list[int]], tgt_ids: list[list[int]], batch_size: int) -> list[Hypothesis]:
     """Many pairs: batches of similar length, returned in input order."""
+    return _batched(force_batch, model, src_ids, tgt_ids, batch_size)
+
+
+def align(model: Transformer, src_ids: list[list[int]], tgt_ids: list[list[int]], batch_size: int) -> list[list[int]]:
+    return _batched(align_batch, model, src_ids, tgt_ids, batch_size)
+
+
+def _batched(fn: Callable[[Any, list[list[int]], list[list[int]]], list[T]], model: Any, src_ids: list[list[int]],
+             tgt_ids: list[list[int]], batch_size: int) -> list[T]:  # fmt: skip
     was_training = model.training
     model.eval()
     order = sorted(range(len(src_ids)), key=lambda i: (len(tgt_ids[i]), len(src_ids[i])))
-    out: list[Hypothesis] = [Hypothesis([], 0.0)] * len(src_ids)
+    out: list[T | None] = [None] * len(src_ids)
     for start in range(0, len(order), batch_size):
         chunk = order[start : start + batch_size]
-        for i, hyp in zip(chunk, force_batch(model, [src_ids[i] for i in chunk], [tgt_ids[i] for i in chunk])):
-            out[i] = hyp
+        for i, item in zip(chunk, fn(model, [src_ids[i] for i in chunk], [tgt_ids[i] for i in chunk])):
+            out[i] = item
     model.train(was_training)
-    return out
+    return out  # type: ignore[return-value]  # every slot is filled

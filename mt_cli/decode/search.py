@@ -12,7 +12,9 @@ leaves the batch once it has K finished hypotheses, so later steps cost only wha
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import functools
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import torch
 from torch import Tensor
@@ -20,19 +22,13 @@ from torch import Tensor
 from mt_cli.config import DecodeConfig
 from mt_cli.data.collate import pad
 from mt_cli.data.tokenizer import EOS, PAD
-from mt_cli.decode.processors import DEFAULT_PROCESSORS, NoRepeatNgram, Processor, Step, apply
-from mt_cli.model.transformer import Transformer
+from mt_cli.decode.constraints import Constraints
+from mt_cli.decode.hypothesis import Choice, Hypothesis, Request, Searchable
+from mt_cli.decode.processors import DEFAULT_PROCESSORS, ForcePrefix, NoRepeatNgram, Processor, Step, apply
+from mt_cli.decode.sampling import Sampler
 
-
-@dataclass(frozen=True)
-class Hypothesis:
-    """One translation of one sentence. `score` is the length-normalised sum of `token_logprobs`
-    (natural-log probabilities of each output token, EOS included): what beam search ranks by."""
-
-    tokens: list[int]  # output ids, without EOS
-    score: float
-    token_logprobs: list[float] = field(default_factory=list)
-    text: str = ""  # filled in by the Translator, which holds the tokenizer
+# Picks each running row's next token from its log-probabilities (N, V), given the rows' sentences (N,).
+Pick = Callable[[Tensor, Tensor], Tensor]
 
 
 def max_lengths(src_lens: Tensor, cfg: DecodeConfig, limit: int) -> Tensor:
@@ -57,13 +53,15 @@ def _normalised(total: float, length: int, length_penalty: float) -> float:
 
 @torch.inference_mode()
 def greedy_search(
-    model: Transformer,
+    model: Searchable,
     src: Tensor,
     max_lens: Tensor,
     length_penalty: float = 1.0,
     processors: tuple[Processor, ...] = DEFAULT_PROCESSORS,
+    pick: Pick | None = None,
 ) -> list[Hypothesis]:
-    """src (B, S) padded ids -> the most probable token at each step, one hypothesis per sentence."""
+    """src (B, S) padded ids -> the most probable token at each step (or the one `pick` draws), one
+    hypothesis per sentence."""
     b = src.size(0)
     mask = src != PAD
     memory: Tensor | None = model.encode(src, mask)
@@ -76,8 +74,8 @@ def greedy_search(
     cache = None
     for t in range(steps):
         logits, cache = model.decode(tokens, memory, src_mask, cache)
-        lprobs = step_log_probs(logits, Step(t, max_lens[active] <= t + 1, out[active, :t]), processors)
-        next_tok = lprobs.argmax(dim=-1)
+        lprobs = step_log_probs(logits, Step(t, max_lens[active] <= t + 1, out[active, :t], active), processors)
+        next_tok = lprobs.argmax(dim=-1) if pick is None else pick(lprobs, active)
         best_lp = lprobs.gather(1, next_tok[:, None]).squeeze(1)
         out[active, t], out_lp[active, t] = next_tok, best_lp
         keep = (next_tok != EOS).nonzero().squeeze(1)
@@ -100,14 +98,18 @@ def _greedy_hypothesis(row: list[int], lps: list[float], length_penalty: float) 
 
 @torch.inference_mode()
 def beam_search(
-    model: Transformer,
+    model: Searchable,
     src: Tensor,
     max_lens: Tensor,
     beam: int,
     length_penalty: float,
     processors: tuple[Processor, ...] = DEFAULT_PROCESSORS,
+    guide: Guide | None = None,
 ) -> list[list[Hypothesis]]:
-    """src (B, S) padded ids -> each sentence's K finished hypotheses, best first by score / length**alpha."""
+    """src (B, S) padded ids -> each sentence's K finished hypotheses, best first by score / length**alpha.
+
+    A `guide` (lexical constraints, decode/constraints.py) replaces the choice of each step's
+    candidates; without one the choice is the vectorised rule below."""
     b, k, dev = src.size(0), beam, src.device
     mask = src != PAD
     memory: Tensor | None = model.encode(src, mask)  # (B, S, D): one row per sentence, shared by its K beams
@@ -124,94 +126,141 @@ def beam_search(
         n = active.numel()
         logits, cache = model.decode(tokens, memory, src_mask, cache)
         at_limit = max_lens[active] <= t + 1  # (n,)
-        lprobs = step_log_probs(logits, Step(t, at_limit.repeat_interleave(k), history), processors)
-        # A sentence's 2K best candidates are among the 2K best tokens of each of its beams, so
-        # beam scores are added to (n*K, 2K) values, not to the whole (n*K, V) vocabulary.
-        lp, tok = lprobs.topk(2 * k, dim=-1)  # (n*K, 2K)
-        cand = (scores[:, :, None] + lp.view(n, k, 2 * k)).view(n, 2 * k * k)
-        top_scores, top_idx = cand.topk(2 * k, dim=1)  # (n, 2K)
-        top_beam, top_tok = top_idx // (2 * k), tok.view(n, 2 * k * k).gather(1, top_idx)
-        top_lp = lp.view(n, 2 * k * k).gather(1, top_idx)  # the chosen token's own log-probability
-        is_eos = top_tok == EOS
-        ended = _Candidates(top_scores, top_beam, top_lp, is_eos)
-        _finish(finished, active, history, history_lp, ended, k, (t + 1) ** length_penalty)
-        # The K best candidates that are not EOS carry on.
-        rank = is_eos.long() * 2 * k + torch.arange(2 * k, device=dev)
-        pick = rank.topk(k, dim=1, largest=False).indices  # (n, K)
-        scores = top_scores.gather(1, pick)
-        next_beam, next_tok, next_lp = top_beam.gather(1, pick), top_tok.gather(1, pick), top_lp.gather(1, pick)
+        step = Step(t, at_limit.repeat_interleave(k), history, active.repeat_interleave(k))
+        lprobs = step_log_probs(logits, step, processors)
+        choice = (guide.choose if guide is not None else _choose)(lprobs, scores, k, active)
+        _finish(finished, active, history, history_lp, choice.ended, k, (t + 1) ** length_penalty)
         done = torch.tensor([len(finished[s]) >= k for s in active.tolist()], device=dev) | at_limit
         keep = (~done).nonzero().squeeze(1)
         if keep.numel() == 0:
             break
+        if guide is not None:
+            guide.keep(keep.tolist())
         # Flat rows of the surviving beams: sentence i's beam j sits at row i*K + j.
-        src_rows = (keep[:, None] * k + next_beam[keep]).view(-1)
+        src_rows = (keep[:, None] * k + choice.beam[keep]).view(-1)
         cache.reorder(src_rows, keep if keep.numel() < n else None)
-        history = torch.cat([history.index_select(0, src_rows), next_tok[keep].view(-1, 1)], dim=1)
-        history_lp = torch.cat([history_lp.index_select(0, src_rows), next_lp[keep].view(-1, 1)], dim=1)
-        tokens = next_tok[keep].view(-1, 1)
-        scores, active = scores[keep], active[keep]
+        history = torch.cat([history.index_select(0, src_rows), choice.tok[keep].view(-1, 1)], dim=1)
+        history_lp = torch.cat([history_lp.index_select(0, src_rows), choice.lp[keep].view(-1, 1)], dim=1)
+        tokens = choice.tok[keep].view(-1, 1)
+        scores, active = choice.scores[keep], active[keep]
         memory = src_mask = None  # the cache holds the cross-attention keys and values
+    order = guide.rank if guide is not None else _by_score
     # Best first; sorted() is stable, so of equal scores the one finished first leads.
-    return [sorted(hyps, key=lambda h: -h.score) if hyps else [Hypothesis([], float("-inf"))] for hyps in finished]
+    return [
+        sorted(hyps, key=functools.partial(order, s)) if hyps else [Hypothesis([], float("-inf"))]
+        for s, hyps in enumerate(finished)
+    ]
 
 
-@dataclass
-class _Candidates:
-    """A step's 2K best candidates per running sentence, (n, 2K) each."""
+def _by_score(_sentence: int, h: Hypothesis) -> float:
+    return -h.score
 
-    scores: Tensor  # cumulative log-probabilities
-    beam: Tensor  # which of the sentence's beams each extends
-    lp: Tensor  # the new token's own log-probability
-    is_eos: Tensor
+
+class Guide(Protocol):
+    """Chooses each step's candidates in place of `_choose` (constrained search)."""
+
+    def choose(self, lprobs: Tensor, scores: Tensor, k: int, active: Tensor) -> Choice: ...
+
+    def keep(self, rows: list[int]) -> None: ...
+
+    def rank(self, sentence: int, h: Hypothesis) -> Any: ...
+
+
+def _choose(lprobs: Tensor, scores: Tensor, k: int, active: Tensor) -> Choice:
+    """Plain beam search's step: of each sentence's 2K best candidates, the EOS ones among the best
+    K end (fairseq's rule) and the best K others go on."""
+    n = scores.size(0)
+    # A sentence's 2K best candidates are among the 2K best tokens of each of its beams, so
+    # beam scores are added to (n*K, 2K) values, not to the whole (n*K, V) vocabulary.
+    lp, tok = lprobs.topk(2 * k, dim=-1)  # (n*K, 2K)
+    cand = (scores[:, :, None] + lp.view(n, k, 2 * k)).view(n, 2 * k * k)
+    top_scores, top_idx = cand.topk(2 * k, dim=1)  # (n, 2K)
+    top_beam, top_tok = top_idx // (2 * k), tok.view(n, 2 * k * k).gather(1, top_idx)
+    top_lp = lp.view(n, 2 * k * k).gather(1, top_idx)  # the chosen token's own log-probability
+    is_eos = top_tok == EOS
+    hits = (is_eos[:, :k] & torch.isfinite(top_scores[:, :k])).nonzero().tolist()
+    ended = [(i, int(top_beam[i, j]), float(top_scores[i, j]), float(top_lp[i, j])) for i, j in hits]
+    # The K best candidates that are not EOS carry on.
+    rank = is_eos.long() * 2 * k + torch.arange(2 * k, device=lprobs.device)
+    pick = rank.topk(k, dim=1, largest=False).indices  # (n, K)
+    return Choice(ended, top_scores.gather(1, pick), top_beam.gather(1, pick), top_tok.gather(1, pick),
+                  top_lp.gather(1, pick))  # fmt: skip
 
 
 def _finish(
-    finished: list[list[Hypothesis]], active: Tensor, history: Tensor, history_lp: Tensor, c: _Candidates, k: int,
-    norm: float,
+    finished: list[list[Hypothesis]], active: Tensor, history: Tensor, history_lp: Tensor,
+    ended: list[tuple[int, int, float, float]], k: int, norm: float,
 ) -> None:  # fmt: skip
-    """Record EOS candidates that rank among a sentence's K best (fairseq's rule)."""
-    hits = (c.is_eos[:, :k] & torch.isfinite(c.scores[:, :k])).nonzero().tolist()
-    for i, j in hits:
+    """Record the hypotheses that end at this step, up to K per sentence."""
+    for i, beam, score, lp in ended:
         sent = int(active[i])
         if len(finished[sent]) < k:
-            row = i * k + int(c.beam[i, j])
-            token_lps = history_lp[row].tolist() + [float(c.lp[i, j])]
-            finished[sent].append(Hypothesis(history[row].tolist(), float(c.scores[i, j]) / norm, token_lps))
+            row = i * k + beam
+            token_lps = history_lp[row].tolist() + [lp]
+            finished[sent].append(Hypothesis(history[row].tolist(), score / norm, token_lps))
 
 
 def search_batch(
-    model: Transformer,
+    model: Searchable,
     src_ids: list[list[int]],
     cfg: DecodeConfig,
     processors: tuple[Processor, ...] = DEFAULT_PROCESSORS,
+    requests: list[Request] | None = None,
+    samples: int = 1,
 ) -> list[list[Hypothesis]]:
-    """Decode one batch of source id lists (each ending in EOS) by the config's method."""
+    """Decode one batch of source id lists (each ending in EOS) by the config's method, each
+    sentence with its own request (prefix, constraints, sampling key); `samples` draws per sentence."""
     device = next(model.parameters()).device
-    if cfg.no_repeat_ngram:
-        processors = (NoRepeatNgram(cfg.no_repeat_ngram), *processors)
+    requests = requests or [Request(key=i) for i in range(len(src_ids))]
+    if cfg.search_method == "sample" and samples > 1:  # K draws: each sentence K times, draw d keyed (key, d)
+        src_ids = [ids for ids in src_ids for _ in range(samples)]
+        draws = [(r.key, d) for r in requests for d in range(samples)]
+        requests = [r for r in requests for _ in range(samples)]
+    else:
+        draws = [(r.key, 0) for r in requests]
     src = pad(src_ids).to(device)
     limit = model.cfg.max_positions - 1
     max_lens = max_lengths(torch.tensor([len(s) for s in src_ids], device=device), cfg, limit)
+    if any(r.prefix for r in requests):  # room for the prefix and at least EOS after it
+        needed = torch.tensor([len(r.prefix) + 1 for r in requests], device=device)
+        max_lens = torch.maximum(max_lens, needed.clamp(max=limit))
+        processors = (ForcePrefix([list(r.prefix) for r in requests], device), *processors)
+    if cfg.no_repeat_ngram:
+        processors = (NoRepeatNgram(cfg.no_repeat_ngram), *processors)
     if cfg.search_method == "greedy":
         return [[h] for h in greedy_search(model, src, max_lens, cfg.length_penalty, processors)]
-    return beam_search(model, src, max_lens, cfg.beam, cfg.length_penalty, processors)
+    if cfg.search_method == "sample":
+        found = greedy_search(model, src, max_lens, cfg.length_penalty, processors, Sampler(cfg, draws))
+        return [sorted(found[i : i + samples], key=lambda h: -h.score) for i in range(0, len(found), samples)]
+    guide = None
+    if any(r.constraints for r in requests):
+        guide = Constraints([r.constraints for r in requests], cfg.beam)
+        processors = (*processors, guide.block_eos)
+    return beam_search(model, src, max_lens, cfg.beam, cfg.length_penalty, processors, guide)
 
 
 def search_ids(
-    model: Transformer,
+    model: Searchable,
     src_ids: list[list[int]],
     cfg: DecodeConfig,
     processors: tuple[Processor, ...] = DEFAULT_PROCESSORS,
+    requests: list[Request] | None = None,
+    samples: int = 1,
+    progress: Callable[[int], None] | None = None,
 ) -> list[list[Hypothesis]]:
-    """Decode many sentences: sorted by length into batches, returned in input order."""
+    """Decode many sentences: sorted by length into batches, returned in input order; `progress`
+    hears how many sentences each finished batch held."""
     was_training = model.training
     model.eval()
+    requests = requests or [Request(key=i) for i in range(len(src_ids))]
     order = sorted(range(len(src_ids)), key=lambda i: len(src_ids[i]))
     out: list[list[Hypothesis]] = [[] for _ in src_ids]
     for start in range(0, len(order), cfg.batch_size):
         chunk = order[start : start + cfg.batch_size]
-        for i, hyps in zip(chunk, search_batch(model, [src_ids[i] for i in chunk], cfg, processors)):
+        found = search_batch(model, [src_ids[i] for i in chunk], cfg, processors, [requests[i] for i in chunk], samples)
+        for i, hyps in zip(chunk, found):
             out[i] = hyps
+        if progress is not None:
+            progress(len(chunk))
     model.train(was_training)
     return out

@@ -18,6 +18,7 @@ from torch import Tensor
 from mt_cli.decode.translator import Translator
 from mt_cli.errors import MtError
 from mt_cli.files import atomic_open
+from mt_cli.model.transformer import Transformer
 
 KINDS = {
     "encoder": "encoder self-attention",
@@ -37,6 +38,8 @@ class AttentionMaps:
 def record_attention(translator: Translator, src: str, tgt: str | None) -> AttentionMaps:
     """Attention probabilities of the translator's model reading src -> tgt (or its own translation of src)."""
     model, tokenizer = translator.model, translator.tokenizer
+    if not isinstance(model, Transformer):
+        raise MtError("attention maps are drawn for one model, not an ensemble")
     model.eval()
     if tgt is None:
         tgt = translator.translate([src])[0]
