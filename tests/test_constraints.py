@@ -34,7 +34,7 @@ def scripted() -> ScriptedModel:
 def constrained(terms, beam=2, length_penalty=0.0, limit=10):
     guide = Constraints([terms], beam)
     src, max_lens = torch.ones(1, 3, dtype=torch.long), torch.tensor([limit])
-    return beam_search(scripted(), src, max_lens, beam, length_penalty, (guide.block_eos, end_at_limit), guide)[0]
+    return beam_search(scripted(), src, max_lens, beam, length_penalty, (guide.rules, end_at_limit), guide)[0]
 
 
 def test_constrained_search_on_a_scripted_model_finds_the_hypotheses_worked_out_on_paper():
@@ -114,6 +114,15 @@ def test_every_constrained_output_of_a_trained_model_contains_its_terms_and_batc
     alone = tr.with_options(batch_size=1)
     one_by_one = [alone.search([line], constraints=[t])[0][0].text for line, t in zip(lines, terms)]
     assert one_by_one == out
+
+
+def test_terms_are_not_taken_for_a_prefix(translator):
+    from mt_cli.decode.translator import Requests
+
+    request = Requests(translator, 1, None, [["red dog", "big"]], 0).of(0)
+    assert request.prefix == () and len(request.constraints) == 2
+    found = translator.search(["Rot hund."], constraints=[["big"]])[0][0]
+    assert "big" in found.text
 
 
 def test_terms_need_beam_search_and_a_vocabulary_that_can_write_them(translator):

@@ -42,6 +42,7 @@ class TermState:
     met: frozenset[int] = frozenset()
     current: int = -1  # the term in progress, -1 for none
     matched: int = 0  # how many of its tokens are already there
+    just_met: bool = False  # the last token completed a term
 
     @property
     def progress(self) -> int:
@@ -63,14 +64,14 @@ class TermState:
             term = self.terms[self.current]
             if tok == term[self.matched]:
                 if self.matched + 1 == len(term):
-                    return dataclasses.replace(self, met=self.met | {self.current}, current=-1, matched=0)
+                    return TermState(self.terms, self.met | {self.current}, just_met=True)
                 return dataclasses.replace(self, matched=self.matched + 1)
         for i, term in enumerate(self.terms):  # nothing in progress (or it just broke): does tok start one?
             if i not in self.met and term[0] == tok:
                 if len(term) == 1:
-                    return dataclasses.replace(self, met=self.met | {i}, current=-1, matched=0)
-                return dataclasses.replace(self, current=i, matched=1)
-        return dataclasses.replace(self, current=-1, matched=0) if self.current >= 0 else self
+                    return TermState(self.terms, self.met | {i}, just_met=True)
+                return TermState(self.terms, self.met, current=i, matched=1)
+        return TermState(self.terms, self.met) if self.current >= 0 or self.just_met else self
 
 
 def bank_sizes(beam: int, counts: list[int]) -> list[int]:
@@ -97,15 +98,22 @@ def contains(tokens: list[int], term: tuple[int, ...]) -> bool:
 class Constraints:
     """The `Guide` beam_search takes: candidates chosen by banks, for one batch of sentences."""
 
-    def __init__(self, terms: list[Terms], beam: int) -> None:
+    def __init__(self, terms: list[Terms], beam: int, glue: Tensor | None = None) -> None:
         self.terms = terms  # per sentence of the batch
+        self.glue = glue  # ids of the pieces that continue a word (no word-start mark, a letter or digit first)
         self.states = [[TermState(t)] * beam for t in terms]  # per running sentence, one per beam
         self._next: list[list[TermState]] = []
 
-    def block_eos(self, lprobs: Tensor, step: Step) -> Tensor:
-        """A processor: no EOS for a hypothesis that has not met every term, unless at its limit."""
-        open_ = torch.tensor([not s.complete for beams in self.states for s in beams], device=lprobs.device)
+    def rules(self, lprobs: Tensor, step: Step) -> Tensor:
+        """A processor: no EOS for a hypothesis that has not met every term, unless at its limit; and
+        a term just completed ends its word (no "lad" + "der"), so the output holds the term itself."""
+        flat = [s for beams in self.states for s in beams]
+        open_ = torch.tensor([not s.complete for s in flat], device=lprobs.device)
         lprobs[open_ & ~step.at_limit, EOS] = float("-inf")
+        ended = [r for r, s in enumerate(flat) if s.just_met]
+        if self.glue is not None and ended:
+            rows = torch.tensor(ended, device=lprobs.device)
+            lprobs[rows[:, None], self.glue[None, :]] = float("-inf")
         return lprobs
 
     def choose(self, lprobs: Tensor, scores: Tensor, k: int, active: Tensor) -> Choice:

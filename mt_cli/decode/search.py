@@ -207,9 +207,11 @@ def search_batch(
     processors: tuple[Processor, ...] = DEFAULT_PROCESSORS,
     requests: list[Request] | None = None,
     samples: int = 1,
+    glue: Tensor | None = None,
 ) -> list[list[Hypothesis]]:
     """Decode one batch of source id lists (each ending in EOS) by the config's method, each
-    sentence with its own request (prefix, constraints, sampling key); `samples` draws per sentence."""
+    sentence with its own request (prefix, constraints, sampling key); `samples` draws per sentence.
+    `glue`: the target ids that continue a word, which may not follow a term just completed."""
     device = next(model.parameters()).device
     requests = requests or [Request(key=i) for i in range(len(src_ids))]
     if cfg.search_method == "sample" and samples > 1:  # K draws: each sentence K times, draw d keyed (key, d)
@@ -234,8 +236,8 @@ def search_batch(
         return [sorted(found[i : i + samples], key=lambda h: -h.score) for i in range(0, len(found), samples)]
     guide = None
     if any(r.constraints for r in requests):
-        guide = Constraints([r.constraints for r in requests], cfg.beam)
-        processors = (*processors, guide.block_eos)
+        guide = Constraints([r.constraints for r in requests], cfg.beam, glue)
+        processors = (*processors, guide.rules)
     return beam_search(model, src, max_lens, cfg.beam, cfg.length_penalty, processors, guide)
 
 
@@ -247,6 +249,7 @@ def search_ids(
     requests: list[Request] | None = None,
     samples: int = 1,
     progress: Callable[[int], None] | None = None,
+    glue: Tensor | None = None,
 ) -> list[list[Hypothesis]]:
     """Decode many sentences: sorted by length into batches, returned in input order; `progress`
     hears how many sentences each finished batch held."""
@@ -257,7 +260,8 @@ def search_ids(
     out: list[list[Hypothesis]] = [[] for _ in src_ids]
     for start in range(0, len(order), cfg.batch_size):
         chunk = order[start : start + cfg.batch_size]
-        found = search_batch(model, [src_ids[i] for i in chunk], cfg, processors, [requests[i] for i in chunk], samples)
+        batch = [src_ids[i] for i in chunk]
+        found = search_batch(model, batch, cfg, processors, [requests[i] for i in chunk], samples, glue)
         for i, hyps in zip(chunk, found):
             out[i] = hyps
         if progress is not None:

@@ -108,11 +108,19 @@ class Translator:
         progress: Callable[[int], None] | None = None,
     ) -> list[list[Hypothesis]]:  # fmt: skip
         """Source ids (each ending in EOS) -> hypotheses per sentence, best first, with their text."""
+        glue = self._glue() if requests and any(r.constraints for r in requests) else None
         with autocast(self.cfg.precision == "bf16", self.device):
-            found = search_ids(self.model, src_ids, self.cfg, self.processors, requests, samples, progress)
+            found = search_ids(self.model, src_ids, self.cfg, self.processors, requests, samples, progress, glue)
         texts = iter(self.tokenizer.decode_tgt([h.tokens for hyps in found for h in hyps]))
         # One line per hypothesis: no stray newline or tab may break line alignment.
         return [[dataclasses.replace(h, text=" ".join(next(texts).split())) for h in hyps] for hyps in found]
+
+    def _glue(self) -> torch.Tensor:
+        """Target pieces that continue a word: no word-start mark, and a letter or digit first."""
+        sp = self.tokenizer.tgt
+        pieces = [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
+        ids = [i for i, p in enumerate(pieces) if p[:1].isalnum() and not sp.is_control(i) and not sp.is_unknown(i)]
+        return torch.tensor(ids, dtype=torch.long, device=self.device)
 
     def _source_ids(self, lines: list[str]) -> list[list[int]]:
         """Source ids ending in EOS, an over-long line cut to what the model can read."""
@@ -246,8 +254,8 @@ class Requests:
             raise MtError(f"line {line}: the prefix itself repeats a {n}-gram, which --no-repeat-ngram {n} forbids")
         terms = [t for t in (self.constraints[i] if self.constraints is not None else ()) if t.strip()]
         encoded = [tuple(ids) for ids in tok.encode_tgt(terms)] if terms else []
-        for term, ids in zip(terms, encoded):
-            if UNK in ids:  # it would be met as UNK pieces, never as the text asked for
+        for term, pieces in zip(terms, encoded):
+            if UNK in pieces:  # it would be met as UNK pieces, never as the text asked for
                 raise MtError(f"line {line}: the term {term!r} has characters the model's target vocabulary lacks")
         return Request(prefix=ids, constraints=tuple(dict.fromkeys(encoded)), key=self.first_line + i)
 
