@@ -31,7 +31,8 @@ from mt_cli.config import OutputConfig
 def controls(args: argparse.Namespace, src: list[str], ref: list[str]) -> dict[str, Callable[[], list[str] | None]]:
     tr = Translator.load(args.checkpoint, "cpu", beam=5)
     plain = tr.translate(src)
-    terms = [choose(tr, args.data, 50).terms_for(line) for line in src]
+    glossary = choose(tr, args.data, 50)
+    terms = [glossary.terms_for(line) for line in src]
     prefixes = [" ".join(r.split()[:2]) for r in ref]
 
     def jsonl(output: OutputConfig) -> Callable[[], None]:

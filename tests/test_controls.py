@@ -168,3 +168,24 @@ def test_mt_translate_takes_every_control_and_refuses_bad_input_in_one_line(tmp_
                                                 "--seed", 1, "--nbest", 2]])  # fmt: skip
     rows = [json.loads(line) for line in got.stdout.splitlines()]
     assert got.exit_code == 0 and len(rows) == 4 and all(len(r["nbest"]) == 2 and "alignment" in r for r in rows)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"no_repeat_ngram": 2}, {"sampling_topp": 0.8, "seed": 5}, {"temperature": 1.5, "seed": 2}, {"beam": 3}],
+    ids=["no-repeat", "top-p", "temperature", "beam-3"],
+)
+def test_each_option_decodes_a_batch_as_it_decodes_line_by_line(translator, options):
+    tr = translator.with_options(**options)
+    together = [[(h.tokens, h.alignment) for h in hyps] for hyps in tr.search(LINES, nbest=2, alignment=True)]
+    alone = tr.with_options(batch_size=1)
+    apart = [[(h.tokens, h.alignment) for h in alone.search([line], nbest=2, alignment=True, first_line=i)[0]]
+             for i, line in enumerate(LINES)]  # fmt: skip
+    assert together == apart
+
+
+def test_an_ensemble_decodes_a_batch_as_it_decodes_line_by_line(trained):
+    _, run = trained
+    pair = Translator.load([FIXTURE, run / "run" / "best.pt"], device="cpu", beam=3)
+    alone = pair.with_options(batch_size=1)
+    assert pair.translate(LINES) == [alone.translate([line])[0] for line in LINES]

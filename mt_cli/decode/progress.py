@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from typing import IO
 
 
@@ -14,8 +15,9 @@ class Progress:
         self.done, self.start, self._shown = 0, time.monotonic(), 0.0
 
     @classmethod
-    def on_terminal(cls, total: int | None) -> Progress | None:
-        return cls(total, sys.stderr) if sys.stderr.isatty() else None
+    def on_terminal(cls, total: Callable[[], int | None]) -> Progress | None:
+        """A Progress on stderr if it is a terminal (only then is the total counted), else None."""
+        return cls(total(), sys.stderr) if sys.stderr.isatty() else None
 
     def advance(self, n: int) -> None:
         self.done += n

@@ -147,9 +147,10 @@ class Translator:
         todo = [i for i, line in enumerate(lines) if line.strip()]
         src_ids = self._source_ids([lines[i] for i in todo])
         samples = (nbest or 1) if self.cfg.search_method == "sample" else 1
-        found = self.search_ids(src_ids, [requests.of(i) for i in todo], samples, progress) if todo else []
         if nbest is not None:
             _check_nbest(nbest, self.cfg)
+        found = self.search_ids(src_ids, [requests.of(i) for i in todo], samples, progress) if todo else []
+        if nbest is not None:
             found = [hyps[:nbest] for hyps in found]
         if alignment:
             found = self._aligned(src_ids, found)
@@ -221,7 +222,9 @@ class Translator:
         check_output(output, self.cfg)
         side = SideInputs(inputs, input_path)
         lines = input_lines(input_path)  # read lazily
-        progress = Progress.on_terminal(count_lines(input_path) if input_path and input_path.is_file() else None)
+        progress = Progress.on_terminal(
+            lambda: count_lines(input_path) if input_path and input_path.is_file() else None
+        )
         if output_path is None:
             return self.translate_stream(lines, sys.stdout, output, side, progress)
         with atomic_open(output_path, "w") as out:
