@@ -35,6 +35,8 @@ n, beam, threads = int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 torch.set_num_threads(threads)
 lines = open(src, encoding="utf-8").read().splitlines()[:n]
 options = {"beam": beam, "batch_size": 64, "length_penalty": 1.0}
+if sys.argv[7] != "fp32":  # trees from before precision existed take no such option
+    options["precision"] = sys.argv[7]
 try:
     from mt_cli import Translator
     run = Translator.load(ckpt, "cpu", **options).translate
@@ -53,7 +55,7 @@ def timed_run(tree: Path, args: argparse.Namespace, beam: int, result: Path) -> 
     """(decoding seconds, whole-process seconds, output lines) of one run in its own process."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
     cmd = [sys.executable, "-c", CHILD, str(args.checkpoint.resolve()), str(args.src_file.resolve()), str(args.n),
-           str(beam), str(args.threads), str(result)]  # fmt: skip
+           str(beam), str(args.threads), str(result), args.precision]  # fmt: skip
     start = time.perf_counter()
     subprocess.run(cmd, cwd=tree, env=env, check=True)  # cwd first on sys.path: this tree's mt_cli
     whole = time.perf_counter() - start
@@ -78,6 +80,7 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--beams", type=int, nargs="+", default=[5, 1])
     p.add_argument("--threads", type=int, default=os.cpu_count())
+    p.add_argument("--precision", default="fp32", help="fp32, int8 or bf16 (trees that have it)")
     p.add_argument("--no-append", action="store_true")
     args = p.parse_args()
     trees = [t.resolve() for t in args.tree]
@@ -97,8 +100,8 @@ def main() -> None:
     lines = ["| tree | beam | sent/s (decoding) | whole process s | outputs identical |", "|---|---|---|---|---|"]
     lines += [f"| `{label(t)}` | {b} | {s:.1f} | {w:.1f} | {'yes' if same else 'NO'} |" for b, t, s, w, same in rows]
     body = "\n".join(lines) + (
-        f"\n\n{args.n} lines of `{args.src_file}`, `{args.checkpoint}`, {args.threads} threads, best of "
-        f"{args.rounds} alternating rounds. `python benchmarks/decode_ab.py {' '.join(sys.argv[1:])}`\n"
+        f"\n\n{args.n} lines of `{args.src_file}`, `{args.checkpoint}`, {args.precision}, {args.threads} threads, "
+        f"best of {args.rounds} alternating rounds. `python benchmarks/decode_ab.py {' '.join(sys.argv[1:])}`\n"
     )
     print(body)
     if not args.no_append:
