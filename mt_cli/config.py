@@ -18,6 +18,8 @@ from typing import Any
 from mt_cli.config_files import load_yaml, parse_set
 from mt_cli.errors import MtError
 
+ACTIVATIONS = ("relu", "gelu", "swish")  # swish is SiLU, x * sigmoid(x), as OPUS-MT models use
+
 # Where a command runs when --device is not given: "auto" picks CUDA, then Apple's MPS, then the CPU.
 DEVICE = "auto"
 
@@ -45,6 +47,11 @@ class ModelConfig:
     # CTranslate2 start, so exported models decode identically there; "bos" is how checkpoints of
     # format 1 were trained, and they keep it.
     decoder_start: str = "pad"
+    # What imported checkpoints (Hugging Face Marian, OPUS-MT) hold: the FFN's activation (relu,
+    # gelu, swish), a bias on the output layer, and whether embeddings are scaled by sqrt(d_model).
+    activation: str = "relu"
+    output_bias: bool = False
+    scale_embedding: bool = True
 
     def __post_init__(self) -> None:
         for name in ("d_model", "n_heads", "ffn_dim", "enc_layers", "dec_layers", "max_positions"):
@@ -56,10 +63,8 @@ class ModelConfig:
         _check(self.d_model % 2 == 0, "model.d_model must be even for sinusoidal positions")
         for name in ("dropout", "attention_dropout", "activation_dropout"):
             _check(0.0 <= getattr(self, name) < 1.0, f"model.{name} must be in [0, 1)")
-        _check(
-            self.decoder_start in ("pad", "bos"),
-            f"model.decoder_start must be 'pad' or 'bos', not {self.decoder_start!r}",
-        )
+        _check(self.decoder_start in ("pad", "bos"), f"model.decoder_start must be pad or bos: {self.decoder_start!r}")
+        _check(self.activation in ACTIVATIONS, f"model.activation must be relu, gelu or swish, not {self.activation!r}")
 
 
 @dataclass(frozen=True)
@@ -138,17 +143,8 @@ class TrainConfig:
     def __post_init__(self) -> None:
         _check(self.batch_tokens >= 0, "train.batch_tokens must be positive (or 0: auto, on CUDA)")
         _check(self.valid_batch_tokens > 0, "train.valid_batch_tokens must be positive")
-        for name in (
-            "max_steps",
-            "max_epochs",
-            "max_minutes",
-            "warmup_steps",
-            "weight_decay",
-            "patience",
-            "keep_last",
-            "save_every",
-            "average_last",
-        ):
+        counts = ("max_steps", "max_epochs", "max_minutes", "warmup_steps", "weight_decay", "patience", "keep_last")
+        for name in (*counts, "save_every", "average_last"):
             _check(getattr(self, name) >= 0, f"train.{name} must not be negative")
         _check(self.lr > 0, "train.lr must be positive")
         _check(

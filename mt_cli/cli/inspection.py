@@ -64,3 +64,20 @@ def export_model(
     from mt_cli.model.checkpoint import load
 
     err(f"wrote {export(load(checkpoint), out, format_, quantization)}")
+
+
+@app.command("import", rich_help_panel=INTEROP)
+@friendly
+def import_model(
+    folder: Annotated[Path, typer.Argument(help="A Hugging Face MarianMTModel folder (save_pretrained's layout).")],
+    out: Annotated[Path, typer.Option(help="The mt checkpoint to write, e.g. opus-de-en.pt.")],
+    format_: Annotated[str, typer.Option("--format", help="hf: a Hugging Face Marian (OPUS-MT) folder.")] = "hf",
+) -> None:
+    """Import a pretrained model (Hugging Face Marian, OPUS-MT) as an mt checkpoint: translate, score,
+    fine-tune (`mt train --init`), export and serve it like any other."""
+    from mt_cli.errors import MtError
+    from mt_cli.interop.hf_import import import_hf
+
+    if format_ != "hf":
+        raise MtError(f"--format {format_!r}: the one import format is hf (a MarianMTModel folder)")
+    err(f"wrote {import_hf(folder, out)}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from typing import Any
 
 import sentencepiece as spm
 
@@ -54,6 +55,14 @@ class Tokenizer:
     def src_pieces(self, line: str) -> list[str]:
         return self.src.encode(line, out_type=str) + ["</s>"]
 
+    def tgt_pieces(self, ids: list[int]) -> list[str]:
+        return self.tgt.id_to_piece(ids)
+
+    def vocabulary(self, side: str) -> list[str]:
+        """Every piece of one side ("source" or "target"), in id order."""
+        sp = self.src if side == "source" else self.tgt
+        return [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
+
     def to_state(self) -> dict[str, bytes]:
         if self.joint:
             return {"joint": self._src_bytes}
@@ -61,7 +70,11 @@ class Tokenizer:
         return {"src": self._src_bytes, "tgt": self._tgt_bytes}
 
     @classmethod
-    def from_state(cls, state: dict[str, bytes]) -> Tokenizer:
+    def from_state(cls, state: dict[str, Any]) -> Tokenizer:
+        if state.get("kind") == "marian":  # an imported Hugging Face Marian model's vocabulary
+            from mt_cli.data.marian_vocab import MarianVocab
+
+            return MarianVocab({k: v for k, v in state.items() if k != "kind"})
         if "joint" in state:
             return cls(state["joint"])
         return cls(state["src"], state["tgt"])

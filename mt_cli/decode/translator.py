@@ -117,9 +117,8 @@ class Translator:
 
     def _glue(self) -> torch.Tensor:
         """Target pieces that continue a word: no word-start mark, and a letter or digit first."""
-        sp = self.tokenizer.tgt
-        pieces = [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
-        ids = [i for i, p in enumerate(pieces) if p[:1].isalnum() and not sp.is_control(i) and not sp.is_unknown(i)]
+        pieces = self.tokenizer.tgt_pieces(list(range(self.tokenizer.tgt_vocab_size)))
+        ids = [i for i, p in enumerate(pieces) if p[:1].isalnum()]  # special pieces (<unk>, </s>) start with <
         return torch.tensor(ids, dtype=torch.long, device=self.device)
 
     def _source_ids(self, lines: list[str]) -> list[list[int]]:
@@ -193,7 +192,7 @@ class Translator:
         """Translate lines as they come, a chunk at a time, one output line (text or JSON) for each,
         with each line's prefix and terms from `side`; returns how many were written."""
         check_output(output, self.cfg)
-        pieces = self.tokenizer.tgt.id_to_piece
+        pieces = self.tokenizer.tgt_pieces
         nbest = output.nbest if output.format == "jsonl" else 1
         count = 0
         it = iter(lines)
@@ -265,9 +264,8 @@ class Requests:
 
 def _check_same_vocabulary(first: Path, a: Tokenizer, other: Path, b: Tokenizer) -> None:
     """Ensemble members read and write the same ids: both vocabularies must be the same pieces."""
-    for side, va, vb in (("target", a.tgt, b.tgt), ("source", a.src, b.src)):
-        pieces_a = [va.id_to_piece(i) for i in range(va.get_piece_size())]
-        pieces_b = [vb.id_to_piece(i) for i in range(vb.get_piece_size())]
+    for side in ("target", "source"):
+        pieces_a, pieces_b = a.vocabulary(side), b.vocabulary(side)
         if pieces_a != pieces_b:
             raise MtError(
                 f"{first} and {other} have different {side} vocabularies ({len(pieces_a)} and {len(pieces_b)} "
@@ -282,7 +280,7 @@ def score_file(checkpoint_path: Path, src_path: Path, tgt_path: Path, output_pat
     OutputConfig(format=fmt)  # the one check of --format
     tr = Translator.load(checkpoint_path, device, **overrides)
     pairs = itertools.zip_longest(input_lines(src_path), input_lines(tgt_path))
-    pieces, count = tr.tokenizer.tgt.id_to_piece, 0
+    pieces, count = tr.tokenizer.tgt_pieces, 0
     with contextlib.ExitStack() as stack:
         out = sys.stdout if output_path is None else stack.enter_context(atomic_open(output_path, "w"))
         while chunk := list(itertools.islice(pairs, CHUNK_LINES)):

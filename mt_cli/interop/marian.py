@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 
+from mt_cli.data.marian_vocab import MarianVocab, mt_order
 from mt_cli.data.tokenizer import EOS, PAD, UNK
 from mt_cli.errors import MtError
 from mt_cli.files import temp_dir
@@ -42,6 +43,24 @@ def from_marian_rows(weight: torch.Tensor) -> torch.Tensor:
     return torch.roll(weight, shifts=1, dims=0).contiguous()
 
 
+def marian_ids(ckpt: Checkpoint) -> tuple[list[int], list[int]]:
+    """For the source and the target side: the Marian id of each mt id. An imported model goes
+    back to the ids it came with; one of mt's rotates by one (<pad> last)."""
+    tok = ckpt.tokenizer
+    if isinstance(tok, MarianVocab):
+        return mt_order(tok.src_vocab, tok.specials), mt_order(tok.tgt_vocab, tok.specials)
+    v = ckpt.config.model.tgt_vocab_size
+    ids = [to_marian_id(i, v) for i in range(v)]
+    return ids, ids
+
+
+def to_marian_order(weight: torch.Tensor, ids: list[int]) -> torch.Tensor:
+    """Rows in mt id order -> rows in Marian id order, row i going to Marian id ids[i]."""
+    out = torch.empty_like(weight)
+    out[torch.tensor(ids)] = weight
+    return out
+
+
 def refuse_non_empty(out_dir: Path) -> None:
     if out_dir.exists() and any(out_dir.iterdir()):
         raise MtError(f"{out_dir}: folder exists and is not empty; choose a new --out or remove it")
@@ -64,7 +83,7 @@ def check_exportable(ckpt: Checkpoint) -> None:
             "not exportable: this checkpoint (format 1) decodes from BOS, while Marian and CTranslate2 start "
             f"from a zero vector; {fix}"
         )
-    if not (m.shared_vocab and m.tie_embeddings):
+    if not (m.shared_vocab and m.tie_embeddings) and not isinstance(ckpt.tokenizer, MarianVocab):
         raise MtError(
             "not exportable yet: only models with one joint vocabulary and tied embeddings export "
             "(CTranslate2's Marian converter reads a single vocabulary)"
@@ -74,15 +93,15 @@ def check_exportable(ckpt: Checkpoint) -> None:
 def marian_config(ckpt: Checkpoint) -> tuple[dict, dict]:
     """config.json and generation_config.json, in Marian's field names."""
     m, d = ckpt.config.model, ckpt.config.decode
-    v = m.tgt_vocab_size
-    pad, eos = to_marian_id(PAD, v), to_marian_id(EOS, v)
+    tgt_ids = marian_ids(ckpt)[1]
+    pad, eos = tgt_ids[PAD], tgt_ids[EOS]
     config = {
         "architectures": ["MarianMTModel"],
         "model_type": "marian",
-        "vocab_size": v,
-        "decoder_vocab_size": v,
-        "share_encoder_decoder_embeddings": True,
-        "tie_word_embeddings": True,
+        "vocab_size": m.src_vocab_size,
+        "decoder_vocab_size": m.tgt_vocab_size,
+        "share_encoder_decoder_embeddings": m.shared_vocab,
+        "tie_word_embeddings": m.tie_embeddings,
         "d_model": m.d_model,
         "encoder_layers": m.enc_layers,
         "decoder_layers": m.dec_layers,
@@ -90,9 +109,9 @@ def marian_config(ckpt: Checkpoint) -> tuple[dict, dict]:
         "decoder_attention_heads": m.n_heads,
         "encoder_ffn_dim": m.ffn_dim,
         "decoder_ffn_dim": m.ffn_dim,
-        "activation_function": "relu",
+        "activation_function": m.activation,
         "max_position_embeddings": m.max_positions,
-        "scale_embedding": True,
+        "scale_embedding": m.scale_embedding,
         "dropout": m.dropout,
         "attention_dropout": m.attention_dropout,
         "activation_dropout": m.activation_dropout,
@@ -161,18 +180,30 @@ def from_marian_name(name: str) -> str:
 
 def marian_state_dict(ckpt: Checkpoint) -> dict[str, torch.Tensor]:
     """mt weight names -> MarianMTModel's; tied embeddings are written once, as model.shared."""
+    m, state = ckpt.config.model, ckpt.model_state
+    src_ids, tgt_ids = marian_ids(ckpt)
     out: dict[str, torch.Tensor] = {}
-    for name, tensor in ckpt.model_state.items():
-        if name.endswith("embeddings.token.weight") or name == "output_projection.weight":
+    for name, tensor in state.items():
+        if name.endswith("embeddings.token.weight") or name.startswith("output_projection."):
             continue
         out[to_marian_name(name)] = tensor.contiguous()
-    v = ckpt.config.model.tgt_vocab_size
-    embed = ckpt.model_state["decoder.embeddings.token.weight"].clone()
-    embed[PAD] = 0.0  # mt embeds PAD as zeros; Marian reads the row (its decoder starts from it)
-    out["model.shared.weight"] = to_marian_rows(embed)
+
+    def rows(name: str, ids: list[int]) -> torch.Tensor:
+        embed = state[name].clone()
+        embed[PAD] = 0.0  # mt embeds PAD as zeros; Marian reads the row (its decoder starts from it)
+        return to_marian_order(embed, ids)
+
+    if m.shared_vocab:
+        out["model.shared.weight"] = rows("decoder.embeddings.token.weight", tgt_ids)
+    else:
+        out["model.encoder.embed_tokens.weight"] = rows("encoder.embeddings.token.weight", src_ids)
+        out["model.decoder.embed_tokens.weight"] = rows("decoder.embeddings.token.weight", tgt_ids)
+    if not m.tie_embeddings:
+        out["lm_head.weight"] = to_marian_order(state["output_projection.weight"], tgt_ids)
+    bias = state.get("output_projection.bias", torch.zeros(m.tgt_vocab_size)).clone()
     # mt leaves PAD out of the softmax; -inf keeps it out in transformers too (CTranslate2 drops the row).
-    out["final_logits_bias"] = torch.zeros(1, v)
-    out["final_logits_bias"][0, to_marian_id(PAD, v)] = float("-inf")
+    bias[PAD] = float("-inf")
+    out["final_logits_bias"] = to_marian_order(bias, tgt_ids)[None, :]
     return out
 
 
@@ -180,6 +211,34 @@ def marian_vocab(ckpt: Checkpoint) -> dict[str, int]:
     sp = ckpt.tokenizer.tgt
     v = sp.get_piece_size()
     return {sp.id_to_piece(i): to_marian_id(i, v) for i in range(v)}
+
+
+def write_tokenizer(ckpt: Checkpoint, out: Path) -> None:
+    """source.spm, target.spm, vocab.json (and target_vocab.json) and tokenizer_config.json."""
+    tok = ckpt.tokenizer
+    if isinstance(tok, MarianVocab):  # back as it was imported
+        (out / "source.spm").write_bytes(tok.state["source_spm"])
+        (out / "target.spm").write_bytes(tok.state["target_spm"])
+        _write_json(out / "vocab.json", {p: i for i, p in enumerate(tok.state["vocab"])})
+        if tok.separate:
+            _write_json(out / "target_vocab.json", {p: i for i, p in enumerate(tok.state["target_vocab"])})
+        specials = {f"{k}_token": v for k, v in tok.specials.items()}
+        separate = tok.separate
+    else:
+        spm_bytes = tok.to_state()["joint"]
+        (out / "source.spm").write_bytes(spm_bytes)
+        (out / "target.spm").write_bytes(spm_bytes)
+        _write_json(out / "vocab.json", marian_vocab(ckpt))
+        sp = tok.tgt
+        specials = {
+            "unk_token": sp.id_to_piece(UNK),
+            "eos_token": sp.id_to_piece(EOS),
+            "pad_token": sp.id_to_piece(PAD),
+        }
+        separate = False
+    _write_json(out / "tokenizer_config.json", {"tokenizer_class": "MarianTokenizer", **specials,
+                "model_max_length": ckpt.config.model.max_positions, "separate_vocabs": separate,
+                **({"target_vocab_file": "target_vocab.json"} if separate else {})})  # fmt: skip
 
 
 def export_hf(ckpt: Checkpoint, out_dir: Path) -> Path:
@@ -198,22 +257,7 @@ def export_hf(ckpt: Checkpoint, out_dir: Path) -> Path:
         _write_json(tmp / "config.json", config)
         _write_json(tmp / "generation_config.json", generation)
         save_file(marian_state_dict(ckpt), str(tmp / "model.safetensors"), metadata={"format": "pt"})
-        spm_bytes = ckpt.tokenizer.to_state()["joint"]
-        (tmp / "source.spm").write_bytes(spm_bytes)
-        (tmp / "target.spm").write_bytes(spm_bytes)
-        _write_json(tmp / "vocab.json", marian_vocab(ckpt))
-        sp = ckpt.tokenizer.tgt
-        _write_json(
-            tmp / "tokenizer_config.json",
-            {
-                "tokenizer_class": "MarianTokenizer",
-                "unk_token": sp.id_to_piece(UNK),
-                "eos_token": sp.id_to_piece(EOS),
-                "pad_token": sp.id_to_piece(PAD),
-                "model_max_length": ckpt.config.model.max_positions,
-                "separate_vocabs": False,
-            },
-        )
+        write_tokenizer(ckpt, tmp)
         for f in tmp.iterdir():
             with open(f, "rb") as fh:
                 os.fsync(fh.fileno())

@@ -115,17 +115,22 @@ class MultiHeadAttention(nn.Module):
         return self.out_proj(out.transpose(1, 2).reshape(n, t, -1))
 
 
-class FeedForward(nn.Module):
-    """Position-wise FFN(x) = max(0, x W1 + b1) W2 + b2."""
+ACTIVATION: dict[str, Callable[[Tensor], Tensor]] = {"relu": F.relu, "gelu": F.gelu, "swish": F.silu}
 
-    def __init__(self, d_model: int, ffn_dim: int, activation_dropout: float) -> None:
+
+class FeedForward(nn.Module):
+    """Position-wise FFN(x) = max(0, x W1 + b1) W2 + b2 (the paper's ReLU; GELU or swish where an
+    imported model was trained with them)."""
+
+    def __init__(self, d_model: int, ffn_dim: int, activation_dropout: float, activation: str = "relu") -> None:
         super().__init__()
         self.fc1 = nn.Linear(d_model, ffn_dim)
         self.fc2 = nn.Linear(ffn_dim, d_model)
         self.activation_dropout = Dropout(activation_dropout)
+        self.act = ACTIVATION[activation]
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.fc2(self.activation_dropout(F.relu(self.fc1(x))))
+        return self.fc2(self.activation_dropout(self.act(self.fc1(x))))
 
 
 class SublayerConnection(nn.Module):
@@ -147,7 +152,7 @@ class EncoderLayer(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout)
-        self.feed_forward = FeedForward(cfg.d_model, cfg.ffn_dim, cfg.activation_dropout)
+        self.feed_forward = FeedForward(cfg.d_model, cfg.ffn_dim, cfg.activation_dropout, cfg.activation)
         self.attn_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.pre_norm)
         self.ffn_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.pre_norm)
 
@@ -161,7 +166,7 @@ class DecoderLayer(nn.Module):
         super().__init__()
         self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout)
         self.cross_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout)
-        self.feed_forward = FeedForward(cfg.d_model, cfg.ffn_dim, cfg.activation_dropout)
+        self.feed_forward = FeedForward(cfg.d_model, cfg.ffn_dim, cfg.activation_dropout, cfg.activation)
         self.self_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.pre_norm)
         self.cross_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.pre_norm)
         self.ffn_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.pre_norm)
@@ -188,11 +193,11 @@ class Embeddings(nn.Module):
 
     positions: Tensor  # (P, D), a buffer
 
-    def __init__(self, token: nn.Embedding, positions: Tensor, dropout: float) -> None:
+    def __init__(self, token: nn.Embedding, positions: Tensor, dropout: float, scale: bool = True) -> None:
         super().__init__()
         self.token = token
         self.register_buffer("positions", positions, persistent=False)
-        self.scale = math.sqrt(token.embedding_dim)
+        self.scale = math.sqrt(token.embedding_dim) if scale else 1.0
         self.dropout = Dropout(dropout)
 
     def forward(self, ids: Tensor, offset: int = 0) -> Tensor:
@@ -255,9 +260,10 @@ class Transformer(nn.Module):
         tgt_embed = nn.Embedding(cfg.tgt_vocab_size, cfg.d_model, padding_idx=PAD)
         tie_src = cfg.tie_embeddings and cfg.shared_vocab
         src_embed = tgt_embed if tie_src else nn.Embedding(cfg.src_vocab_size, cfg.d_model, padding_idx=PAD)
-        self.encoder = Encoder(cfg, Embeddings(src_embed, positions, cfg.dropout))
-        self.decoder = Decoder(cfg, Embeddings(tgt_embed, positions, cfg.dropout))
-        self.output_projection = nn.Linear(cfg.d_model, cfg.tgt_vocab_size, bias=False)
+        self.encoder = Encoder(cfg, Embeddings(src_embed, positions, cfg.dropout, cfg.scale_embedding))
+        self.decoder = Decoder(cfg, Embeddings(tgt_embed, positions, cfg.dropout, cfg.scale_embedding))
+        # Marian's final_logits_bias, where an imported model has one.
+        self.output_projection = nn.Linear(cfg.d_model, cfg.tgt_vocab_size, bias=cfg.output_bias)
         self._init_weights()
         if cfg.tie_embeddings:
             self.output_projection.weight = tgt_embed.weight

@@ -60,7 +60,7 @@ def record_attention(translator: Translator, src: str, tgt: str | None) -> Atten
         for modules in layers.values():
             for m in modules:
                 m.record = None
-    tgt_pieces = ["<start>"] + tokenizer.tgt.id_to_piece(tgt_ids)
+    tgt_pieces = ["<start>"] + tokenizer.tgt_pieces(tgt_ids)
     return AttentionMaps(tokenizer.src_pieces(src), tgt_pieces, tgt, maps)
 
 

@@ -1,0 +1,165 @@
+"""`mt import`: a Hugging Face MarianMTModel folder (OPUS-MT's layout, as `save_pretrained` writes
+it) -> an ordinary mt checkpoint, which every command and the Translator take unchanged.
+
+The folder holds config.json, model.safetensors (or pytorch_model.bin, read with
+weights_only=True: no code is unpickled), source.spm, target.spm, vocab.json (target_vocab.json
+too when the sides have separate vocabularies) and tokenizer_config.json. Weight names map back
+through interop/marian.py; vocabulary rows are permuted to mt's fixed special ids
+(data/marian_vocab.py). What transformers' MarianMTModel cannot hold either (pre-norm, a
+layer norm on the embeddings, learned positions) is refused in one line.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from mt_cli.config import Config, DecodeConfig, ModelConfig, TokenizerConfig
+from mt_cli.data.marian_vocab import MarianVocab, mt_order
+from mt_cli.data.tokenizer import PAD
+from mt_cli.errors import MtError
+from mt_cli.interop.marian import from_marian_name
+from mt_cli.model import checkpoint
+
+ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "swish": "swish", "silu": "swish"}
+
+
+def import_hf(folder: Path, out: Path) -> Path:
+    """Read a MarianMTModel folder and write it as an mt checkpoint at `out`."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise MtError(f"{folder}: not a folder; give a folder written by save_pretrained (config.json, ...)")
+    hf = _json(folder / "config.json")
+    if hf.get("model_type") != "marian":
+        raise MtError(f"{folder / 'config.json'}: model_type is {hf.get('model_type')!r}; only marian models import")
+    tokenizer = read_tokenizer(folder, hf)
+    model_cfg = model_config(hf, tokenizer, folder / "config.json")
+    generation = _json(folder / "generation_config.json") if (folder / "generation_config.json").is_file() else {}
+    beam = int(generation.get("num_beams", hf.get("num_beams", 4)) or 4)
+    cfg = Config(
+        model=model_cfg,
+        tokenizer=TokenizerConfig(vocab_size=model_cfg.tgt_vocab_size, joint=tokenizer.joint),
+        decode=DecodeConfig(beam=beam),
+    )
+    state = mt_state_dict(load_weights(folder), hf, tokenizer, model_cfg)
+    checkpoint.save(out, cfg, tokenizer, state)
+    return out
+
+
+def _json(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise MtError(f"{path}: not found; a save_pretrained folder has it")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise MtError(f"{path}: not valid JSON ({e})") from None
+    return data
+
+
+def read_tokenizer(folder: Path, hf: dict[str, Any]) -> MarianVocab:
+    tc = _json(folder / "tokenizer_config.json") if (folder / "tokenizer_config.json").is_file() else {}
+    specials = {k: str(tc.get(f"{k}_token", default)) for k, default in (("pad", "<pad>"), ("unk", "<unk>"),
+                                                                          ("eos", "</s>"))}  # fmt: skip
+    separate = bool(tc.get("separate_vocabs", False))
+    state: dict[str, Any] = {
+        "source_spm": _bytes(folder / "source.spm"),
+        "target_spm": _bytes(folder / "target.spm"),
+        "specials": specials,
+        "vocab": _vocab(folder / "vocab.json"),
+        "target_vocab": _vocab(folder / str(tc.get("target_vocab_file") or "target_vocab.json")) if separate else None,
+    }
+    tok = MarianVocab(state)
+    tgt = state["target_vocab"] or state["vocab"]
+    for key, piece in (("pad_token_id", specials["pad"]), ("eos_token_id", specials["eos"])):
+        if key in hf and tgt[int(hf[key])] != piece:
+            raise MtError(f"{folder / 'config.json'}: {key} {hf[key]} is {tgt[int(hf[key])]!r} in the vocabulary, "
+                          f"not {piece!r} as tokenizer_config.json says")  # fmt: skip
+    return tok
+
+
+def _bytes(path: Path) -> bytes:
+    if not path.is_file():
+        raise MtError(f"{path}: not found; a Marian folder has source.spm and target.spm")
+    return path.read_bytes()
+
+
+def _vocab(path: Path) -> list[str]:
+    """vocab.json (piece -> id) as a list in id order; the ids must be 0..n-1."""
+    data = _json(path)
+    by_id = {int(i): p for p, i in data.items()}
+    if sorted(by_id) != list(range(len(data))):
+        raise MtError(f"{path}: ids are not 0..{len(data) - 1}, each once")
+    return [by_id[i] for i in range(len(data))]
+
+
+def model_config(hf: dict[str, Any], tok: MarianVocab, where: Path) -> ModelConfig:
+    """MarianConfig's fields -> mt's ModelConfig, refusing what neither model can hold."""
+    for key, bad, why in (
+        ("normalize_before", True, "pre-norm"),
+        ("normalize_embedding", True, "a layer norm on the embeddings"),
+        ("static_position_embeddings", False, "learned position embeddings"),
+    ):
+        if hf.get(key) is bad:
+            raise MtError(f"{where}: {key} is {bad} ({why}), which MarianMTModel (and mt) do not have")
+    for a, b in (("encoder_ffn_dim", "decoder_ffn_dim"), ("encoder_attention_heads", "decoder_attention_heads")):
+        if hf[a] != hf[b]:
+            raise MtError(f"{where}: {a} {hf[a]} differs from {b} {hf[b]}; mt has one of each for both sides")
+    act = ACTIVATIONS.get(str(hf.get("activation_function", "swish")))
+    if act is None:
+        raise MtError(f"{where}: activation_function {hf.get('activation_function')!r}; mt has relu, gelu, swish")
+    if hf.get("decoder_start_token_id", hf.get("pad_token_id")) != hf.get("pad_token_id"):
+        raise MtError(f"{where}: decoder_start_token_id is not pad_token_id; Marian models start from <pad>")
+    v = int(hf["vocab_size"])
+    if tok.src_vocab_size != v:
+        raise MtError(f"{where}: vocab_size {v}, but vocab.json holds {tok.src_vocab_size} pieces")
+    return ModelConfig(
+        d_model=hf["d_model"], n_heads=hf["encoder_attention_heads"], ffn_dim=hf["encoder_ffn_dim"],
+        enc_layers=hf["encoder_layers"], dec_layers=hf["decoder_layers"], dropout=float(hf.get("dropout", 0.1)),
+        attention_dropout=float(hf.get("attention_dropout", 0.0)),
+        activation_dropout=float(hf.get("activation_dropout", 0.0)), pre_norm=False,
+        tie_embeddings=bool(hf.get("tie_word_embeddings", True)), max_positions=int(hf["max_position_embeddings"]),
+        src_vocab_size=v, tgt_vocab_size=tok.tgt_vocab_size,
+        shared_vocab=bool(hf.get("share_encoder_decoder_embeddings", True)), decoder_start="pad", activation=act,
+        output_bias=True, scale_embedding=bool(hf.get("scale_embedding", False)),
+    )  # fmt: skip
+
+
+def load_weights(folder: Path) -> dict[str, torch.Tensor]:
+    if (folder / "model.safetensors").is_file():
+        from safetensors.torch import load_file
+
+        return load_file(str(folder / "model.safetensors"))
+    if (folder / "pytorch_model.bin").is_file():
+        try:
+            return torch.load(folder / "pytorch_model.bin", map_location="cpu", weights_only=True)
+        except Exception as e:  # an unpickling refusal or a damaged file
+            raise MtError(f"{folder / 'pytorch_model.bin'}: cannot be read as plain weights ({e})") from None
+    raise MtError(f"{folder}: holds neither model.safetensors nor pytorch_model.bin")
+
+
+def mt_state_dict(w: dict[str, torch.Tensor], hf: dict[str, Any], tok: MarianVocab,
+                  cfg: ModelConfig) -> dict[str, torch.Tensor]:  # fmt: skip
+    """MarianMTModel's weights -> mt's names, vocabulary rows in mt's id order."""
+    src_order = torch.tensor(mt_order(tok.src_vocab, tok.specials))
+    tgt_order = torch.tensor(mt_order(tok.tgt_vocab, tok.specials))
+    shared = w.get("model.shared.weight")
+    src = w.get("model.encoder.embed_tokens.weight", shared)
+    tgt = w.get("model.decoder.embed_tokens.weight", shared)
+    if src is None or tgt is None:
+        raise MtError("the weights hold no embeddings (model.shared.weight or model.*.embed_tokens.weight)")
+    out = {from_marian_name(k): v for k, v in w.items() if ".layers." in k}
+    # Every name of a tied matrix is in the state dict (load_state_dict wants them all), as one tensor.
+    out["decoder.embeddings.token.weight"] = tgt[tgt_order].clone()
+    tied_src = cfg.tie_embeddings and cfg.shared_vocab
+    out["encoder.embeddings.token.weight"] = out["decoder.embeddings.token.weight"] if tied_src else (
+        src[src_order].clone())  # fmt: skip
+    lm_head = w.get("lm_head.weight", tgt)
+    out["output_projection.weight"] = out["decoder.embeddings.token.weight"] if cfg.tie_embeddings else (
+        lm_head[tgt_order].clone())  # fmt: skip
+    bias = w.get("final_logits_bias", torch.zeros(1, cfg.tgt_vocab_size))[0][tgt_order].clone()
+    bias[PAD] = 0.0  # mt never outputs PAD (its logit is -inf in search); an exported model holds -inf there
+    out["output_projection.bias"] = bias
+    return out

@@ -1,0 +1,163 @@
+"""`mt import` of a Hugging Face Marian (OPUS-MT-shaped) folder, with transformers as the oracle:
+a MarianMTModel with random weights and a toy vocabulary is built in the test, saved with
+save_pretrained, imported, and must tokenize, score and translate as transformers does."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import make_pairs
+from mt_cli import Translator
+from mt_cli.config import TokenizerConfig
+from mt_cli.data.marian_vocab import mt_order
+from mt_cli.data.tokenizer import train_sentencepiece
+from mt_cli.errors import MtError
+from mt_cli.interop.hf_import import import_hf
+from mt_cli.model import checkpoint
+
+transformers = pytest.importorskip("transformers")
+
+EOS_BIAS = 1.0
+LINES = ["Ein hund sieht ein rot haus.", "Der mann läuft schnell und die frau sieht ihn.", ">>en<< Kind hat ball.", "x"]
+
+
+def marian_folder(d: Path, activation: str = "swish", **config) -> Path:
+    """An OPUS-MT-shaped folder: two SentencePiece models, vocab.json with </s> 0, <unk> 1 and
+    <pad> last, a >>en<< language token, swish, a final_logits_bias."""
+    src, tgt = make_pairs(300)
+    spm = train_sentencepiece(src + tgt, TokenizerConfig(vocab_size=90))
+    import sentencepiece
+
+    sp = sentencepiece.SentencePieceProcessor(model_proto=spm)
+    pieces = [sp.id_to_piece(i) for i in range(sp.get_piece_size()) if not (sp.is_control(i) or sp.is_unknown(i))]
+    vocab = ["</s>", "<unk>", ">>en<<", *pieces, "<pad>"]
+    v = len(vocab)
+    cfg = transformers.MarianConfig(
+        vocab_size=v, decoder_vocab_size=v, d_model=32, encoder_layers=2, decoder_layers=2,
+        encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64,
+        max_position_embeddings=64, activation_function=activation, pad_token_id=v - 1, eos_token_id=0,
+        decoder_start_token_id=v - 1, forced_eos_token_id=0, scale_embedding=True, init_std=0.2, **config,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = transformers.MarianMTModel(cfg).eval()
+    with torch.no_grad():
+        model.final_logits_bias.normal_(0.0, 0.5)
+        model.final_logits_bias[0, v - 1] = float("-inf")  # as OPUS-MT's converter and mt's export write it
+        model.final_logits_bias[0, 0] = EOS_BIAS  # </s>: so that random weights still end some outputs early
+    model.save_pretrained(d)
+    (d / "source.spm").write_bytes(spm)
+    (d / "target.spm").write_bytes(spm)
+    (d / "vocab.json").write_text(json.dumps({p: i for i, p in enumerate(vocab)}), encoding="utf-8")
+    (d / "tokenizer_config.json").write_text(json.dumps({"unk_token": "<unk>", "eos_token": "</s>",
+                                                          "pad_token": "<pad>", "separate_vocabs": False}))  # fmt: skip
+    return d
+
+
+@pytest.fixture(scope="module")
+def imported(tmp_path_factory):
+    d = marian_folder(tmp_path_factory.mktemp("opus"))
+    out = import_hf(d, d / "imported.pt")
+    return d, out
+
+
+def test_an_imported_model_tokenizes_as_marian_tokenizer_does(imported):
+    folder, out = imported
+    hf_tok = transformers.MarianTokenizer.from_pretrained(folder)
+    ours = checkpoint.load(out).tokenizer
+    theirs = [hf_tok.convert_ids_to_tokens(ids) for ids in hf_tok(LINES).input_ids]
+    assert [ours.src_pieces(line) for line in LINES] == theirs
+    assert theirs[2][0] == ">>en<<"  # the language token is one piece, not spelled out
+
+
+def test_an_imported_model_gives_transformers_logits(imported):
+    folder, out = imported
+    hf = transformers.MarianMTModel.from_pretrained(folder).eval()
+    ckpt = checkpoint.load(out)
+    model = ckpt.build_model()
+    tok = transformers.MarianTokenizer.from_pretrained(folder)
+    batch = tok(LINES[:2], text_target=["A dog sees a red house.", "The man runs."], padding=True, return_tensors="pt")
+    start = torch.full((2, 1), hf.config.decoder_start_token_id)
+    dec_in = torch.cat([start, batch["labels"][:, :-1]], dim=1)
+    with torch.no_grad():
+        theirs = hf(input_ids=batch.input_ids, attention_mask=batch.attention_mask, decoder_input_ids=dec_in).logits
+        order = torch.tensor(mt_order(ckpt.tokenizer.tgt_vocab, ckpt.tokenizer.specials))
+        to_mt = torch.argsort(order)  # Marian id -> mt id
+        src, tgt_in = to_mt[batch.input_ids], to_mt[dec_in]
+        src[batch.attention_mask == 0] = 0
+        tgt_in[dec_in == hf.config.pad_token_id] = 0  # mt's PAD: the start and the padding
+        ours = model(src, tgt_in)[..., to_mt]  # (B, T, V) in Marian's id order
+    real = (batch["labels"] != -100) & (batch["labels"] != hf.config.pad_token_id)
+    keep = torch.arange(theirs.size(-1)) != hf.config.pad_token_id
+    assert torch.allclose(ours[real][:, keep], theirs[real][:, keep], atol=1e-4)
+
+
+def test_an_imported_model_translates_as_transformers_generate_does(imported):
+    folder, out = imported
+    hf = transformers.MarianMTModel.from_pretrained(folder).eval()
+    tok = transformers.MarianTokenizer.from_pretrained(folder)
+    tr = Translator.load(out, device="cpu", beam=1)
+    ours = tr.translate(LINES)
+    for line, mine in zip(LINES, ours):
+        ids = tok([line], return_tensors="pt").input_ids
+        limit = int(ids.size(1) * tr.cfg.max_len_ratio) + tr.cfg.max_len_offset
+        with torch.no_grad():
+            gen = hf.generate(ids, num_beams=1, do_sample=False, max_new_tokens=limit)
+        assert mine == tok.batch_decode(gen, skip_special_tokens=True)[0]
+
+
+def test_import_refuses_what_marian_cannot_hold_in_one_line(tmp_path):
+    d = marian_folder(tmp_path / "a")
+    cfg = json.loads((d / "config.json").read_text())
+    (d / "config.json").write_text(json.dumps({**cfg, "normalize_before": True}))
+    with pytest.raises(MtError, match="normalize_before is True \\(pre-norm\\)"):
+        import_hf(d, tmp_path / "x.pt")
+    (d / "config.json").write_text(json.dumps({**cfg, "activation_function": "tanh"}))
+    with pytest.raises(MtError, match="activation_function 'tanh'"):
+        import_hf(d, tmp_path / "x.pt")
+    (d / "vocab.json").unlink()
+    (d / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(MtError, match="vocab.json: not found"):
+        import_hf(d, tmp_path / "x.pt")
+    with pytest.raises(MtError, match="not a folder"):
+        import_hf(tmp_path / "nothing", tmp_path / "x.pt")
+
+
+def test_an_imported_model_exports_back_to_the_folder_it_came_from(imported, tmp_path):
+    from safetensors.torch import load_file
+
+    from mt_cli.interop import export
+
+    folder, out = imported
+    back = export(checkpoint.load(out), tmp_path / "back", "hf")
+    before, after = load_file(str(folder / "model.safetensors")), load_file(str(back / "model.safetensors"))
+    for name, tensor in before.items():
+        if "embed_positions" not in name and name != "lm_head.weight":  # positions are a fixed table
+            assert torch.equal(after[name], tensor), name
+    assert json.loads((back / "vocab.json").read_text()) == json.loads((folder / "vocab.json").read_text())
+    for name in ("source.spm", "target.spm"):
+        assert (back / name).read_bytes() == (folder / name).read_bytes(), name
+    hf_tok = transformers.MarianTokenizer.from_pretrained(back)
+    original, exported = (transformers.MarianMTModel.from_pretrained(d).eval() for d in (folder, back))
+    ids = hf_tok(LINES, return_tensors="pt", padding=True)
+    with torch.no_grad():
+        assert torch.equal(original.generate(**ids, num_beams=2, max_new_tokens=20),
+                           exported.generate(**ids, num_beams=2, max_new_tokens=20))  # fmt: skip
+
+
+def test_an_imported_model_exports_to_ctranslate2_and_translates_as_mt(imported, tmp_path):
+    ctranslate2 = pytest.importorskip("ctranslate2")
+    from mt_cli.interop import export
+
+    folder, out = imported
+    ckpt = checkpoint.load(out)
+    ct2 = ctranslate2.Translator(str(export(ckpt, tmp_path / "ct2", "ct2")), device="cpu")
+    tok = ckpt.tokenizer
+    # A random model seldom ends early: mt's limit of 40 (EOS included) leaves 39 pieces, CTranslate2's
+    # max_decoding_length counts pieces without EOS.
+    results = ct2.translate_batch([tok.src_pieces(line) for line in LINES], beam_size=1, max_decoding_length=39)
+    found = Translator.load(out, device="cpu", beam=1, max_len_offset=40, max_len_ratio=0.01).search(LINES)
+    assert [tok.tgt_pieces(hyps[0].tokens) for hyps in found] == [r.hypotheses[0] for r in results]
