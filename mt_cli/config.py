@@ -139,6 +139,12 @@ class TrainConfig:
     # Deterministic kernels (torch.use_deterministic_algorithms, cuDNN, cuBLAS workspace): on CUDA
     # the same seed then gives the same run, at some cost in speed. The CPU is deterministic anyway.
     deterministic: bool = False
+    # Fine-tuning: start from this checkpoint (mt's or imported): its model, weights and tokenizer;
+    # optimizer, schedule and step start fresh. Frozen parts keep the checkpoint's weights (the
+    # output layer shares the target embeddings, so it stays fixed with them).
+    init: str = ""
+    freeze_embeddings: bool = False
+    freeze_encoder: bool = False
 
     def __post_init__(self) -> None:
         _check(self.batch_tokens >= 0, "train.batch_tokens must be positive (or 0: auto, on CUDA)")

@@ -161,3 +161,30 @@ def test_an_imported_model_exports_to_ctranslate2_and_translates_as_mt(imported,
     results = ct2.translate_batch([tok.src_pieces(line) for line in LINES], beam_size=1, max_decoding_length=39)
     found = Translator.load(out, device="cpu", beam=1, max_len_offset=40, max_len_ratio=0.01).search(LINES)
     assert [tok.tgt_pieces(hyps[0].tokens) for hyps in found] == [r.hypotheses[0] for r in results]
+
+
+def test_fine_tuning_an_imported_model_starts_from_its_weights_keeps_frozen_parts_and_resumes(imported, tmp_path,
+                                                                                            corpus_files):  # fmt: skip
+    from mt_cli.config import build_config
+    from mt_cli.data.marian_vocab import MarianVocab
+    from mt_cli.train.inputs import DataSpec
+    from mt_cli.train.loop import train
+
+    _, out = imported
+    start = checkpoint.load(out)
+    f = corpus_files
+    spec = DataSpec.text_files(f["train_src"], f["train_tgt"], f["valid_src"], f["valid_tgt"])
+    sets = [f"train.init={out}", "train.freeze_embeddings=true", "train.freeze_encoder=true", "train.valid_every=20",
+            "train.warmup_steps=5", "train.batch_tokens=400"]  # fmt: skip
+    run = tmp_path / "run"
+    train(spec, run, build_config(sets=[*sets, "train.max_steps=20"]), log=lambda *_: None)
+    tuned = checkpoint.load(run / "last.pt")
+    assert isinstance(tuned.tokenizer, MarianVocab) and tuned.config.model == start.config.model
+    assert tuned.train_state is not None and tuned.train_state["step"] == 20
+    for name, w in start.model_state.items():
+        frozen = name.startswith("encoder.") or "embeddings" in name or name == "output_projection.weight"
+        assert torch.equal(tuned.model_state[name], w) == frozen, name
+    train(spec, run, build_config(sets=[*sets, "train.max_steps=30"]), log=lambda *_: None)  # the same command, resumed
+    assert checkpoint.load(run / "last.pt").train_state["step"] == 30
+    with pytest.raises(MtError, match="give --init CKPT"):
+        train(spec, tmp_path / "r2", build_config(sets=["train.freeze_encoder=true", "train.max_steps=1"]))

@@ -45,6 +45,9 @@ TRAIN_OPTIONS = {
     "on_bad_utf8": "Bytes that are not UTF-8: error (default), skip the pair, or replace.",
     "tensorboard": "Also write TensorBoard events to OUT/tensorboard.",
     "deterministic": "Deterministic kernels: on CUDA the same seed gives the same run.",
+    "init": "Fine-tune: start from this checkpoint (mt's or `mt import`ed): its model, weights, tokenizer.",
+    "freeze_embeddings": "With --init: keep the embeddings (and the output layer tied to them) fixed.",
+    "freeze_encoder": "With --init: keep the encoder fixed.",
 }
 
 

@@ -106,7 +106,11 @@ def _encoded(chunks: Iterator, tokenizer: Tokenizer, workers: int, log: Callable
 
 def cache_key(data_fingerprint: str, tokenizer: Tokenizer) -> str:
     state = tokenizer.to_state()
-    parts = [str(CACHE_FORMAT), data_fingerprint, *(hashlib.sha256(state[k]).hexdigest() for k in sorted(state))]
+
+    def digest(v: Any) -> str:  # model bytes; an imported vocabulary's lists, as canonical JSON
+        return hashlib.sha256(v if isinstance(v, bytes) else json.dumps(v, sort_keys=True).encode()).hexdigest()
+
+    parts = [str(CACHE_FORMAT), data_fingerprint, *(digest(state[k]) for k in sorted(state))]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
 
 

@@ -19,7 +19,10 @@ from mt_cli.data.cache import TokenCorpus
 from mt_cli.data.pairs import Pairs
 from mt_cli.data.tokenizer import Tokenizer
 from mt_cli.device import amp_dtype, set_threads
+from mt_cli.errors import MtError
 from mt_cli.files import atomic_write_text
+from mt_cli.model import checkpoint
+from mt_cli.model.checkpoint import Checkpoint
 from mt_cli.model.loss import TranslationLoss
 from mt_cli.model.transformer import Transformer, build_model
 from mt_cli.train.distributed import Dist
@@ -165,17 +168,21 @@ def prepare(ctx: RunContext) -> Run:
     set_threads(t.threads)
     _start(ctx)
     sources = ctx.data.sources()
-    tokenizer = get_tokenizer(ctx.data, ctx.paths.tokenizer, ctx.cfg, log, d)
-    vocab = replace(ctx.cfg.model, src_vocab_size=tokenizer.src_vocab_size, tgt_vocab_size=tokenizer.tgt_vocab_size,
-                    shared_vocab=tokenizer.joint)  # fmt: skip
-    ctx.cfg = replace(ctx.cfg, model=vocab)
+    init = _init_checkpoint(ctx)
+    tokenizer = init.tokenizer if init else get_tokenizer(ctx.data, ctx.paths.tokenizer, ctx.cfg, log, d)
+    src_v, tgt_v = tokenizer.src_vocab_size, tokenizer.tgt_vocab_size
+    own = replace(ctx.cfg.model, src_vocab_size=src_v, tgt_vocab_size=tgt_v, shared_vocab=tokenizer.joint)
+    ctx.cfg = replace(ctx.cfg, model=init.config.model if init else own)
     fingerprints = {role: s.fingerprint() for role, s in sources.items()}  # sha256 of each file, read once
     train_data = load_train_data(ctx.data, fingerprints["train"], tokenizer, t, log, d)
     valid_pairs, valid_refs = load_valid_data(sources["valid"], tokenizer, t, log)
 
     random.seed(t.seed)
     torch.manual_seed(t.seed)
-    model = build_model(ctx.cfg.model).to(device)
+    model = build_model(ctx.cfg.model)
+    if init is not None:  # fine-tuning starts from its weights (a resumed run then loads last.pt's)
+        model.load_state_dict(init.model_state)
+    model = freeze(model, t).to(device)
     if d.rank > 0:  # the same initial weights everywhere, then each rank its own dropout masks
         torch.manual_seed(t.seed * 1000 + d.rank)
     optimizer = make_optimizer(model, t, device)
@@ -202,6 +209,33 @@ def prepare(ctx: RunContext) -> Run:
     log(f"MFU is against {peak / 1e12:.2f} TFLOP/s ({source})")
     return Run(ctx, amp, scaler, peak, tokenizer, model, objective, optimizer, ema, train_data, valid_pairs,
                valid_refs, state)  # fmt: skip
+
+
+def _init_checkpoint(ctx: RunContext) -> Checkpoint | None:
+    """train.init's checkpoint: the model, weights and tokenizer a fine-tuning run starts from."""
+    t = ctx.cfg.train
+    if not t.init:
+        if t.freeze_embeddings or t.freeze_encoder:
+            raise MtError("--freeze-embeddings and --freeze-encoder fine-tune a model: give --init CKPT")
+        return None
+    if ctx.data.tokenizer is not None:
+        raise MtError("--init brings its checkpoint's tokenizer: drop --tokenizer")
+    ckpt = checkpoint.load(Path(t.init))
+    ctx.log(
+        f"fine-tuning {t.init}: its model ({ckpt.config.model.d_model}-d, {ckpt.config.model.enc_layers}+"
+        f"{ckpt.config.model.dec_layers} layers), weights and tokenizer; optimizer and schedule start fresh"
+    )
+    return ckpt
+
+
+def freeze(model: Transformer, t: TrainConfig) -> Transformer:
+    """Fix the parts fine-tuning keeps: no gradient, so AdamW leaves them as they are."""
+    if t.freeze_embeddings:
+        model.encoder.embeddings.requires_grad_(False)
+        model.decoder.embeddings.requires_grad_(False)  # and the output layer's weight, tied to it
+    if t.freeze_encoder:
+        model.encoder.requires_grad_(False)
+    return model
 
 
 def _resolve_batch_tokens(
