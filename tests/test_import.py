@@ -22,38 +22,50 @@ from mt_cli.model import checkpoint
 transformers = pytest.importorskip("transformers")
 
 EOS_BIAS = 1.0
-LINES = ["Ein hund sieht ein rot haus.", "Der mann läuft schnell und die frau sieht ihn.", ">>en<< Kind hat ball.", "x"]
+LINES = ["Ein hund sieht ein rot haus.", "Der mann läuft schnell und die frau sieht ihn.", ">>en<< Kind hat ball.", "x",
+         "Ωμέγα ☃ qüz"]  # fmt: skip
 
 
-def marian_folder(d: Path, activation: str = "swish", **config) -> Path:
-    """An OPUS-MT-shaped folder: two SentencePiece models, vocab.json with </s> 0, <unk> 1 and
-    <pad> last, a >>en<< language token, swish, a final_logits_bias."""
-    src, tgt = make_pairs(300)
-    spm = train_sentencepiece(src + tgt, TokenizerConfig(vocab_size=90))
+def _vocab(spm: bytes, extra: tuple[str, ...] = ()) -> list[str]:
     import sentencepiece
 
     sp = sentencepiece.SentencePieceProcessor(model_proto=spm)
     pieces = [sp.id_to_piece(i) for i in range(sp.get_piece_size()) if not (sp.is_control(i) or sp.is_unknown(i))]
-    vocab = ["</s>", "<unk>", ">>en<<", *pieces, "<pad>"]
-    v = len(vocab)
+    return ["</s>", "<unk>", *extra, *pieces, "<pad>"]
+
+
+def marian_folder(d: Path, activation: str = "swish", separate: bool = False) -> Path:
+    """An OPUS-MT-shaped folder: two SentencePiece models, vocab.json with </s> 0, <unk> 1 and
+    <pad> last, a >>en<< language token, swish, a final_logits_bias; `separate`: each side its own
+    SentencePiece model, vocabulary and embeddings (share_encoder_decoder_embeddings false)."""
+    src, tgt = make_pairs(300)
+    spm = train_sentencepiece(src + tgt, TokenizerConfig(vocab_size=90))
+    tgt_spm = train_sentencepiece(tgt, TokenizerConfig(vocab_size=60)) if separate else spm
+    vocab = _vocab(spm, (">>en<<",))
+    tgt_vocab = _vocab(tgt_spm) if separate else vocab
+    v, tv = len(vocab), len(tgt_vocab)
     cfg = transformers.MarianConfig(
-        vocab_size=v, decoder_vocab_size=v, d_model=32, encoder_layers=2, decoder_layers=2,
+        vocab_size=v, decoder_vocab_size=tv, d_model=32, encoder_layers=2, decoder_layers=2,
         encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64,
-        max_position_embeddings=64, activation_function=activation, pad_token_id=v - 1, eos_token_id=0,
-        decoder_start_token_id=v - 1, forced_eos_token_id=0, scale_embedding=True, init_std=0.2, **config,
+        max_position_embeddings=64, activation_function=activation, pad_token_id=tv - 1, eos_token_id=0,
+        decoder_start_token_id=tv - 1, forced_eos_token_id=0, scale_embedding=True, init_std=0.2,
+        share_encoder_decoder_embeddings=not separate,
     )  # fmt: skip
     torch.manual_seed(0)
     model = transformers.MarianMTModel(cfg).eval()
     with torch.no_grad():
         model.final_logits_bias.normal_(0.0, 0.5)
-        model.final_logits_bias[0, v - 1] = float("-inf")  # as OPUS-MT's converter and mt's export write it
-        model.final_logits_bias[0, 0] = EOS_BIAS  # </s>: so that random weights still end some outputs early
+        model.final_logits_bias[0, tv - 1] = float("-inf")  # as OPUS-MT's converter and mt's export write it
+        model.final_logits_bias[0, 0] = EOS_BIAS  # </s>: so that random weights end some outputs early
     model.save_pretrained(d)
     (d / "source.spm").write_bytes(spm)
-    (d / "target.spm").write_bytes(spm)
+    (d / "target.spm").write_bytes(tgt_spm)
     (d / "vocab.json").write_text(json.dumps({p: i for i, p in enumerate(vocab)}), encoding="utf-8")
-    (d / "tokenizer_config.json").write_text(json.dumps({"unk_token": "<unk>", "eos_token": "</s>",
-                                                          "pad_token": "<pad>", "separate_vocabs": False}))  # fmt: skip
+    tc = {"unk_token": "<unk>", "eos_token": "</s>", "pad_token": "<pad>", "separate_vocabs": separate}
+    if separate:
+        (d / "target_vocab.json").write_text(json.dumps({p: i for i, p in enumerate(tgt_vocab)}), encoding="utf-8")
+        tc["target_vocab_file"] = str(d / "target_vocab.json")
+    (d / "tokenizer_config.json").write_text(json.dumps(tc))
     return d
 
 
@@ -188,3 +200,58 @@ def test_fine_tuning_an_imported_model_starts_from_its_weights_keeps_frozen_part
     assert checkpoint.load(run / "last.pt").train_state["step"] == 30
     with pytest.raises(MtError, match="give --init CKPT"):
         train(spec, tmp_path / "r2", build_config(sets=["train.freeze_encoder=true", "train.max_steps=1"]))
+
+
+def test_separate_vocabularies_import_and_translate_as_transformers_does(tmp_path):
+    folder = marian_folder(tmp_path / "sep", separate=True)
+    out = import_hf(folder, tmp_path / "sep.pt")
+    tok = checkpoint.load(out).tokenizer
+    assert tok.src_vocab_size != tok.tgt_vocab_size and not tok.joint
+    hf = transformers.MarianMTModel.from_pretrained(folder).eval()
+    hf_tok = transformers.MarianTokenizer.from_pretrained(folder)
+    ours = Translator.load(out, device="cpu", beam=1).translate(LINES)
+    for line, mine in zip(LINES, ours):
+        ids = hf_tok([line], return_tensors="pt").input_ids
+        with torch.no_grad():
+            gen = hf.generate(ids, num_beams=1, do_sample=False, max_new_tokens=int(ids.size(1) * 1.5) + 10)
+        # Without the start token: MarianTokenizer skips the source side's <pad> id, not the target's.
+        assert mine == hf_tok.batch_decode(gen[:, 1:], skip_special_tokens=True)[0]
+
+
+def test_unknown_pieces_and_the_target_language_token(imported):
+    folder, out = imported
+    tr = Translator.load(out, device="cpu", beam=1)
+    assert "<unk>" in tr.tokenizer.src_pieces(LINES[4])  # characters the vocabulary lacks
+    to_en = tr.for_target("en")
+    assert to_en._source_ids(["Kind hat ball."]) == tr._source_ids([">>en<< Kind hat ball."])
+    assert to_en._source_ids([">>en<< x"]) == tr._source_ids([">>en<< x"])  # a line's own token is kept
+    with pytest.raises(
+        MtError, match=r"--target-lang fr: the model has no >>fr<< token \(its language tokens: >>en<<\)"
+    ):
+        tr.for_target("fr")
+
+
+def test_a_hub_id_offline_is_one_clear_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    with pytest.raises(MtError, match="Helsinki-NLP/opus-mt-xx-yy: could not fetch it from the Hugging Face hub"):
+        import_hf(Path("Helsinki-NLP/opus-mt-xx-yy"), tmp_path / "x.pt")
+
+
+def test_mt_import_then_mt_translate_and_score_from_the_command_line(imported, tmp_path):
+    from typer.testing import CliRunner
+
+    from conftest import write_lines
+    from mt_cli.cli import app
+
+    folder, _ = imported
+    runner, out = CliRunner(), tmp_path / "cli.pt"
+    done = runner.invoke(app, ["import", str(folder), "--out", str(out)])
+    assert done.exit_code == 0, done.output
+    src = write_lines(tmp_path / "in.txt", LINES[:3])
+    got = runner.invoke(app, ["translate", "--checkpoint", str(out), str(src), "--target-lang", "en", "--beam", "2"])
+    assert got.exit_code == 0 and len(got.stdout.splitlines()) == 3, got.output
+    scored = runner.invoke(app, ["score", "--checkpoint", str(out), "--src", str(src), "--tgt", str(src)])
+    assert scored.exit_code == 0 and len(scored.stdout.splitlines()) == 3, scored.output
+    bad = runner.invoke(app, ["import", str(tmp_path / "missing"), "--out", str(out)])
+    assert bad.exit_code != 0 and "not a folder" in bad.output and "Traceback" not in bad.output

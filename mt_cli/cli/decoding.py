@@ -42,6 +42,9 @@ def translate(
     ] = None,
     temperature: Annotated[float | None, typer.Option(help="Sample from softmax(log p / T).")] = None,
     seed: Annotated[int | None, typer.Option(help="Sampling seed: the same seed, the same output.")] = None,
+    target_lang: Annotated[
+        str | None, typer.Option(help="A multi-target model's target language xx: its >>xx<< token before each line.")
+    ] = None,
     device: Device = DEVICE,
     format: Annotated[
         str, typer.Option(help="text (the best translation) or jsonl (one JSON object with its score).")
@@ -66,7 +69,7 @@ def translate(
         output,
         device,
         OutputConfig(format, nbest, token_scores, alignment),
-        LineInputs(prefix_file, constraints_file, glossary),
+        LineInputs(prefix_file, constraints_file, glossary, target_lang),
         beam=beam,
         batch_size=batch_size,
         max_len_ratio=max_len_ratio,

@@ -71,11 +71,13 @@ class LineFile:
 
 @dataclass(frozen=True)
 class LineInputs:
-    """What `mt translate` may read besides its input: prefixes, terms per line, a glossary."""
+    """What `mt translate` may read besides its input: prefixes, terms per line, a glossary, and
+    the target language of a multi-target model."""
 
     prefix_file: Path | None = None
     constraints_file: Path | None = None
     glossary_file: Path | None = None
+    target_lang: str | None = None  # a multi-target model's language: its >>xx<< token before each line
 
 
 class SideInputs:

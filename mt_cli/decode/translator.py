@@ -71,6 +71,7 @@ class Translator:
     ) -> None:
         self.model, self.tokenizer, self.cfg, self.processors = model, tokenizer, cfg, processors
         self.device = next(model.parameters()).device
+        self.target_lang = ""  # a multi-target model's >>xx<< token, put before lines that carry none
 
     @classmethod
     def load(cls, path: Path | str | Sequence[Path | str], device: str = DEVICE, **overrides: Any) -> Translator:
@@ -101,7 +102,23 @@ class Translator:
         cfg = decode_options(self.cfg, overrides)
         if (cfg.precision == "int8") != (self.cfg.precision == "int8"):
             raise MtError("int8 decoding quantizes the model when it loads; load a new Translator for it")
-        return Translator(self.model, self.tokenizer, cfg, self.processors)
+        tr = Translator(self.model, self.tokenizer, cfg, self.processors)
+        tr.target_lang = self.target_lang
+        return tr
+
+    def for_target(self, lang: str | None) -> Translator:
+        """This model translating into `lang`: a multi-target (OPUS-MT) model's >>lang<< token goes
+        before every line that does not start with one of its own."""
+        if not lang:
+            return self
+        token, vocab = f">>{lang}<<", self.tokenizer.vocabulary("source")
+        if token not in vocab:
+            codes = [p for p in vocab if p.startswith(">>") and p.endswith("<<")]
+            known = ", ".join(codes[:30]) + (" ..." if len(codes) > 30 else "") if codes else "none: one target only"
+            raise MtError(f"--target-lang {lang}: the model has no {token} token (its language tokens: {known})")
+        tr = self.with_options()
+        tr.target_lang = token
+        return tr
 
     def search_ids(
         self, src_ids: list[list[int]], requests: list[Request] | None = None, samples: int = 1,
@@ -124,6 +141,8 @@ class Translator:
     def _source_ids(self, lines: list[str]) -> list[list[int]]:
         """Source ids ending in EOS, an over-long line cut to what the model can read."""
         limit = self.model.cfg.max_positions - 1
+        if self.target_lang:
+            lines = [line if line.startswith(">>") else f"{self.target_lang} {line}" for line in lines]
         return [ids if len(ids) <= limit else ids[: limit - 1] + [EOS] for ids in self.tokenizer.encode_src(lines)]
 
     def search(
@@ -297,4 +316,5 @@ def translate_file(checkpoint_path: Path | Sequence[Path], input_path: Path | No
                    device: str = DEVICE, output: OutputConfig = OutputConfig(), inputs: LineInputs = LineInputs(),
                    **overrides: Any) -> int:  # fmt: skip
     """`mt translate`: load the checkpoint (several: an ensemble), then translate INPUT to OUTPUT."""
-    return Translator.load(checkpoint_path, device, **overrides).translate_file(input_path, output_path, output, inputs)
+    tr = Translator.load(checkpoint_path, device, **overrides).for_target(inputs.target_lang)
+    return tr.translate_file(input_path, output_path, output, inputs)

@@ -29,9 +29,7 @@ ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "swish": "swish", "silu": "swish"
 
 def import_hf(folder: Path, out: Path) -> Path:
     """Read a MarianMTModel folder and write it as an mt checkpoint at `out`."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise MtError(f"{folder}: not a folder; give a folder written by save_pretrained (config.json, ...)")
+    folder = resolve_folder(str(folder))
     hf = _json(folder / "config.json")
     if hf.get("model_type") != "marian":
         raise MtError(f"{folder / 'config.json'}: model_type is {hf.get('model_type')!r}; only marian models import")
@@ -47,6 +45,28 @@ def import_hf(folder: Path, out: Path) -> Path:
     state = mt_state_dict(load_weights(folder), hf, tokenizer, model_cfg)
     checkpoint.save(out, cfg, tokenizer, state)
     return out
+
+
+HUB_FILES = ["config.json", "generation_config.json", "*.safetensors", "pytorch_model.bin", "*.spm", "*.json"]
+
+
+def resolve_folder(name: str) -> Path:
+    """A local folder as it is; an id such as Helsinki-NLP/opus-mt-de-en fetched from the Hugging
+    Face hub (huggingface_hub's cache) when the machine is online."""
+    if Path(name).is_dir():
+        return Path(name)
+    if name.count("/") != 1 or Path(name).exists():
+        raise MtError(f"{name}: not a folder; give a folder written by save_pretrained (config.json, ...) or a hub id")
+    try:
+        from huggingface_hub import snapshot_download
+    except ImportError:
+        raise MtError(f"{name}: fetching a hub id needs huggingface_hub (pip install huggingface_hub)") from None
+    try:
+        return Path(snapshot_download(name, allow_patterns=HUB_FILES))
+    except Exception as e:  # offline, unknown id, no permission: the hub's own message, on one line
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise MtError(f"{name}: could not fetch it from the Hugging Face hub ({first}); on a machine that is "
+                      "online, save it with save_pretrained and give that folder") from None  # fmt: skip
 
 
 def _json(path: Path) -> dict[str, Any]:
