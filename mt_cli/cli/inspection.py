@@ -69,7 +69,9 @@ def export_model(
 @app.command("import", rich_help_panel=INTEROP)
 @friendly
 def import_model(
-    folder: Annotated[Path, typer.Argument(help="A Hugging Face MarianMTModel folder (save_pretrained's layout).")],
+    folder: Annotated[
+        Path, typer.Argument(help="A MarianMTModel folder (save_pretrained's layout), or a hub id to fetch.")
+    ],
     out: Annotated[Path, typer.Option(help="The mt checkpoint to write, e.g. opus-de-en.pt.")],
     format_: Annotated[str, typer.Option("--format", help="hf: a Hugging Face Marian (OPUS-MT) folder.")] = "hf",
 ) -> None:
