@@ -161,3 +161,11 @@ class ScriptedModel:
             for tok, p in self.probs(tuple(prefix)).items():
                 logits[row, 0, tok] = math.log(p)
         return logits, cache
+
+
+def scripted(script: dict[tuple[int, ...], dict[int, float]], vocab: int = 6) -> ScriptedModel:
+    """A ScriptedModel from a table of prefix -> next-token probabilities; any other prefix ends
+    (EOS .98, tokens 4 and 5 .01 each)."""
+    from mt_cli.data.tokenizer import EOS
+
+    return ScriptedModel(lambda prefix: script.get(prefix, {EOS: 0.98, 4: 0.01, 5: 0.01}), vocab)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import ScriptedModel, write_lines
+from conftest import scripted, write_lines
 from mt_cli import Translator
 from mt_cli.data.tokenizer import EOS
 from mt_cli.decode.constraints import Constraints, TermState, bank_sizes
@@ -27,14 +27,10 @@ SCRIPT = {
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "decode" / "model.pt"
 
 
-def scripted() -> ScriptedModel:
-    return ScriptedModel(lambda prefix: SCRIPT.get(prefix, {EOS: 0.98, A: 0.01, B: 0.01}), VOCAB)
-
-
 def constrained(terms, beam=2, length_penalty=0.0, limit=10):
     guide = Constraints([terms], beam)
     src, max_lens = torch.ones(1, 3, dtype=torch.long), torch.tensor([limit])
-    return beam_search(scripted(), src, max_lens, beam, length_penalty, (guide.rules, end_at_limit), guide)[0]
+    return beam_search(scripted(SCRIPT), src, max_lens, beam, length_penalty, (guide.rules, end_at_limit), guide)[0]
 
 
 def test_constrained_search_on_a_scripted_model_finds_the_hypotheses_worked_out_on_paper():
@@ -42,7 +38,7 @@ def test_constrained_search_on_a_scripted_model_finds_the_hypotheses_worked_out_
     # With the term A B: step 0 keeps A (bank 1) and B (bank 0); step 1 has A A (.24, bank 1),
     # A B (.18, bank 2), and no EOS (no term met yet): the banks keep A B and A A. Step 2: A B EOS
     # (.6 * .3 * .98 = .1764) ends; step 3: A A B EOS (.24 * .01 * .98) ends. Both hold the term.
-    plain = beam_search(scripted(), torch.ones(1, 3, dtype=torch.long), torch.tensor([10]), 2, 0.0)[0]
+    plain = beam_search(scripted(SCRIPT), torch.ones(1, 3, dtype=torch.long), torch.tensor([10]), 2, 0.0)[0]
     assert plain[0].tokens == [B]
     hyps = constrained(((A, B),))
     assert [h.tokens for h in hyps] == [[A, B], [A, A, B]]

@@ -12,7 +12,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from conftest import ScriptedModel, write_lines
+from conftest import scripted, write_lines
 from mt_cli import Translator
 from mt_cli.cli import app
 from mt_cli.config import Config, DecodeConfig
@@ -35,10 +35,6 @@ FIXTURE = Path(__file__).resolve().parent / "fixtures" / "decode" / "model.pt"
 LINES = [line for line in (FIXTURE.parent / "src.txt").read_text(encoding="utf-8").splitlines() if line][:30]
 
 
-def scripted() -> ScriptedModel:
-    return ScriptedModel(lambda prefix: SCRIPT.get(prefix, {EOS: 0.98, A: 0.01, B: 0.01}), VOCAB)
-
-
 def _prefixed(prefix: list[int]) -> tuple:
     return (ForcePrefix([prefix], torch.device("cpu")), *DEFAULT_PROCESSORS)
 
@@ -46,12 +42,12 @@ def _prefixed(prefix: list[int]) -> tuple:
 def test_a_prefix_on_a_scripted_model_gives_the_hypotheses_worked_out_on_paper():
     src, limit = torch.ones(1, 3, dtype=torch.long), torch.tensor([10])
     # Greedy after B A (forced, .39 * .05) ends: EOS .98.
-    hyp = greedy_search(scripted(), src, limit, 0.0, _prefixed([B, A]))[0]
+    hyp = greedy_search(scripted(SCRIPT), src, limit, 0.0, _prefixed([B, A]))[0]
     assert hyp.tokens == [B, A]
     assert hyp.token_logprobs == pytest.approx([math.log(p) for p in (0.39, 0.05, 0.98)], abs=1e-4)
     # Beam 2 after A: A EOS (.6 * .35 = .21) ends at step 1, A A EOS (.6 * .4 * .98 = .235) at
     # step 2; B EOS (.351), best without the prefix, is barred.
-    hyps = beam_search(scripted(), src, limit, 2, 0.0, _prefixed([A]))[0]
+    hyps = beam_search(scripted(SCRIPT), src, limit, 2, 0.0, _prefixed([A]))[0]
     assert [h.tokens for h in hyps] == [[A, A], [A]]
     assert [h.score for h in hyps] == pytest.approx([math.log(0.6 * 0.4 * 0.98), math.log(0.6 * 0.35)], abs=1e-4)
 

@@ -10,77 +10,80 @@ from mt_cli.cli.app import DECODE, Device, app, err, friendly
 from mt_cli.config import DEFAULT_METRICS, DEVICE, OutputConfig
 from mt_cli.errors import MtError
 
+# translate's options: one alias each, so the command reads as a list of them.
+Checkpoints = Annotated[
+    list[Path],
+    typer.Option("--checkpoint", help="A checkpoint written by `mt train` (best.pt); repeat for an ensemble."),
+]
+Input = Annotated[Path | None, typer.Argument(help="Text to translate; stdin when absent.")]
+Output = Annotated[Path | None, typer.Option(help="Where to write; stdout when absent.")]
+Beam = Annotated[int | None, typer.Option(help="Beam size; 1 is greedy.")]
+BatchSize = Annotated[int | None, typer.Option(help="Sentences decoded together.")]
+MaxLenRatio = Annotated[float | None, typer.Option(help="Output length limit per source token.")]
+LengthPenalty = Annotated[float | None, typer.Option(help="Alpha in score / length**alpha.")]
+Precision = Annotated[str | None, typer.Option(help="fp32, bf16 (autocast) or int8 (dynamic int8 linear layers, CPU).")]
+NoRepeat = Annotated[int | None, typer.Option(help="N: no token n-gram of size N occurs twice.")]
+TopK = Annotated[int | None, typer.Option(help="Sample from the K most probable tokens (0: all).")]
+TopP = Annotated[float | None, typer.Option(help="Sample from the fewest tokens whose probability reaches P.")]
+Temperature = Annotated[float | None, typer.Option(help="Sample from softmax(log p / T).")]
+Seed = Annotated[int | None, typer.Option(help="Sampling seed: the same seed, the same output.")]
+PrefixFile = Annotated[
+    Path | None, typer.Option(help="One target prefix per input line (empty: none); outputs start with it.")
+]
+GlossaryFile = Annotated[
+    Path | None, typer.Option(help="TSV of `source term<TAB>target term`: found terms must be translated so.")
+]
+ConstraintsFile = Annotated[
+    Path | None, typer.Option(help="Per input line, tab-separated target terms the output must contain.")
+]
+TargetLang = Annotated[
+    str | None, typer.Option(help="A multi-target model's target language xx: its >>xx<< token before each line.")
+]
+Format = Annotated[str, typer.Option(help="text (the best translation) or jsonl (one JSON object with its score).")]
+NBest = Annotated[
+    int, typer.Option(help="jsonl: also the K best hypotheses, best first (K <= --beam; sampling: K draws).")
+]
+TokenScores = Annotated[bool, typer.Option(help="jsonl: each output piece with its log-probability.")]
+Alignment = Annotated[
+    bool, typer.Option(help="jsonl: per output piece, the source piece the last layer attends to most.")
+]
+
 
 @app.command(rich_help_panel=DECODE)
 @friendly
 def translate(
-    checkpoint: Annotated[
-        list[Path], typer.Option(help="A checkpoint written by `mt train` (best.pt); repeat for an ensemble.")
-    ],
-    input: Annotated[Path | None, typer.Argument(help="Text to translate; stdin when absent.")] = None,
-    output: Annotated[Path | None, typer.Option(help="Where to write; stdout when absent.")] = None,
-    beam: Annotated[int | None, typer.Option(help="Beam size; 1 is greedy.")] = None,
-    batch_size: Annotated[int | None, typer.Option(help="Sentences decoded together.")] = None,
-    max_len_ratio: Annotated[float | None, typer.Option(help="Output length limit per source token.")] = None,
-    length_penalty: Annotated[float | None, typer.Option(help="Alpha in score / length**alpha.")] = None,
-    precision: Annotated[
-        str | None, typer.Option(help="fp32, bf16 (autocast) or int8 (dynamic int8 linear layers, CPU).")
-    ] = None,
-    no_repeat_ngram: Annotated[int | None, typer.Option(help="N: no token n-gram of size N occurs twice.")] = None,
-    prefix_file: Annotated[
-        Path | None, typer.Option(help="One target prefix per input line (empty: none); outputs start with it.")
-    ] = None,
-    glossary: Annotated[
-        Path | None, typer.Option(help="TSV of `source term<TAB>target term`: found terms must be translated so.")
-    ] = None,
-    constraints_file: Annotated[
-        Path | None, typer.Option(help="Per input line, tab-separated target terms the output must contain.")
-    ] = None,
-    sampling_topk: Annotated[int | None, typer.Option(help="Sample from the K most probable tokens (0: all).")] = None,
-    sampling_topp: Annotated[
-        float | None, typer.Option(help="Sample from the fewest tokens whose probability reaches P.")
-    ] = None,
-    temperature: Annotated[float | None, typer.Option(help="Sample from softmax(log p / T).")] = None,
-    seed: Annotated[int | None, typer.Option(help="Sampling seed: the same seed, the same output.")] = None,
-    target_lang: Annotated[
-        str | None, typer.Option(help="A multi-target model's target language xx: its >>xx<< token before each line.")
-    ] = None,
+    checkpoint: Checkpoints,
+    input: Input = None,
+    output: Output = None,
+    beam: Beam = None,
+    batch_size: BatchSize = None,
+    max_len_ratio: MaxLenRatio = None,
+    length_penalty: LengthPenalty = None,
+    precision: Precision = None,
+    no_repeat_ngram: NoRepeat = None,
+    prefix_file: PrefixFile = None,
+    glossary: GlossaryFile = None,
+    constraints_file: ConstraintsFile = None,
+    sampling_topk: TopK = None,
+    sampling_topp: TopP = None,
+    temperature: Temperature = None,
+    seed: Seed = None,
+    target_lang: TargetLang = None,
     device: Device = DEVICE,
-    format: Annotated[
-        str, typer.Option(help="text (the best translation) or jsonl (one JSON object with its score).")
-    ] = OutputConfig.format,
-    nbest: Annotated[
-        int, typer.Option(help="jsonl: also the K best hypotheses, best first (K <= --beam; sampling: K draws).")
-    ] = OutputConfig.nbest,
-    token_scores: Annotated[bool, typer.Option(help="jsonl: each output piece with its log-probability.")] = (
-        OutputConfig.token_scores
-    ),
-    alignment: Annotated[
-        bool, typer.Option(help="jsonl: per output piece, the source piece the last layer attends to most.")
-    ] = OutputConfig.alignment,
+    format: Format = OutputConfig.format,
+    nbest: NBest = OutputConfig.nbest,
+    token_scores: TokenScores = OutputConfig.token_scores,
+    alignment: Alignment = OutputConfig.alignment,
 ) -> None:
     """Translate a file (or stdin) line by line: one output line for every input line."""
     from mt_cli.decode.line_files import LineInputs
     from mt_cli.decode.translator import translate_file
 
-    n = translate_file(
-        checkpoint,
-        input,
-        output,
-        device,
-        OutputConfig(format, nbest, token_scores, alignment),
-        LineInputs(prefix_file, constraints_file, glossary, target_lang),
-        beam=beam,
-        batch_size=batch_size,
-        max_len_ratio=max_len_ratio,
-        length_penalty=length_penalty,
-        precision=precision,
-        no_repeat_ngram=no_repeat_ngram,
-        sampling_topk=sampling_topk,
-        sampling_topp=sampling_topp,
-        temperature=temperature,
-        seed=seed,
-    )
+    decoding = {"beam": beam, "batch_size": batch_size, "max_len_ratio": max_len_ratio, "seed": seed,
+                "length_penalty": length_penalty, "precision": precision, "no_repeat_ngram": no_repeat_ngram,
+                "sampling_topk": sampling_topk, "sampling_topp": sampling_topp, "temperature": temperature}  # fmt: skip
+    n = translate_file(checkpoint, input, output, device, OutputConfig(format, nbest, token_scores, alignment),
+                       LineInputs(prefix_file, constraints_file, glossary, target_lang), **decoding)  # fmt: skip
     if output is not None:
         err(f"translated {n} lines into {output}")
 

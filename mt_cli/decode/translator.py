@@ -72,6 +72,7 @@ class Translator:
         self.model, self.tokenizer, self.cfg, self.processors = model, tokenizer, cfg, processors
         self.device = next(model.parameters()).device
         self.target_lang = ""  # a multi-target model's >>xx<< token, put before lines that carry none
+        self._glue_ids: torch.Tensor | None = None
 
     @classmethod
     def load(cls, path: Path | str | Sequence[Path | str], device: str = DEVICE, **overrides: Any) -> Translator:
@@ -133,10 +134,13 @@ class Translator:
         return [[dataclasses.replace(h, text=" ".join(next(texts).split())) for h in hyps] for hyps in found]
 
     def _glue(self) -> torch.Tensor:
-        """Target pieces that continue a word: no word-start mark, and a letter or digit first."""
-        pieces = self.tokenizer.tgt_pieces(list(range(self.tokenizer.tgt_vocab_size)))
-        ids = [i for i, p in enumerate(pieces) if p[:1].isalnum()]  # special pieces (<unk>, </s>) start with <
-        return torch.tensor(ids, dtype=torch.long, device=self.device)
+        """Target pieces that continue a word: no word-start mark, and a letter or digit first
+        (worked out once per tokenizer, not per batch)."""
+        if self._glue_ids is None:
+            pieces = self.tokenizer.tgt_pieces(list(range(self.tokenizer.tgt_vocab_size)))
+            ids = [i for i, p in enumerate(pieces) if p[:1].isalnum()]  # special pieces (<unk>, </s>) start with <
+            self._glue_ids = torch.tensor(ids, dtype=torch.long, device=self.device)
+        return self._glue_ids
 
     def _source_ids(self, lines: list[str]) -> list[list[int]]:
         """Source ids ending in EOS, an over-long line cut to what the model can read."""
