@@ -28,23 +28,30 @@ ALLOWED = {
 }
 
 Batch = list[str]
+# A job's "pieces": true makes each system return its output pieces (EOS and padding dropped)
+# instead of text: a model with random weights (opus_speed.py) writes pieces that SentencePiece
+# cannot spell, whose text would be all "⁇" and could not show whether the systems agree.
 
 
-def mt_decoder(job: dict) -> Callable[[Batch, int], Batch]:
+def mt_decoder(job: dict) -> Callable[[Batch, int], list]:
     """The model exactly as `mt translate --precision P` loads it; mt applies its own length limit
-    (the same ratio * source + offset that speed.py hands the other systems per batch)."""
+    (the same ratio * source + offset that speed.py hands the other systems per batch; a job's
+    "mt" settings, e.g. a fixed limit, go to Translator.load as they are)."""
     import torch
 
     from mt_cli.decode.translator import Translator
 
     torch.set_num_threads(job["threads"])
     translator = Translator.load(
-        job["model"], "cpu", beam=job["beam"], batch_size=job["batch"], length_penalty=1.0, precision=job["precision"]
-    )
+        job["model"], "cpu", beam=job["beam"], batch_size=job["batch"], length_penalty=job.get("length_penalty", 1.0),
+        precision=job["precision"], **job.get("mt", {}),
+    )  # fmt: skip
+    if job.get("pieces"):
+        return lambda lines, limit: [translator.tokenizer.tgt_pieces(h[0].tokens) for h in translator.search(lines)]
     return lambda lines, limit: translator.translate(lines)
 
 
-def hf_decoder(job: dict) -> Callable[[Batch, int], Batch]:
+def hf_decoder(job: dict) -> Callable[[Batch, int], list]:
     """MarianMTModel.generate on the `mt export --format hf` folder."""
     import torch
     import transformers
@@ -53,19 +60,22 @@ def hf_decoder(job: dict) -> Callable[[Batch, int], Batch]:
     tok = transformers.MarianTokenizer.from_pretrained(job["model"])
     model = transformers.MarianMTModel.from_pretrained(job["model"]).eval()
 
-    def run(lines: Batch, limit: int) -> Batch:
+    def run(lines: Batch, limit: int) -> list:
         enc = tok(lines, return_tensors="pt", padding=True)
         with torch.inference_mode():
             ids = model.generate(
-                **enc, num_beams=job["beam"], do_sample=False, early_stopping=True, length_penalty=1.0,
-                max_new_tokens=limit,
+                **enc, num_beams=job["beam"], do_sample=False, early_stopping=True,
+                length_penalty=job.get("length_penalty", 1.0), max_new_tokens=limit,
             )  # fmt: skip
+        if job.get("pieces"):  # the first id is the decoder start (<pad>), which tokenizers skip too
+            drop = {tok.pad_token_id, tok.eos_token_id}
+            return [tok.convert_ids_to_tokens([i for i in row.tolist()[1:] if i not in drop]) for row in ids]
         return [" ".join(text.split()) for text in tok.batch_decode(ids, skip_special_tokens=True)]
 
     return run
 
 
-def ct2_decoder(job: dict) -> Callable[[Batch, int], Batch]:
+def ct2_decoder(job: dict) -> Callable[[Batch, int], list]:
     """CTranslate2 on the `mt export --format ct2` folder, with its own SentencePiece models."""
     import ctranslate2
     import sentencepiece as spm
@@ -75,11 +85,14 @@ def ct2_decoder(job: dict) -> Callable[[Batch, int], Batch]:
     tgt = spm.SentencePieceProcessor(model_file=os.path.join(folder, "target.spm"))
     translator = ctranslate2.Translator(folder, device="cpu", intra_threads=job["threads"], inter_threads=1)
 
-    def run(lines: Batch, limit: int) -> Batch:
+    def run(lines: Batch, limit: int) -> list:
         pieces = [src.encode(line, out_type=str) + ["</s>"] for line in lines]
         results = translator.translate_batch(
-            pieces, beam_size=job["beam"], length_penalty=1.0, max_decoding_length=limit, max_batch_size=len(lines)
-        )
+            pieces, beam_size=job["beam"], length_penalty=job.get("length_penalty", 1.0), max_decoding_length=limit,
+            max_batch_size=len(lines),
+        )  # fmt: skip
+        if job.get("pieces"):
+            return [r.hypotheses[0] for r in results]
         return [" ".join(tgt.decode_pieces(r.hypotheses[0]).split()) for r in results]
 
     return run
