@@ -19,12 +19,12 @@ import argparse
 import datetime
 import platform
 import re
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import torch
+from results import README, RESULTS, ROOT, append_section, commit, replace_section  # noqa: F401 (re-exported)
 from trials import summary  # this folder's run-log reader
 
 from mt_cli.config import build_config
@@ -35,9 +35,6 @@ from mt_cli.tools.evaluate import tune_decoding
 from mt_cli.train.inputs import DataSpec
 from mt_cli.train.loop import train
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "RESULTS.md"
-README = ROOT / "README.md"
 # corpus -> (folder under the data root, train stem, validation stem, test stems)
 CORPORA = {
     "multi30k": ("multi30k", "train", "val", ["test2016", "test2017", "test2018"]),
@@ -48,20 +45,6 @@ COLUMNS = [
     "steps", "train min", "wall min", "machine", "signature",
 ]  # fmt: skip
 TUNE_BEAMS, TUNE_PENALTIES = [4, 5, 8], [0.6, 0.8, 1.0, 1.2]
-
-
-def commit() -> str:
-    def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-
-    head = git("rev-parse", "--short", "HEAD") or "unknown"
-    return head + ("-dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
-
-
-def append_section(title: str, body: str, measured_commit: str | None = None) -> None:
-    """A "## TITLE, DATE, commit C" section with `body` at the end of RESULTS.md, written atomically."""
-    when = f"{datetime.date.today()}, commit {measured_commit or commit()}"
-    atomic_write_text(RESULTS, RESULTS.read_text(encoding="utf-8") + f"\n## {title}, {when}\n\n{body}")
 
 
 def chosen_checkpoint(run: Path) -> Path:
@@ -167,17 +150,6 @@ def readme_table(rows: list[dict[str, str]]) -> str:
     if not latest:
         lines.append("| (no runs recorded yet) |" + " |" * (len(names) - 1))
     return "\n".join(lines)
-
-
-def replace_section(path: Path, name: str, body: str) -> None:
-    """Put `body` between the `<!-- NAME:start -->` and `<!-- NAME:end -->` markers of `path`."""
-    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
-    text = path.read_text(encoding="utf-8")
-    if start not in text or end not in text:
-        sys.exit(f"{path}: no {start} ... {end} markers")
-    head, rest = text.split(start, 1)
-    _, tail = rest.split(end, 1)
-    atomic_write_text(path, f"{head}{start}\n{body.strip()}\n{end}{tail}")
 
 
 def update_readme(readme: Path = README, results: Path = RESULTS) -> None:

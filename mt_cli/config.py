@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import types
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mt_cli.config_files import load_yaml, parse_set
+from mt_cli.config_files import build_section, load_yaml, merge, parse_set
 from mt_cli.errors import MtError
 
 ACTIVATIONS = ("relu", "gelu", "swish")  # swish is SiLU, x * sigmoid(x), as OPUS-MT models use
@@ -267,6 +265,32 @@ class DoctorConfig:
     max_ratio: float = 3.0  # length ratios this many times off the corpus median are reported
 
 
+@dataclass(frozen=True)
+class ServeConfig:
+    """`mt serve`'s address, limits and batching: a property of the server, not of the model."""
+
+    host: str = "127.0.0.1"  # loopback only, unless told otherwise
+    port: int = 8000
+    max_batch_tokens: int = 2048  # source tokens merged into one decoding batch, from all requests
+    max_wait_ms: float = 50.0  # at most this long a batch waits for more requests to join it
+    batch_gap_ms: float = 2.0  # ... and it starts sooner once no request has come for this long
+    max_request_lines: int = 1000
+    max_body_bytes: int = 1 << 20  # 1 MiB
+    max_queue_lines: int = 4000  # lines waiting beyond this are refused with 503 and Retry-After
+    shutdown_s: float = 8.0  # SIGTERM: time the requests in flight get to finish
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.port <= 65535:
+            raise MtError(f"--port must be 0 (any free port) to 65535, not {self.port}")
+        for name in ("max_batch_tokens", "max_request_lines", "max_body_bytes", "max_queue_lines"):
+            if getattr(self, name) < 1:
+                raise MtError(f"--{name.replace('_', '-')} must be at least 1, not {getattr(self, name)}")
+        if self.max_wait_ms < 0 or self.batch_gap_ms < 0:
+            raise MtError("--max-wait-ms and --batch-gap-ms must not be negative")
+        if self.max_queue_lines < self.max_request_lines:
+            raise MtError("--max-queue-lines must be at least --max-request-lines, or a full request could never wait")
+
+
 # What `mt evaluate` scores when --metrics is not given.
 DEFAULT_METRICS = ("bleu", "chrf")
 
@@ -318,7 +342,7 @@ def from_dict(data: dict[str, Any], where: str = "config") -> Config:
     for f in dataclasses.fields(Config):
         section_cls = _section_classes()[f.name]
         values = dict(data.get(f.name) or {})
-        sections[f.name] = _build_section(section_cls, values, f"{where}: {f.name}")
+        sections[f.name] = build_section(section_cls, values, f"{where}: {f.name}")
     unknown = set(data) - set(sections) - {"preset"}
     if unknown:
         raise MtError(f"{where}: unknown section(s) {sorted(unknown)}; expected {sorted(sections)}")
@@ -327,51 +351,6 @@ def from_dict(data: dict[str, Any], where: str = "config") -> Config:
 
 def _section_classes() -> dict[str, type]:
     return {"model": ModelConfig, "tokenizer": TokenizerConfig, "train": TrainConfig, "decode": DecodeConfig}
-
-
-def _build_section(cls: type, values: dict[str, Any], where: str) -> Any:
-    hints = typing.get_type_hints(cls)
-    names = {f.name for f in dataclasses.fields(cls)}
-    unknown = set(values) - names
-    if unknown:
-        raise MtError(f"{where}: unknown field(s) {sorted(unknown)}; known: {sorted(names)}")
-    coerced = {k: _coerce(v, hints[k], f"{where}.{k}") for k, v in values.items()}
-    return cls(**coerced)
-
-
-def _coerce(value: Any, hint: Any, where: str) -> Any:
-    """Check a YAML value against a field's type; ints are accepted where floats are expected."""
-    origin = typing.get_origin(hint)
-    args = typing.get_args(hint)
-    if origin is typing.Union or origin is types.UnionType:
-        if value is None and type(None) in args:
-            return None
-        hint = next(a for a in args if a is not type(None))
-        origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin is tuple:
-        if not isinstance(value, (list, tuple)) or len(value) != len(args):
-            raise MtError(f"{where} must be a list of {len(args)} values, not {value!r}")
-        return tuple(_coerce(v, a, where) for v, a in zip(value, args))
-    if hint is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if hint is float and isinstance(value, str):
-        try:  # YAML 1.1 reads 5e-4 (no dot) as a string
-            return float(value)
-        except ValueError:
-            pass
-    if isinstance(value, bool) != (hint is bool) or not isinstance(value, hint):
-        raise MtError(f"{where} must be of type {hint.__name__}, not {value!r}")
-    return value
-
-
-def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
-    out = {k: dict(v) if isinstance(v, dict) else v for k, v in base.items()}
-    for k, v in extra.items():
-        if isinstance(v, dict) and isinstance(out.get(k), dict):
-            out[k] = {**out[k], **v}
-        else:
-            out[k] = v
-    return out
 
 
 def build_config(
@@ -387,10 +366,10 @@ def build_config(
     if preset is not None:
         if preset not in PRESETS:
             raise MtError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
-        data = _merge(data, PRESETS[preset])
-    data = _merge(data, file_data)
-    data = _merge(data, options or {})
+        data = merge(data, PRESETS[preset])
+    data = merge(data, file_data)
+    data = merge(data, options or {})
     for item in sets or []:
-        data = _merge(data, parse_set(item))
+        data = merge(data, parse_set(item))
     where = str(yaml_path) if yaml_path else "config"
     return from_dict(data, where=f"{where} with the command-line options" if options or sets else where)

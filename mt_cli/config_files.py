@@ -4,9 +4,12 @@ none, and starts sooner without it."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib
 import re
+import types
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -56,3 +59,50 @@ def load_yaml(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise MtError(f"{path}: expected a mapping of sections (model, tokenizer, train, decode)")
     return data
+
+
+def build_section(cls: type, values: dict[str, Any], where: str) -> Any:
+    """One config section (a dataclass) from a dict, each value checked against its field's type;
+    unknown fields are errors naming the known ones."""
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = set(values) - names
+    if unknown:
+        raise MtError(f"{where}: unknown field(s) {sorted(unknown)}; known: {sorted(names)}")
+    coerced = {k: _coerce(v, hints[k], f"{where}.{k}") for k, v in values.items()}
+    return cls(**coerced)
+
+
+def _coerce(value: Any, hint: Any, where: str) -> Any:
+    """Check a YAML value against a field's type; ints are accepted where floats are expected."""
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin is typing.Union or origin is types.UnionType:
+        if value is None and type(None) in args:
+            return None
+        hint = next(a for a in args if a is not type(None))
+        origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)) or len(value) != len(args):
+            raise MtError(f"{where} must be a list of {len(args)} values, not {value!r}")
+        return tuple(_coerce(v, a, where) for v, a in zip(value, args))
+    if hint is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if hint is float and isinstance(value, str):
+        try:  # YAML 1.1 reads 5e-4 (no dot) as a string
+            return float(value)
+        except ValueError:
+            pass
+    if isinstance(value, bool) != (hint is bool) or not isinstance(value, hint):
+        raise MtError(f"{where} must be of type {hint.__name__}, not {value!r}")
+    return value
+
+
+def merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    out = {k: dict(v) if isinstance(v, dict) else v for k, v in base.items()}
+    for k, v in extra.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = {**out[k], **v}
+        else:
+            out[k] = v
+    return out

@@ -21,7 +21,7 @@ LAYERS = {
     "mt_cli.model": 2, "mt_cli.metrics": 2,
     "mt_cli.decode": 3,
     "mt_cli.train": 4,
-    "mt_cli.interop": 5, "mt_cli.tools": 5,
+    "mt_cli.interop": 5, "mt_cli.tools": 5, "mt_cli.serve": 5,
     "mt_cli.cli": 6, "mt_cli.__main__": 6,
 }  # fmt: skip
 

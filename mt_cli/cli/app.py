@@ -14,7 +14,7 @@ from mt_cli import __version__
 from mt_cli.errors import MtError
 
 # `mt --help` lists the commands by the stage of the work they belong to.
-DATA, TRAIN, DECODE, INSPECT, INTEROP = STAGES = ("Data", "Train", "Decode", "Inspect", "Interop")
+DATA, TRAIN, DECODE, SERVE, INSPECT, INTEROP = STAGES = ("Data", "Train", "Decode", "Serve", "Inspect", "Interop")
 
 app = typer.Typer(
     help="mt: train, run and score Transformer translation models.",
@@ -92,7 +92,8 @@ def config_options(
         @functools.wraps(fn)
         def command(**given: Any) -> Any:
             values = {name: given.pop(name) for name in helps}
-            return fn(options={k: v for k, v in values.items() if v not in (None, False)}, **given)
+            # `is`, not `in`: 0 == False, and an option given as 0 (--port 0) is given.
+            return fn(options={k: v for k, v in values.items() if v is not None and v is not False}, **given)
 
         command.__signature__ = signature.replace(parameters=kept + extra)  # type: ignore[attr-defined]
         return command  # type: ignore[return-value]

@@ -43,8 +43,15 @@ def render(hyps: list[Hypothesis], blank: bool, out: OutputConfig, pieces: Calla
     """One output line (without its newline) for one input line's hypotheses, best first."""
     if out.format == "text":
         return hyps[0].text
+    return json.dumps(as_object(hyps, blank, out, pieces), ensure_ascii=False)
+
+
+def as_object(
+    hyps: list[Hypothesis], blank: bool, out: OutputConfig, pieces: Callable[[list[int]], list[str]]
+) -> dict[str, Any]:
+    """The JSON object of one input line (`--format jsonl`; the server's "full" format)."""
     if blank:
-        return json.dumps({"translation": "", "score": None}, ensure_ascii=False)
+        return {"translation": "", "score": None}
 
     def entry(h: Hypothesis) -> dict[str, Any]:
         # A sentence that found no finished hypothesis scores -inf, which JSON cannot hold.
@@ -58,16 +65,24 @@ def render(hyps: list[Hypothesis], blank: bool, out: OutputConfig, pieces: Calla
     obj = entry(hyps[0])
     if out.nbest > 1:
         obj["nbest"] = [entry(h) for h in hyps[: out.nbest]]
-    return json.dumps(obj, ensure_ascii=False)
+    return obj
 
 
 def render_score(h: Hypothesis, fmt: str, normalize: bool, pieces: Callable[[list[int]], list[str]]) -> str:
     """`mt score`'s line for one pair: the summed log-probability (divided by the token count, EOS
     included, with `normalize`), or a JSON object with the tokens and their log-probabilities."""
-    score = h.score / len(h.token_logprobs) if normalize else h.score
     if fmt == "text":
-        return repr(score)
-    return json.dumps({"score": score, **_token_fields(h, pieces)}, ensure_ascii=False)
+        return repr(pair_score(h, normalize))
+    return json.dumps(score_object(h, normalize, pieces), ensure_ascii=False)
+
+
+def pair_score(h: Hypothesis, normalize: bool) -> float:
+    return h.score / len(h.token_logprobs) if normalize else h.score
+
+
+def score_object(h: Hypothesis, normalize: bool, pieces: Callable[[list[int]], list[str]]) -> dict[str, Any]:
+    """The JSON object of one scored pair (`mt score --format jsonl`; the server's "full" format)."""
+    return {"score": pair_score(h, normalize), **_token_fields(h, pieces)}
 
 
 def _token_fields(h: Hypothesis, pieces: Callable[[list[int]], list[str]]) -> dict[str, Any]:

@@ -1,0 +1,152 @@
+"""Dynamic batching: one decoding thread serves every request, merging those that can share a search.
+
+Requests enter a queue as jobs. The thread takes the oldest job, then every later job with the
+same key (the same search: beam, constraints, ...) until the batch holds `max_batch_tokens` source
+tokens or `max_wait_s` has passed since the oldest job came (or since the last batch ended, if
+later), and hands the batch to `run`, which decodes the
+jobs' lines as one length-sorted batch and returns each job's own result. The thread is the only
+one that touches the model, so decoding never runs on the event loop, and nothing needs a lock.
+
+A job whose client has gone (its future cancelled while it waited) is dropped before decoding.
+An exception in `run` fails only that batch's jobs. When more lines wait than `max_queue_lines`,
+`submit` refuses at once with the seconds the queue needs to drain, instead of letting requests
+time out.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Hashable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class Overloaded(Exception):
+    """The queue is full; `retry_after` is the whole seconds it needs to drain at the recent rate."""
+
+    def __init__(self, retry_after: int) -> None:
+        super().__init__(f"the server is at capacity; retry in {retry_after} s")
+        self.retry_after = retry_after
+
+
+@dataclass
+class Job:
+    key: Hashable  # jobs with equal keys may share one search
+    lines: int  # how many lines the job holds (what the queue limit counts)
+    tokens: int  # source tokens (what the batch budget counts)
+    payload: Any  # what `run` reads: the lines and their options
+    future: Future = field(default_factory=Future)
+    queued: float = field(default_factory=time.monotonic)
+
+
+# run(key, jobs) -> one result per job, in order
+Runner = Callable[[Hashable, list[Job]], list[Any]]
+# observe(jobs, seconds waited by each, seconds decoding took)
+Observer = Callable[[list[Job], list[float], float], None]
+
+
+class Batcher:
+    def __init__(self, run: Runner, max_batch_tokens: int, max_wait_s: float, max_queue_lines: int,
+                 observe: Observer | None = None, gap_s: float | None = None) -> None:  # fmt: skip
+        self.run, self.observe = run, observe
+        self.gap_s = max_wait_s if gap_s is None else gap_s
+        self.max_batch_tokens, self.max_wait_s, self.max_queue_lines = max_batch_tokens, max_wait_s, max_queue_lines
+        self._pending: deque[Job] = deque()
+        self._queued_lines = 0
+        self._rate = 0.0  # lines/s of recent batches, for Retry-After
+        self._free_since = 0.0  # when the last batch ended
+        self._last_jobs = 0  # how many jobs it answered
+        self._closed = False
+        self._cond = threading.Condition()
+        self._thread = threading.Thread(target=self._loop, name="mt-decoding", daemon=True)
+        self._thread.start()
+
+    @property
+    def queued_lines(self) -> int:
+        return self._queued_lines
+
+    def submit(self, key: Hashable, lines: int, tokens: int, payload: Any) -> Future:
+        """Queue a job; its future gets `run`'s result for it (or the exception its batch raised)."""
+        with self._cond:
+            if self._closed:
+                raise RuntimeError("the server is shutting down")
+            if self._queued_lines + lines > self.max_queue_lines:
+                raise Overloaded(self._drain_seconds())
+            job = Job(key, lines, tokens, payload)
+            self._pending.append(job)
+            self._queued_lines += lines
+            self._cond.notify()
+        return job.future
+
+    def close(self, timeout: float | None = None) -> None:
+        """Decode what is queued, then stop the thread."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify()
+        self._thread.join(timeout)
+
+    def _drain_seconds(self) -> int:
+        return max(1, math.ceil(self._queued_lines / self._rate)) if self._rate > 0 else 1
+
+    def _take(self) -> list[Job]:
+        """The next batch: the oldest job and the later ones with its key, within the token budget,
+        once the budget is full or the oldest has waited long enough. Empty only when closed."""
+        with self._cond:
+            while not self._pending:
+                if self._closed:
+                    return []
+                self._cond.wait()
+            while True:
+                first = self._pending[0]
+                batch: list[Job] = []
+                tokens = 0
+                for job in self._pending:
+                    if job.key == first.key and (not batch or tokens + job.tokens <= self.max_batch_tokens):
+                        batch.append(job)
+                        tokens += job.tokens
+                # The batch starts when it is full; or max_wait after the oldest job came (or the
+                # last batch ended, if later); or, once as many jobs have come since the last
+                # batch ended as it answered, `gap` after the newest. The clients a batch answers
+                # come back within milliseconds of each other: waiting for them all merges them
+                # with the jobs that queued meanwhile into one batch, where otherwise two groups
+                # of half the size would take turns.
+                opened = max(first.queued, self._free_since)
+                came = [job.queued for job in batch if job.queued > self._free_since]
+                deadline = opened + self.max_wait_s
+                if came and len(came) >= self._last_jobs:
+                    deadline = min(deadline, max(came) + self.gap_s)
+                left = deadline - time.monotonic()
+                if tokens >= self.max_batch_tokens or left <= 0 or self._closed:
+                    break
+                self._cond.wait(left)
+            for job in batch:
+                self._pending.remove(job)
+            self._queued_lines -= sum(job.lines for job in batch)
+            return batch
+
+    def _loop(self) -> None:
+        while batch := self._take():
+            started = time.monotonic()
+            # A job whose waiting client went away (its future cancelled) is not decoded.
+            live = [job for job in batch if job.future.set_running_or_notify_cancel()]
+            if not live:
+                continue
+            try:
+                results = self.run(live[0].key, live)
+            except Exception as e:  # noqa: BLE001 - fails this batch's requests, not the server
+                for job in live:
+                    job.future.set_exception(e)
+                continue
+            seconds = time.monotonic() - started
+            for job, result in zip(live, results):
+                job.future.set_result(result)
+            lines = sum(job.lines for job in live)
+            if seconds > 0:
+                self._rate = lines / seconds if self._rate == 0 else 0.8 * self._rate + 0.2 * lines / seconds
+            if self.observe is not None:
+                self.observe(live, [started - job.queued for job in live], seconds)
+            self._free_since, self._last_jobs = time.monotonic(), len(live)

@@ -1,0 +1,146 @@
+"""What the server decodes: each request checked and turned into a batcher job, and each batch of
+jobs into one Translator call, so that the server translates exactly as `mt translate` does.
+
+Everything a request could get wrong (n-best above the beam, terms without beam search, a prefix
+the model cannot read, a term the vocabulary cannot spell) is checked here, before the job is
+queued: a bad request then fails alone, with 422, and never takes the batch it would join down.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Hashable
+from dataclasses import dataclass
+from typing import Any
+
+from mt_cli.config import OutputConfig
+from mt_cli.decode.glossary import Glossary
+from mt_cli.decode.output import as_object, check_nbest, score_object
+from mt_cli.decode.translator import Requests, Translator
+from mt_cli.errors import MtError
+from mt_cli.serve.batcher import Job
+from mt_cli.serve.telemetry import Telemetry
+from mt_cli.tools.heatmap import record_attention
+
+
+@dataclass(frozen=True)
+class Translation:
+    lines: list[str]
+    prefixes: list[str | None] | None
+    terms: list[list[str]] | None
+    output: OutputConfig  # format "text" or "jsonl" (the API's "full"), n-best, token scores, alignment
+
+
+@dataclass(frozen=True)
+class Scoring:
+    sources: list[str]
+    targets: list[str]
+    normalize: bool
+    full: bool
+
+
+@dataclass(frozen=True)
+class Attention:
+    text: str
+    target: str | None
+
+
+@dataclass(frozen=True)
+class Work:
+    """A checked request, ready to queue: the batcher's key, line and token counts, and payload."""
+
+    key: Hashable
+    lines: int
+    tokens: int
+    payload: Translation | Scoring | Attention
+
+
+class Service:
+    def __init__(self, translator: Translator, telemetry: Telemetry | None = None) -> None:
+        self.translator, self.telemetry = translator, telemetry
+        self._beams: dict[int, Translator] = {}
+        self._alone = itertools.count()  # keys for jobs that never share a batch
+
+    def with_beam(self, beam: int | None) -> Translator:
+        """The translator searching with `beam` (None: the checkpoint's own), made once per beam."""
+        beam = beam or self.translator.cfg.beam
+        if beam not in self._beams:
+            self._beams[beam] = self.translator.with_options(beam=beam) if beam != self.translator.cfg.beam else (
+                self.translator
+            )  # fmt: skip
+        return self._beams[beam]
+
+    def translation(self, lines: list[str], beam: int | None, output: OutputConfig,
+                    glossary: dict[str, str] | None, prefixes: list[str | None] | None) -> Work:  # fmt: skip
+        """A translation request checked as `mt translate` checks its options and input."""
+        tr = self.with_beam(beam)
+        check_nbest(output.nbest, tr.cfg)
+        if prefixes is not None and len(prefixes) != len(lines):
+            raise MtError(f"prefix: {len(prefixes)} prefixes for {len(lines)} lines; give one per line (null for none)")
+        terms = None
+        if glossary:
+            entries = [(s.strip(), t.strip()) for s, t in glossary.items()]
+            if any(not s or not t for s, t in entries):
+                raise MtError("glossary: an empty source or target term; give both sides of every entry")
+            found = Glossary(entries)
+            terms = [found.terms_for(line) for line in lines]
+        requests = Requests(tr, len(lines), prefixes, terms, 0)
+        for i in range(len(lines)):
+            requests.of(i)  # raises on a prefix or term this model cannot take, naming the line
+        tokens = sum(len(ids) for ids in tr.tokenizer.encode_src(lines))
+        key = ("translate", tr.cfg.beam, bool(terms and any(terms)), output.alignment)
+        return Work(key, len(lines), tokens, Translation(lines, prefixes, terms, output))
+
+    def scoring(self, sources: list[str], targets: list[str], normalize: bool, full: bool) -> Work:
+        if len(sources) != len(targets):
+            raise MtError(f"source and target: {len(sources)} sources but {len(targets)} targets; give one per source")
+        tokens = sum(len(ids) for ids in self.translator.tokenizer.encode_src(sources))
+        return Work(("score", next(self._alone)), len(sources), tokens, Scoring(sources, targets, normalize, full))
+
+    def attention(self, text: str, target: str | None) -> Work:
+        return Work(("attention", next(self._alone)), 1, len(text.split()), Attention(text, target))
+
+    def run(self, key: Hashable, jobs: list[Job]) -> list[Any]:
+        """One batch from the decoding thread: jobs with one key, one result each."""
+        first = jobs[0].payload
+        if isinstance(first, Translation):
+            return self._translate(self.with_beam(key[1]), [job.payload for job in jobs])  # type: ignore[index]
+        if isinstance(first, Scoring):
+            return [self._score(first)]
+        return [self._attention(first)]
+
+    def _translate(self, tr: Translator, jobs: list[Translation]) -> list[list[Any]]:
+        lines = [line for job in jobs for line in job.lines]
+        prefixes = terms = None
+        if any(job.prefixes for job in jobs):
+            prefixes = [p for job in jobs for p in (job.prefixes or [None] * len(job.lines))]
+        if any(job.terms for job in jobs):
+            terms = [t for job in jobs for t in (job.terms or [[] for _ in job.lines])]
+        first = jobs[0].output
+        found = tr.search(lines, max(job.output.nbest for job in jobs), prefixes, terms, first.alignment)
+        if self.telemetry is not None:
+            self.telemetry.out_tokens.inc(sum(len(hyps[0].tokens) for hyps in found))
+        out: list[list[Any]] = []
+        at = 0
+        for job in jobs:
+            mine, at = found[at : at + len(job.lines)], at + len(job.lines)
+            if job.output.format == "text":
+                out.append([hyps[0].text for hyps in mine])
+            else:
+                pieces = tr.tokenizer.tgt_pieces
+                out.append([as_object(h, not line.strip(), job.output, pieces) for h, line in zip(mine, job.lines)])
+        return out
+
+    def _score(self, job: Scoring) -> list[Any]:
+        found = self.translator.score(job.sources, job.targets)
+        pieces = self.translator.tokenizer.tgt_pieces
+        objects = [score_object(h, job.normalize, pieces) for h in found]
+        return objects if job.full else [o["score"] for o in objects]
+
+    def _attention(self, job: Attention) -> dict[str, Any]:
+        maps = record_attention(self.translator, job.text, job.target)
+        cross = maps.maps["decoder-cross"]  # per layer (H, queries, keys)
+        # Row i is the decoder position that predicts output piece i (the last one </s>).
+        rows = maps.tgt_pieces[1:] + ["</s>"]
+        layers = [[[round(float(w), 5) for w in row] for row in layer.mean(dim=0)] for layer in cross]
+        return {"source": maps.src_pieces, "target": rows, "translation": maps.target, "layers": layers}

@@ -1,0 +1,43 @@
+"""The server's Prometheus metrics (GET /metrics), in a registry of the app's own so that two
+servers in one process (the tests) never share counts."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from mt_cli.serve.batcher import Job
+
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+
+
+class Telemetry:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.requests = Counter("mt_requests", "HTTP requests by endpoint and status", ["endpoint", "status"],
+                                registry=r)  # fmt: skip
+        self.errors = Counter("mt_errors", "Refused or failed requests by kind", ["kind"], registry=r)
+        self.lines = Counter("mt_lines", "Lines decoded (translated, scored or drawn)", registry=r)
+        self.src_tokens = Counter("mt_source_tokens", "Source tokens decoded", registry=r)
+        self.out_tokens = Counter("mt_output_tokens", "Output tokens of the best translations", registry=r)
+        self.batch_lines = Histogram("mt_batch_lines", "Lines per decoding batch", buckets=BATCH_BUCKETS, registry=r)
+        self.batch_jobs = Histogram("mt_batch_requests", "Requests per decoding batch", buckets=BATCH_BUCKETS,
+                                    registry=r)  # fmt: skip
+        self.queue_wait = Histogram("mt_queue_wait_seconds", "Time a request waited for its batch",
+                                    buckets=LATENCY_BUCKETS, registry=r)  # fmt: skip
+        self.latency = Histogram("mt_request_seconds", "Request latency by endpoint", ["endpoint"],
+                                 buckets=LATENCY_BUCKETS, registry=r)  # fmt: skip
+        self.queued = Gauge("mt_queued_lines", "Lines waiting for the decoding thread", registry=r)
+
+    def batch(self, jobs: list[Job], waited: list[float], seconds: float) -> None:
+        """The batcher's report of one decoded batch."""
+        self.batch_lines.observe(sum(job.lines for job in jobs))
+        self.batch_jobs.observe(len(jobs))
+        self.lines.inc(sum(job.lines for job in jobs))
+        self.src_tokens.inc(sum(job.tokens for job in jobs))
+        for w in waited:
+            self.queue_wait.observe(w)
+
+    def text(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,116 @@
+"""`mt serve` as a user runs it, in a process of its own: the URL it prints, SIGTERM with requests
+in flight, one-line errors; and the web page in a real headless Chromium."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("fastapi")
+from serving import Running, call  # noqa: E402
+
+
+def start(ckpt: Path, *extra: str) -> tuple[subprocess.Popen, str]:
+    cmd = [sys.executable, "-m", "mt_cli", "serve", "--checkpoint", str(ckpt), "--port", "0", "--device", "cpu", *extra]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = proc.stdout.readline()  # type: ignore[union-attr]
+    found = re.search(r"http://127\.0\.0\.1:\d+", first)
+    assert found, first + proc.stderr.read()  # type: ignore[union-attr]
+    url, deadline = found.group(0), time.monotonic() + 60
+    while call(url, "GET", "/health")[0] != 200:
+        assert time.monotonic() < deadline and proc.poll() is None, "the model did not load"
+        time.sleep(0.1)
+    return proc, url
+
+
+def test_sigterm_finishes_the_requests_in_flight_and_exits_0(trained, corpus):
+    proc, url = start(trained[1] / "run" / "best.pt")
+    lines = (corpus[0] * 10)[:1000]  # four requests of 1,000 lines: seconds of decoding in all
+    done_at: list[float] = []
+
+    def send(_: int) -> tuple:
+        got = call(url, "POST", "/translate", {"text": lines, "beam": 5})
+        done_at.append(time.monotonic())
+        return got
+
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            futures = [pool.submit(send, i) for i in range(4)]
+            time.sleep(0.3)  # all four sent, and queued or decoding
+            stopped = time.monotonic()
+            proc.send_signal(signal.SIGTERM)
+            answers = [f.result() for f in futures]
+        rc = proc.wait(timeout=15)
+    finally:
+        proc.kill()
+    assert rc == 0 and time.monotonic() - stopped < 10
+    assert all(status == 200 and len(body["translations"]) == 1000 for status, _, body in answers)
+    assert max(done_at) > stopped  # some were still in flight when the signal came, and were answered
+    with pytest.raises(OSError):  # and it no longer listens
+        socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1])), timeout=2)
+
+
+def test_serve_errors_are_one_line(tmp_path, trained):
+    missing = subprocess.run([sys.executable, "-m", "mt_cli", "serve", "--checkpoint", str(tmp_path / "no.pt")],
+                             capture_output=True, text=True)  # fmt: skip
+    assert missing.returncode == 1 and missing.stderr.strip().count("\n") == 0 and "no.pt" in missing.stderr
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = str(busy.getsockname()[1])
+        ckpt = str(trained[1] / "run" / "best.pt")
+        taken = subprocess.run([sys.executable, "-m", "mt_cli", "serve", "--checkpoint", ckpt, "--port", port],
+                               capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert taken.returncode == 1 and "cannot listen on 127.0.0.1:" + port in taken.stderr
+    assert "Traceback" not in taken.stderr
+
+
+CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
+NO_BROWSER = "needs Debian's chromium and chromium-driver (.ci/run installs them)"
+
+
+@pytest.mark.skipif(not (CHROMIUM and DRIVER), reason=NO_BROWSER)
+def test_the_web_page_translates_a_typed_sentence_as_the_api_does(trained, corpus):
+    webdriver = pytest.importorskip("selenium.webdriver")
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from mt_cli import Translator
+    from mt_cli.serve.app import create_app
+
+    translator = Translator.load(trained[1] / "run" / "best.pt", device="cpu")
+    running = Running(create_app(lambda: translator, "best.pt"))
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1100,900"):
+        options.add_argument(arg)
+    browser = webdriver.Chrome(service=Service(executable_path=DRIVER), options=options)
+    try:
+        browser.get(running.url + "/")
+        sentence = corpus[0][0]
+        browser.find_element(By.ID, "text").send_keys(sentence)
+        browser.find_element(By.ID, "translate").click()
+        shown = WebDriverWait(browser, 30).until(lambda b: b.find_elements(By.CSS_SELECTOR, "#results .translation"))
+        api = call(running.url, "POST", "/translate", {"text": [sentence]})[2]["translations"][0]
+        assert shown[0].text == api == translator.translate([sentence])[0]
+        browser.find_element(By.CSS_SELECTOR, "#results .attn").click()
+        canvas = browser.find_element(By.ID, "heatmap")
+        rows = WebDriverWait(browser, 30).until(lambda b: canvas.get_attribute("data-rows"))
+        drawn = call(running.url, "POST", "/attention", {"text": sentence, "target": api})[2]
+        assert int(rows) == len(drawn["target"]) and int(canvas.get_attribute("data-columns")) == len(drawn["source"])
+        if os.environ.get("MT_SCREENSHOT"):  # the README's picture: MT_SCREENSHOT=docs/serve-page.png pytest ...
+            browser.save_screenshot(os.environ["MT_SCREENSHOT"])
+    finally:
+        browser.quit()
+        running.stop()
