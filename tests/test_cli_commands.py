@@ -31,8 +31,8 @@ def test_version_names_mt_and_torch_and_help_groups_the_commands_by_stage():
     assert f"mt {__version__}" in out and f"torch {torch.__version__}" in out
     text = mt("--help").stdout
     panels = [line.split("─ ")[1].split(" ")[0] for line in text.splitlines() if line.startswith("╭─ ")]
-    assert panels == ["Options", "Data", "Train", "Decode", "Inspect", "Interop"]
-    for command in ("tokenizer", "doctor", "train", "translate", "evaluate", "attention", "export"):
+    assert panels == ["Options", "Data", "Train", "Decode", "Serve", "Inspect", "Interop"]
+    for command in ("tokenizer", "doctor", "train", "translate", "evaluate", "serve", "attention", "export"):
         assert f" {command} " in text, command
 
 
