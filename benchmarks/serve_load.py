@@ -29,6 +29,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -264,8 +265,6 @@ def main() -> None:
     args.checkpoint = args.checkpoint.resolve()
     measured = commit()
     args.lines = args.src_file.read_text(encoding="utf-8").splitlines()[: args.n]
-    import tempfile
-
     with tempfile.TemporaryDirectory() as tmp:
         args.work = Path(tmp)
         offline = offline_rate(args, args.lines)

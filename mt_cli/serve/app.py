@@ -56,9 +56,10 @@ class Model:
                 self.on_error()
             return
         cfg = self.cfg
-        self.batcher = Batcher(service.run, cfg.max_batch_tokens, cfg.max_wait_ms / 1000, cfg.max_queue_lines,
-                               self.telemetry.batch, cfg.batch_gap_ms / 1000)  # fmt: skip
-        self.service = service
+        batcher = Batcher(service.run, cfg.max_batch_tokens, cfg.max_wait_ms / 1000, cfg.batch_gap_ms / 1000,
+                          cfg.max_queue_lines, self.telemetry.batch)  # fmt: skip
+        self.telemetry.queued.set_function(lambda: batcher.queued_lines)  # read at each scrape
+        self.batcher, self.service = batcher, service
 
     def ready(self) -> tuple[Service, Batcher]:
         if self.service is None or self.batcher is None:
@@ -81,7 +82,6 @@ async def decode(model: Model, check: Callable[[Service], Work]) -> Any:
         future = batcher.submit(work.key, work.lines, work.tokens, work.payload)
     except Overloaded as e:
         raise ApiError(503, str(e), {"Retry-After": str(e.retry_after)}, kind="overloaded") from None
-    model.telemetry.queued.set(batcher.queued_lines)
     try:
         return await asyncio.wrap_future(future)
     except MtError as e:
@@ -172,6 +172,10 @@ async def _invalid(request: Request, exc: RequestValidationError) -> JSONRespons
         ctx = first.get("ctx") or {}
         reason = ctx.get("error", "")
         return JSONResponse({"error": f"the body is not valid JSON: {reason}".strip()}, status_code=400)
-    field = ".".join(str(p) for p in first["loc"] if p != "body") or "body"
-    message = "; ".join(f"{'.'.join(str(p) for p in e['loc'] if p != 'body') or 'body'}: {e['msg']}" for e in errors)
-    return JSONResponse({"error": message, "field": field}, status_code=422)
+    message = "; ".join(f"{_field(e['loc'])}: {e['msg']}" for e in errors)
+    return JSONResponse({"error": message, "field": _field(first["loc"])}, status_code=422)
+
+
+def _field(loc: tuple[Any, ...]) -> str:
+    """pydantic's location of an error, ("body", "text", 0), as the field it names: text.0."""
+    return ".".join(str(p) for p in loc if p != "body") or "body"

@@ -2,8 +2,7 @@
 
 Requests enter a queue as jobs. The thread takes the oldest job, then every later job with the
 same key (the same search: beam, constraints, ...) until the batch holds `max_batch_tokens` source
-tokens or `max_wait_s` has passed since the oldest job came (or since the last batch ended, if
-later), and hands the batch to `run`, which decodes the
+tokens or it is time to start (max_wait_s, gap_s: see _take), and hands the batch to `run`, which decodes the
 jobs' lines as one length-sorted batch and returns each job's own result. The thread is the only
 one that touches the model, so decoding never runs on the event loop, and nothing needs a lock.
 
@@ -50,11 +49,11 @@ Observer = Callable[[list[Job], list[float], float], None]
 
 
 class Batcher:
-    def __init__(self, run: Runner, max_batch_tokens: int, max_wait_s: float, max_queue_lines: int,
-                 observe: Observer | None = None, gap_s: float | None = None) -> None:  # fmt: skip
+    def __init__(self, run: Runner, max_batch_tokens: int, max_wait_s: float, gap_s: float, max_queue_lines: int,
+                 observe: Observer | None = None) -> None:  # fmt: skip
         self.run, self.observe = run, observe
-        self.gap_s = max_wait_s if gap_s is None else gap_s
-        self.max_batch_tokens, self.max_wait_s, self.max_queue_lines = max_batch_tokens, max_wait_s, max_queue_lines
+        self.max_batch_tokens, self.max_wait_s, self.gap_s = max_batch_tokens, max_wait_s, gap_s
+        self.max_queue_lines = max_queue_lines
         self._pending: deque[Job] = deque()
         self._queued_lines = 0
         self._rate = 0.0  # lines/s of recent batches, for Retry-After
@@ -94,7 +93,7 @@ class Batcher:
 
     def _take(self) -> list[Job]:
         """The next batch: the oldest job and the later ones with its key, within the token budget,
-        once the budget is full or the oldest has waited long enough. Empty only when closed."""
+        once it is time to start (below). Empty only when closed."""
         with self._cond:
             while not self._pending:
                 if self._closed:

@@ -51,7 +51,7 @@ def serve(checkpoints: Sequence[Path], cfg: ServeConfig = ServeConfig(), device:
     name = ", ".join(str(p) for p in paths)
 
     def load() -> Translator:
-        return Translator.load(paths[0] if len(paths) == 1 else paths, device, **overrides).for_target(target_lang)
+        return Translator.load(paths, device, **overrides).for_target(target_lang)  # several: an ensemble
 
     app = create_app(load, name, cfg)
     sock = bind(cfg.host, cfg.port)

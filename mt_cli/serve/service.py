@@ -25,6 +25,7 @@ from mt_cli.tools.heatmap import record_attention
 
 @dataclass(frozen=True)
 class Translation:
+    beam: int
     lines: list[str]
     prefixes: list[str | None] | None
     terms: list[list[str]] | None
@@ -63,11 +64,10 @@ class Service:
 
     def with_beam(self, beam: int | None) -> Translator:
         """The translator searching with `beam` (None: the checkpoint's own), made once per beam."""
-        beam = beam or self.translator.cfg.beam
+        if not beam or beam == self.translator.cfg.beam:
+            return self.translator
         if beam not in self._beams:
-            self._beams[beam] = self.translator.with_options(beam=beam) if beam != self.translator.cfg.beam else (
-                self.translator
-            )  # fmt: skip
+            self._beams[beam] = self.translator.with_options(beam=beam)
         return self._beams[beam]
 
     def translation(self, lines: list[str], beam: int | None, output: OutputConfig,
@@ -89,7 +89,7 @@ class Service:
             requests.of(i)  # raises on a prefix or term this model cannot take, naming the line
         tokens = sum(len(ids) for ids in tr.tokenizer.encode_src(lines))
         key = ("translate", tr.cfg.beam, bool(terms and any(terms)), output.alignment)
-        return Work(key, len(lines), tokens, Translation(lines, prefixes, terms, output))
+        return Work(key, len(lines), tokens, Translation(tr.cfg.beam, lines, prefixes, terms, output))
 
     def scoring(self, sources: list[str], targets: list[str], normalize: bool, full: bool) -> Work:
         if len(sources) != len(targets):
@@ -104,7 +104,7 @@ class Service:
         """One batch from the decoding thread: jobs with one key, one result each."""
         first = jobs[0].payload
         if isinstance(first, Translation):
-            return self._translate(self.with_beam(key[1]), [job.payload for job in jobs])  # type: ignore[index]
+            return self._translate(self.with_beam(first.beam), [job.payload for job in jobs])
         if isinstance(first, Scoring):
             return [self._score(first)]
         return [self._attention(first)]
@@ -116,18 +116,17 @@ class Service:
             prefixes = [p for job in jobs for p in (job.prefixes or [None] * len(job.lines))]
         if any(job.terms for job in jobs):
             terms = [t for job in jobs for t in (job.terms or [[] for _ in job.lines])]
-        first = jobs[0].output
-        found = tr.search(lines, max(job.output.nbest for job in jobs), prefixes, terms, first.alignment)
+        alignment = jobs[0].output.alignment  # part of the batch's key: the same for every job
+        found = tr.search(lines, max(job.output.nbest for job in jobs), prefixes, terms, alignment)
         if self.telemetry is not None:
             self.telemetry.out_tokens.inc(sum(len(hyps[0].tokens) for hyps in found))
         out: list[list[Any]] = []
-        at = 0
+        at, pieces = 0, tr.tokenizer.tgt_pieces
         for job in jobs:
             mine, at = found[at : at + len(job.lines)], at + len(job.lines)
             if job.output.format == "text":
                 out.append([hyps[0].text for hyps in mine])
             else:
-                pieces = tr.tokenizer.tgt_pieces
                 out.append([as_object(h, not line.strip(), job.output, pieces) for h, line in zip(mine, job.lines)])
         return out
 

@@ -170,9 +170,12 @@ def prepare(ctx: RunContext) -> Run:
     sources = ctx.data.sources()
     init = _init_checkpoint(ctx)
     tokenizer = init.tokenizer if init else get_tokenizer(ctx.data, ctx.paths.tokenizer, ctx.cfg, log, d)
-    src_v, tgt_v = tokenizer.src_vocab_size, tokenizer.tgt_vocab_size
-    own = replace(ctx.cfg.model, src_vocab_size=src_v, tgt_vocab_size=tgt_v, shared_vocab=tokenizer.joint)
-    ctx.cfg = replace(ctx.cfg, model=init.config.model if init else own)
+    if init is not None:  # the checkpoint's model, as it was built
+        ctx.cfg = replace(ctx.cfg, model=init.config.model)
+    else:
+        src_v, tgt_v, joint = tokenizer.src_vocab_size, tokenizer.tgt_vocab_size, tokenizer.joint
+        ctx.cfg = replace(ctx.cfg, model=replace(ctx.cfg.model, src_vocab_size=src_v, tgt_vocab_size=tgt_v,
+                                                 shared_vocab=joint))  # fmt: skip
     fingerprints = {role: s.fingerprint() for role, s in sources.items()}  # sha256 of each file, read once
     train_data = load_train_data(ctx.data, fingerprints["train"], tokenizer, t, log, d)
     valid_pairs, valid_refs = load_valid_data(sources["valid"], tokenizer, t, log)
