@@ -36,20 +36,29 @@ import torch
 from quality import README, RESULTS, commit, replace_section
 from speed import in_worker, machine
 
-from mt_cli.config import TokenizerConfig
+from mt_cli.config import TokenizerConfig, TrainConfig
 from mt_cli.data.tokenizer import train_sentencepiece
 from mt_cli.files import atomic_write_text
+from mt_cli.interop.ct2 import vocabulary_map
 from mt_cli.interop.hf_import import import_hf
+from mt_cli.model import checkpoint
+from mt_cli.tools.shortlist import add_shortlist
 
 VOCAB = 58_101  # opus-mt-en-de's vocab_size
 BATCH = 32
-# name -> (worker family, folder or checkpoint under the work folder, mt precision)
+# name -> (worker family, folder or checkpoint under the work folder, mt precision, CTranslate2 vmap)
 SYSTEMS = {
-    "mt fp32": ("mt", "imported.pt", "fp32"),
-    "mt int8": ("mt", "imported.pt", "int8"),
-    "HF generate fp32": ("hf", "opus", None),
-    "CTranslate2 fp32": ("ct2", "ct2-fp32", None),
-    "CTranslate2 int8": ("ct2", "ct2-int8", None),
+    "mt fp32": ("mt", "imported.pt", "fp32", False),
+    "mt int8": ("mt", "imported.pt", "int8", False),
+    "HF generate fp32": ("hf", "opus", None, False),
+    "CTranslate2 fp32": ("ct2", "ct2-fp32", None, False),
+    "CTranslate2 int8": ("ct2", "ct2-int8", None, False),
+    # The vocabulary shortlist (`mt shortlist` over Multi30k's en-de training pairs), and the same
+    # one as CTranslate2's vocabulary map.
+    "mt fp32, shortlist": ("mt", "listed.pt", "fp32", False),
+    "mt int8, shortlist": ("mt", "listed.pt", "int8", False),
+    "CTranslate2 fp32, vmap": ("ct2", "ct2-fp32", None, True),
+    "CTranslate2 int8, vmap": ("ct2", "ct2-int8", None, True),
 }
 
 
@@ -87,11 +96,14 @@ def opus_folder(folder: Path, train_lines: list[str], seed: int = 0) -> None:
     (folder / "tokenizer_config.json").write_text(json.dumps(tc), encoding="utf-8")
 
 
-def prepare(work: Path, train_lines: list[str]) -> None:
-    """The folder, mt's import of it, and CTranslate2's conversions of it (its converter, run as
-    an OPUS-MT user runs it)."""
+def prepare(work: Path, train_lines: list[str], multi30k: Path) -> None:
+    """The folder, mt's import of it with and without a shortlist, and CTranslate2's conversions
+    of it (its converter, run as an OPUS-MT user runs it), with the shortlist as their vmap.txt."""
     opus_folder(work / "opus", train_lines)
     import_hf(work / "opus", work / "imported.pt")
+    add_shortlist(work / "imported.pt", multi30k / "train.en", multi30k / "train.de", work / "listed.pt",
+                  TrainConfig.shortlist_per_source, TrainConfig.shortlist_frequent, log=lambda _: None)  # fmt: skip
+    vmap = vocabulary_map(checkpoint.load(work / "listed.pt"))
     converter = Path(sys.executable).parent / "ct2-transformers-converter"
     for q in ("fp32", "int8"):
         cmd = [str(converter), "--model", str(work / "opus"), "--output_dir", str(work / f"ct2-{q}")]
@@ -100,6 +112,7 @@ def prepare(work: Path, train_lines: list[str]) -> None:
             sys.exit(f"ct2-transformers-converter failed:\n{done.stderr[-3000:]}")
         for name in ("source.spm", "target.spm"):  # the worker reads them from the model folder
             (work / f"ct2-{q}" / name).write_bytes((work / "opus" / name).read_bytes())
+        (work / f"ct2-{q}" / "vmap.txt").write_text(vmap, encoding="utf-8")  # read only with use_vmap
 
 
 def run_systems(args, lines: list[str]) -> list[dict]:
@@ -113,10 +126,10 @@ def run_systems(args, lines: list[str]) -> list[dict]:
     for beam in (4, 1):
         best: dict[str, tuple[float, list[list[str]]]] = {}
         for _ in range(args.rounds):
-            for name, (family, model, precision) in SYSTEMS.items():
+            for name, (family, model, precision, vmap) in SYSTEMS.items():
                 job = {"kind": "decode", "family": family, "beam": beam, "batch": BATCH, "threads": args.threads,
                        "batches": batches, "limits": [args.steps] * len(batches), "model": str(args.work / model),
-                       "precision": precision, "length_penalty": 0.0, "pieces": True,
+                       "precision": precision, "length_penalty": 0.0, "pieces": True, "vmap": vmap,
                        "mt": {"max_len_ratio": 1e-9, "max_len_offset": args.steps}}  # fmt: skip
                 got = in_worker(args, job)
                 out = [p for batch in got["out"] for p in batch]
@@ -139,7 +152,9 @@ def table(rows: list[dict]) -> list[str]:
              "|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for r in rows:
         same_beam = {x["system"]: x for x in rows if x["beam"] == r["beam"]}
-        peer = same_beam.get("CTranslate2 " + r["system"].split()[-1])
+        # Against CTranslate2 at the same precision: with its whole vocabulary, or for a shortlist row
+        # with the same shortlist as its vmap.
+        peer = same_beam.get(r["system"].replace("mt ", "CTranslate2 ").replace("shortlist", "vmap"))
         vs_ct2 = f"{r['sent/s'] / peer['sent/s']:.2f}" if peer and r["system"].startswith("mt ") else "-"
         lines.append(f"| {r['system']} | {r['beam']} | {r['sent/s']:.1f} | {r['steps/s']:.0f} | {r['pieces']:.1f} "
                      f"| {100 * r['same']:.1f}% | {r['sent/s'] / same_beam['HF generate fp32']['sent/s']:.2f} "
@@ -166,7 +181,7 @@ def main() -> None:
     train = [line for side in sides for line in side[::2]]
     with tempfile.TemporaryDirectory() as tmp:
         args.work = Path(tmp)
-        prepare(args.work, train)
+        prepare(args.work, train, multi30k)
         rows = run_systems(args, lines)
     where = f"{machine()}, {args.threads} threads, torch {torch.__version__}"
     body = "\n".join([

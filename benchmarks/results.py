@@ -29,6 +29,17 @@ def append_section(title: str, body: str, measured_commit: str | None = None) ->
     atomic_write_text(RESULTS, RESULTS.read_text(encoding="utf-8") + f"\n## {title}, {when}\n\n{body}")
 
 
+def copy_newest(title: str, marker: str) -> None:
+    """Put the newest "## TITLE, DATE, commit C" section of RESULTS.md between README's `marker`
+    markers, as the script wrote it."""
+    blocks = RESULTS.read_text(encoding="utf-8").split(f"\n## {title}, ")[1:]
+    if not blocks:
+        sys.exit(f"{RESULTS}: no {title!r} section recorded yet")
+    when, body = blocks[-1].split("\n", 1)
+    body = body.split("\n## ", 1)[0]  # up to the next section, if any follows
+    replace_section(README, marker, f"Newest run ({when}):\n\n{body.strip()}")
+
+
 def replace_section(path: Path, name: str, body: str) -> None:
     """Put `body` between the `<!-- NAME:start -->` and `<!-- NAME:end -->` markers of `path`."""
     start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"

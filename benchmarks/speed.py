@@ -41,7 +41,7 @@ from pathlib import Path
 
 import sacrebleu
 import torch
-from quality import README, RESULTS, commit, replace_section  # this folder's results helpers
+from results import RESULTS, commit, copy_newest  # this folder's results helpers
 
 from mt_cli.data.collate import collate
 from mt_cli.data.pairs import Pairs, make_batches
@@ -58,14 +58,20 @@ from mt_cli.train.throughput import linear_flops
 HERE = Path(__file__).resolve().parent
 BATCH = 64
 PARTS = ["decoding", "whole", "training"]
-# name -> (worker family, job fields); the folders are the exports speed.py writes first.
+# name -> (worker family, job fields); the folders are the exports speed.py writes first. mt runs
+# with the checkpoint's vocabulary shortlist (its default) and without; CTranslate2 with its whole
+# vocabulary (its default) and with the same shortlist as its vocabulary map (use_vmap).
 DECODERS = {
     "mt fp32": ("mt", {"precision": "fp32"}),
     "mt int8": ("mt", {"precision": "int8"}),
     "mt bf16": ("mt", {"precision": "bf16"}),
+    "mt fp32, whole vocabulary": ("mt", {"precision": "fp32", "mt": {"shortlist": False}}),
+    "mt int8, whole vocabulary": ("mt", {"precision": "int8", "mt": {"shortlist": False}}),
     "HF generate fp32": ("hf", {"folder": "hf"}),
-    "CTranslate2 fp32": ("ct2", {"folder": "ct2-fp32"}),
-    "CTranslate2 int8": ("ct2", {"folder": "ct2-int8"}),
+    "CTranslate2 fp32": ("ct2", {"folder": "ct2-fp32", "precision": "fp32"}),
+    "CTranslate2 int8": ("ct2", {"folder": "ct2-int8", "precision": "int8"}),
+    "CTranslate2 fp32, vmap": ("ct2", {"folder": "ct2-fp32", "precision": "fp32", "vmap": True}),
+    "CTranslate2 int8, vmap": ("ct2", {"folder": "ct2-int8", "precision": "int8", "vmap": True}),
 }
 WHOLE = ["mt fp32", "mt int8", "CTranslate2 fp32", "CTranslate2 int8", "HF generate fp32"]
 TRAINERS = {"mt": ("mt", None), "MarianMTModel (sdpa)": ("hf", "sdpa"), "MarianMTModel (eager)": ("hf", "eager")}
@@ -116,10 +122,13 @@ def decoding_rows(args, ckpt, lines: list[str], refs: list[str]) -> list[dict]:
             for name, (family, fields) in DECODERS.items():
                 if fields.get("precision") == "bf16" and "bf16" not in precisions():
                     continue
+                if fields.get("vmap") and ckpt.shortlist is None:
+                    continue
                 job = {"kind": "decode", "family": family, "beam": beam, "batch": BATCH, "threads": args.threads,
                        "batches": [[lines[i] for i in b] for b in batches], "limits": limits,
                        "model": str(args.work / fields["folder"]) if "folder" in fields else str(args.checkpoint),
-                       "precision": fields.get("precision")}  # fmt: skip
+                       "precision": fields.get("precision"), "mt": fields.get("mt", {}),
+                       "vmap": fields.get("vmap", False)}  # fmt: skip
                 got = in_worker(args, job)
                 out = [""] * len(lines)
                 for idx, texts in zip(batches, got["out"]):
@@ -242,16 +251,24 @@ def training_rows(args, ckpt) -> tuple[list[dict], dict[str, float]]:
     return rows, peaks
 
 
+def versus(row: dict, peers: dict[str, dict], peer: str) -> str:
+    """An mt row's speed as a multiple of a CTranslate2 row's, or "-"."""
+    found = peers.get(peer)
+    return f"{row['tok/s'] / found['tok/s']:.2f}" if found and row["system"].startswith("mt ") else "-"
+
+
 def decoding_table(decoding: list[dict]) -> list[str]:
-    lines = ["| decoding | beam | sent/s | tgt tok/s | BLEU | x HF generate | x CTranslate2 same precision |",
-             "|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = ["| decoding | beam | sent/s | tgt tok/s | BLEU | x HF generate | x CTranslate2 same precision "
+             "| x CTranslate2 same precision and shortlist (vmap) |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for r in decoding:
         same_beam = {d["system"]: d for d in decoding if d["beam"] == r["beam"]}
         hf = same_beam["HF generate fp32"]["tok/s"]
-        peer = same_beam.get("CTranslate2 " + r["system"].split()[-1])
-        vs_ct2 = f"{r['tok/s'] / peer['tok/s']:.2f}" if peer and r["system"].startswith("mt ") else "-"
+        precision = r["system"].split()[1].rstrip(",")
+        listed = "whole vocabulary" not in r["system"]  # mt's shortlist against CTranslate2's vmap
+        vmap = versus(r, same_beam, f"CTranslate2 {precision}, vmap") if listed else "-"
+        plain = versus(r, same_beam, f"CTranslate2 {precision}")
         lines.append(f"| {r['system']} | {r['beam']} | {r['sent/s']:.1f} | {r['tok/s']:.0f} | {r['BLEU']:.2f} "
-                     f"| {r['tok/s'] / hf:.2f} | {vs_ct2} |")  # fmt: skip
+                     f"| {r['tok/s'] / hf:.2f} | {plain} | {vmap} |")  # fmt: skip
     return lines
 
 
@@ -359,12 +376,7 @@ def main() -> None:
 
 def update_readme() -> None:
     """README's speed section: the newest "## Speed" block of RESULTS.md, as the script wrote it."""
-    blocks = RESULTS.read_text(encoding="utf-8").split("\n## Speed, ")[1:]
-    if not blocks:
-        sys.exit(f"{RESULTS}: no speed run recorded yet")
-    when, body = blocks[-1].split("\n", 1)
-    body = body.split("\n## ", 1)[0]  # up to the next section, if any follows
-    replace_section(README, "speed-table", f"Newest run ({when}):\n\n{body.strip()}")
+    copy_newest("Speed", "speed-table")
 
 
 if __name__ == "__main__":

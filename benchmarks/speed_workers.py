@@ -76,7 +76,9 @@ def hf_decoder(job: dict) -> Callable[[Batch, int], list]:
 
 
 def ct2_decoder(job: dict) -> Callable[[Batch, int], list]:
-    """CTranslate2 on the `mt export --format ct2` folder, with its own SentencePiece models."""
+    """CTranslate2 on the `mt export --format ct2` folder, with its own SentencePiece models; a
+    job's "vmap": with the checkpoint's shortlist as its vocabulary map (vmap.txt, written by the
+    export)."""
     import ctranslate2
     import sentencepiece as spm
 
@@ -89,7 +91,7 @@ def ct2_decoder(job: dict) -> Callable[[Batch, int], list]:
         pieces = [src.encode(line, out_type=str) + ["</s>"] for line in lines]
         results = translator.translate_batch(
             pieces, beam_size=job["beam"], length_penalty=job.get("length_penalty", 1.0), max_decoding_length=limit,
-            max_batch_size=len(lines),
+            max_batch_size=len(lines), use_vmap=job.get("vmap", False),
         )  # fmt: skip
         if job.get("pieces"):
             return [r.hypotheses[0] for r in results]

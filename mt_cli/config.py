@@ -143,8 +143,17 @@ class TrainConfig:
     init: str = ""
     freeze_embeddings: bool = False
     freeze_encoder: bool = False
+    # A vocabulary shortlist, built from the training pairs and kept in every checkpoint
+    # (decode/shortlist.py): each source piece's K most associated target pieces and the F most
+    # frequent ones; decoding then scores only those (decode.shortlist). K = 0: no shortlist.
+    shortlist_per_source: int = 10
+    shortlist_frequent: int = 100
 
     def __post_init__(self) -> None:
+        _check(
+            self.shortlist_per_source >= 0 and self.shortlist_frequent >= 0,
+            "train.shortlist_per_source and train.shortlist_frequent must be 0 or more",
+        )
         _check(self.batch_tokens >= 0, "train.batch_tokens must be positive (or 0: auto, on CUDA)")
         _check(self.valid_batch_tokens > 0, "train.valid_batch_tokens must be positive")
         counts = ("max_steps", "max_epochs", "max_minutes", "warmup_steps", "weight_decay", "patience", "keep_last")
@@ -205,6 +214,9 @@ class DecodeConfig:
     sampling_topp: float = 1.0  # sample: only from the fewest tokens whose probability reaches P (1: all)
     temperature: float = 1.0  # sample: from softmax(log p / T)
     seed: int = 0  # sample: the same seed gives the same draws, whatever the batch size
+    # Score only a shortlist of target pieces per batch, where the checkpoint holds one
+    # (`mt shortlist`, decode/shortlist.py); false: the whole vocabulary at every step.
+    shortlist: bool = True
 
     def __post_init__(self) -> None:
         _check(self.no_repeat_ngram >= 0, f"decode.no_repeat_ngram must be 0 (off) or more, not {self.no_repeat_ngram}")

@@ -134,6 +134,7 @@ def trained(tmp_path_factory, corpus_files):
 @dataclass
 class PrefixCache:
     prefix: torch.Tensor  # (N, t) tokens generated so far
+    vocab: torch.Tensor | None = None  # the shortlist search asked for when the cache was made
 
     def reorder(self, rows: torch.Tensor, sentences: torch.Tensor | None = None) -> None:
         self.prefix = self.prefix.index_select(0, rows)
@@ -151,16 +152,17 @@ class ScriptedModel:
     def encode(self, src, src_mask):
         return torch.zeros(src.size(0), src.size(1), 1)
 
-    def decode(self, tokens, memory, src_mask, cache=None):
+    def decode(self, tokens, memory, src_mask, cache=None, vocab=None):
         if cache is None:
-            cache = PrefixCache(torch.zeros(tokens.size(0), 0, dtype=torch.long))
+            cache = PrefixCache(torch.zeros(tokens.size(0), 0, dtype=torch.long), vocab)
         else:
             cache.prefix = torch.cat([cache.prefix, tokens], dim=1)
         logits = torch.full((tokens.size(0), 1, self.vocab), math.log(1e-6))
         for row, prefix in enumerate(cache.prefix.tolist()):
             for tok, p in self.probs(tuple(prefix)).items():
                 logits[row, 0, tok] = math.log(p)
-        return logits, cache
+        # A shortlist's columns only, as a Transformer gives them.
+        return (logits if cache.vocab is None else logits[..., cache.vocab]), cache
 
 
 def scripted(script: dict[tuple[int, ...], dict[int, float]], vocab: int = 6) -> ScriptedModel:

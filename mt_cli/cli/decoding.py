@@ -1,4 +1,4 @@
-"""Decoding commands: translate, evaluate, tune-decoding."""
+"""Decoding commands: translate, score, evaluate, tune-decoding, shortlist."""
 
 import json
 from pathlib import Path
@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from mt_cli.cli.app import DECODE, Device, app, err, friendly
-from mt_cli.config import DEFAULT_METRICS, DEVICE, OutputConfig
+from mt_cli.config import DEFAULT_METRICS, DEVICE, OutputConfig, TrainConfig
 from mt_cli.errors import MtError
 
 # translate's options: one alias each, so the command reads as a list of them.
@@ -47,6 +47,10 @@ TokenScores = Annotated[bool, typer.Option(help="jsonl: each output piece with i
 Alignment = Annotated[
     bool, typer.Option(help="jsonl: per output piece, the source piece the last layer attends to most.")
 ]
+UseShortlist = Annotated[
+    bool | None,
+    typer.Option("--shortlist/--no-shortlist", help="Score only the checkpoint's shortlist of target pieces."),
+]
 
 
 @app.command(rich_help_panel=DECODE)
@@ -69,6 +73,7 @@ def translate(
     temperature: Temperature = None,
     seed: Seed = None,
     target_lang: TargetLang = None,
+    shortlist: UseShortlist = None,
     device: Device = DEVICE,
     format: Format = OutputConfig.format,
     nbest: NBest = OutputConfig.nbest,
@@ -81,7 +86,8 @@ def translate(
 
     decoding = {"beam": beam, "batch_size": batch_size, "max_len_ratio": max_len_ratio, "seed": seed,
                 "length_penalty": length_penalty, "precision": precision, "no_repeat_ngram": no_repeat_ngram,
-                "sampling_topk": sampling_topk, "sampling_topp": sampling_topp, "temperature": temperature}  # fmt: skip
+                "sampling_topk": sampling_topk, "sampling_topp": sampling_topp, "temperature": temperature,
+                "shortlist": shortlist}  # fmt: skip
     n = translate_file(checkpoint, input, output, device, OutputConfig(format, nbest, token_scores, alignment),
                        LineInputs(prefix_file, constraints_file, glossary, target_lang), **decoding)  # fmt: skip
     if output is not None:
@@ -181,3 +187,21 @@ def _numbers(text: str, kind: type) -> list:
     if not values:
         raise MtError("expected at least one value")
     return values
+
+
+@app.command("shortlist", rich_help_panel=DECODE)
+@friendly
+def shortlist_command(
+    checkpoint: Annotated[Path, typer.Option(help="The checkpoint to give a shortlist (mt's or imported).")],
+    train_src: Annotated[Path, typer.Option(help="Source side of a parallel corpus, one sentence per line.")],
+    train_tgt: Annotated[Path, typer.Option(help="Its target side, line-aligned.")],
+    out: Annotated[Path, typer.Option(help="The checkpoint to write: a new file, or --checkpoint itself.")],
+    per_source: Annotated[int, typer.Option(help="Target pieces per source piece.")] = TrainConfig.shortlist_per_source,
+    frequent: Annotated[int, typer.Option(help="Most frequent target pieces.")] = TrainConfig.shortlist_frequent,
+) -> None:
+    """Build a vocabulary shortlist from a parallel corpus into a checkpoint: decoding then scores
+    only the target pieces a batch's source pieces co-occur with (and the most frequent ones).
+    `mt train` builds one from its training data by itself."""
+    from mt_cli.tools.shortlist import add_shortlist
+
+    add_shortlist(checkpoint, train_src, train_tgt, out, per_source, frequent, log=err)

@@ -43,9 +43,11 @@ class Ensemble(nn.Module):
         return [m.encode(src, src_mask) for m in self._models()]
 
     def decode(
-        self, tgt: Tensor, memory: list[Tensor] | None, src_mask: Tensor | None, cache: EnsembleCache | None = None
-    ) -> tuple[Tensor, EnsembleCache]:
-        """tgt (B, T) -> the models' mean log-probabilities (B, T, V) and their caches."""
+        self, tgt: Tensor, memory: list[Tensor] | None, src_mask: Tensor | None, cache: EnsembleCache | None = None,
+        vocab: Tensor | None = None,
+    ) -> tuple[Tensor, EnsembleCache]:  # fmt: skip
+        """tgt (B, T) -> the models' mean log-probabilities (B, T, V), or (B, T, V_s) over a
+        shortlist's `vocab`, and their caches."""
         out, caches = [], []
         for i, m in enumerate(self._models()):
             ids = tgt
@@ -53,7 +55,7 @@ class Ensemble(nn.Module):
                 ids = tgt.clone()
                 ids[:, 0] = m.start_token
             logits, c = m.decode(ids, memory[i] if memory is not None else None, src_mask,
-                                 cache.caches[i] if cache is not None else None)  # fmt: skip
+                                 cache.caches[i] if cache is not None else None, vocab)  # fmt: skip
             logits = logits.float()
             logits[..., PAD] = float("-inf")  # never an output, as in search
             out.append(torch.log_softmax(logits, dim=-1))

@@ -26,6 +26,7 @@ from mt_cli.decode.constraints import Constraints
 from mt_cli.decode.hypothesis import Choice, Hypothesis, Request, Searchable
 from mt_cli.decode.processors import DEFAULT_PROCESSORS, ForcePrefix, NoRepeatNgram, Processor, Step, apply
 from mt_cli.decode.sampling import Sampler
+from mt_cli.decode.shortlist import Shortlist
 
 # Picks each running row's next token from its log-probabilities (N, V), given the rows' sentences (N,).
 Pick = Callable[[Tensor, Tensor], Tensor]
@@ -59,9 +60,10 @@ def greedy_search(
     length_penalty: float = 1.0,
     processors: tuple[Processor, ...] = DEFAULT_PROCESSORS,
     pick: Pick | None = None,
+    vocab: Tensor | None = None,
 ) -> list[Hypothesis]:
     """src (B, S) padded ids -> the most probable token at each step (or the one `pick` draws), one
-    hypothesis per sentence."""
+    hypothesis per sentence. `vocab`: a shortlist's target ids, the only ones scored."""
     b = src.size(0)
     mask = src != PAD
     memory: Tensor | None = model.encode(src, mask)
@@ -73,10 +75,11 @@ def greedy_search(
     tokens = torch.full((b, 1), model.start_token, dtype=torch.long, device=src.device)
     cache = None
     for t in range(steps):
-        logits, cache = model.decode(tokens, memory, src_mask, cache)
+        logits, cache = model.decode(tokens, memory, src_mask, cache, vocab)
         lprobs = step_log_probs(logits, Step(t, max_lens[active] <= t + 1, out[active, :t], active), processors)
-        next_tok = lprobs.argmax(dim=-1) if pick is None else pick(lprobs, active)
-        best_lp = lprobs.gather(1, next_tok[:, None]).squeeze(1)
+        col = lprobs.argmax(dim=-1) if pick is None else pick(lprobs, active)
+        best_lp = lprobs.gather(1, col[:, None]).squeeze(1)
+        next_tok = col if vocab is None else vocab[col]  # column -> target id
         out[active, t], out_lp[active, t] = next_tok, best_lp
         keep = (next_tok != EOS).nonzero().squeeze(1)
         if keep.numel() == 0:
@@ -105,11 +108,13 @@ def beam_search(
     length_penalty: float,
     processors: tuple[Processor, ...] = DEFAULT_PROCESSORS,
     guide: Guide | None = None,
+    vocab: Tensor | None = None,
 ) -> list[list[Hypothesis]]:
     """src (B, S) padded ids -> each sentence's K finished hypotheses, best first by score / length**alpha.
 
     A `guide` (lexical constraints, decode/constraints.py) replaces the choice of each step's
-    candidates; without one the choice is the vectorised rule below."""
+    candidates; without one the choice is the vectorised rule below. `vocab`: a shortlist's
+    target ids, the only ones scored (search then never has a guide)."""
     b, k, dev = src.size(0), beam, src.device
     mask = src != PAD
     memory: Tensor | None = model.encode(src, mask)  # (B, S, D): one row per sentence, shared by its K beams
@@ -124,11 +129,13 @@ def beam_search(
     cache = None
     for t in range(int(max_lens.max())):
         n = active.numel()
-        logits, cache = model.decode(tokens, memory, src_mask, cache)
+        logits, cache = model.decode(tokens, memory, src_mask, cache, vocab)
         at_limit = max_lens[active] <= t + 1  # (n,)
         step = Step(t, at_limit.repeat_interleave(k), history, active.repeat_interleave(k))
         lprobs = step_log_probs(logits, step, processors)
         choice = (guide.choose if guide is not None else _choose)(lprobs, scores, k, active)
+        if vocab is not None:  # columns -> target ids (EOS's column is EOS: shortlist.py)
+            choice.tok = vocab[choice.tok]
         _finish(finished, active, history, history_lp, choice.ended, k, (t + 1) ** length_penalty)
         done = torch.tensor([len(finished[s]) >= k for s in active.tolist()], device=dev) | at_limit
         keep = (~done).nonzero().squeeze(1)
@@ -208,10 +215,13 @@ def search_batch(
     requests: list[Request] | None = None,
     samples: int = 1,
     glue: Tensor | None = None,
+    shortlist: Shortlist | None = None,
 ) -> list[list[Hypothesis]]:
     """Decode one batch of source id lists (each ending in EOS) by the config's method, each
     sentence with its own request (prefix, constraints, sampling key); `samples` draws per sentence.
-    `glue`: the target ids that continue a word, which may not follow a term just completed."""
+    `glue`: the target ids that continue a word, which may not follow a term just completed.
+    `shortlist`: score only the target pieces the batch's sources allow, where nothing else
+    names target ids (no prefix, n-gram ban, terms or sampling)."""
     device = next(model.parameters()).device
     requests = requests or [Request(key=i) for i in range(len(src_ids))]
     if cfg.search_method == "sample" and samples > 1:  # K draws: each sentence K times, draw d keyed (key, d)
@@ -229,8 +239,13 @@ def search_batch(
         processors = (ForcePrefix([list(r.prefix) for r in requests], device), *processors)
     if cfg.no_repeat_ngram:
         processors = (NoRepeatNgram(cfg.no_repeat_ngram), *processors)
+    plain = processors == DEFAULT_PROCESSORS and cfg.search_method != "sample"
+    plain = plain and not any(r.constraints for r in requests)  # nothing else names target ids
+    vocab = shortlist.for_batch(src) if shortlist is not None and cfg.shortlist and plain else None
+    if vocab is not None and vocab.numel() < 2 * cfg.beam:  # beam search takes each row's 2K best
+        vocab = None
     if cfg.search_method == "greedy":
-        return [[h] for h in greedy_search(model, src, max_lens, cfg.length_penalty, processors)]
+        return [[h] for h in greedy_search(model, src, max_lens, cfg.length_penalty, processors, vocab=vocab)]
     if cfg.search_method == "sample":
         found = greedy_search(model, src, max_lens, cfg.length_penalty, processors, Sampler(cfg, draws))
         return [sorted(found[i : i + samples], key=lambda h: -h.score) for i in range(0, len(found), samples)]
@@ -238,7 +253,7 @@ def search_batch(
     if any(r.constraints for r in requests):
         guide = Constraints([r.constraints for r in requests], cfg.beam, glue)
         processors = (*processors, guide.rules)
-    return beam_search(model, src, max_lens, cfg.beam, cfg.length_penalty, processors, guide)
+    return beam_search(model, src, max_lens, cfg.beam, cfg.length_penalty, processors, guide, vocab)
 
 
 def search_ids(
@@ -250,6 +265,7 @@ def search_ids(
     samples: int = 1,
     progress: Callable[[int], None] | None = None,
     glue: Tensor | None = None,
+    shortlist: Shortlist | None = None,
 ) -> list[list[Hypothesis]]:
     """Decode many sentences: sorted by length into batches, returned in input order; `progress`
     hears how many sentences each finished batch held."""
@@ -261,7 +277,7 @@ def search_ids(
     for start in range(0, len(order), cfg.batch_size):
         chunk = order[start : start + cfg.batch_size]
         batch = [src_ids[i] for i in chunk]
-        found = search_batch(model, batch, cfg, processors, [requests[i] for i in chunk], samples, glue)
+        found = search_batch(model, batch, cfg, processors, [requests[i] for i in chunk], samples, glue, shortlist)
         for i, hyps in zip(chunk, found):
             out[i] = hyps
         if progress is not None:

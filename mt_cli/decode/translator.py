@@ -35,6 +35,7 @@ from mt_cli.decode.processors import DEFAULT_PROCESSORS, Processor
 from mt_cli.decode.progress import Progress
 from mt_cli.decode.scoring import align, force
 from mt_cli.decode.search import search_ids
+from mt_cli.decode.shortlist import Shortlist
 from mt_cli.device import autocast, resolve_device
 from mt_cli.errors import MtError
 from mt_cli.files import atomic_open
@@ -68,8 +69,10 @@ class Translator:
         tokenizer: Tokenizer,
         cfg: DecodeConfig,
         processors: tuple[Processor, ...] = DEFAULT_PROCESSORS,
+        shortlist: Shortlist | None = None,
     ) -> None:
         self.model, self.tokenizer, self.cfg, self.processors = model, tokenizer, cfg, processors
+        self.shortlist = shortlist  # the checkpoint's lexicon (decode/shortlist.py), used when cfg.shortlist
         self.device = next(model.parameters()).device
         self.target_lang = ""  # a multi-target model's >>xx<< token, put before lines that carry none
         self._glue_ids: torch.Tensor | None = None
@@ -85,7 +88,10 @@ class Translator:
         for p, ckpt in zip(paths[1:], ckpts[1:]):
             _check_same_vocabulary(paths[0], ckpts[0].tokenizer, p, ckpt.tokenizer)
         members = [cls.from_checkpoint(ckpt, device, **overrides) for ckpt in ckpts]
-        return cls(Ensemble([cast(Transformer, m.model) for m in members]), ckpts[0].tokenizer, members[0].cfg)
+        # The first model's shortlist, where every member has one (they share both vocabularies).
+        shortlist = members[0].shortlist if all(m.shortlist is not None for m in members) else None
+        model = Ensemble([cast(Transformer, m.model) for m in members])
+        return cls(model, ckpts[0].tokenizer, members[0].cfg, shortlist=shortlist)
 
     @classmethod
     def from_checkpoint(cls, ckpt: checkpoint.Checkpoint, device: str = DEVICE, **overrides: Any) -> Translator:
@@ -96,14 +102,15 @@ class Translator:
             if dev.type != "cpu":
                 raise MtError(f"--precision int8 runs on the CPU only; use --device cpu or --precision bf16 on {dev}")
             model = quantize_int8(model)
-        return cls(model, ckpt.tokenizer, cfg)
+        shortlist = None if ckpt.shortlist is None else Shortlist.from_state(ckpt.shortlist, "the checkpoint")
+        return cls(model, ckpt.tokenizer, cfg, shortlist=shortlist)
 
     def with_options(self, **overrides: Any) -> Translator:
         """The same model with other decoding settings (beam, length penalty, ...), nothing reloaded."""
         cfg = decode_options(self.cfg, overrides)
         if (cfg.precision == "int8") != (self.cfg.precision == "int8"):
             raise MtError("int8 decoding quantizes the model when it loads; load a new Translator for it")
-        tr = Translator(self.model, self.tokenizer, cfg, self.processors)
+        tr = Translator(self.model, self.tokenizer, cfg, self.processors, self.shortlist)
         tr.target_lang = self.target_lang
         return tr
 
@@ -128,7 +135,9 @@ class Translator:
         """Source ids (each ending in EOS) -> hypotheses per sentence, best first, with their text."""
         glue = self._glue() if requests and any(r.constraints for r in requests) else None
         with autocast(self.cfg.precision == "bf16", self.device):
-            found = search_ids(self.model, src_ids, self.cfg, self.processors, requests, samples, progress, glue)
+            found = search_ids(
+                self.model, src_ids, self.cfg, self.processors, requests, samples, progress, glue, self.shortlist
+            )
         texts = iter(self.tokenizer.decode_tgt([h.tokens for hyps in found for h in hyps]))
         # One line per hypothesis: no stray newline or tab may break line alignment.
         return [[dataclasses.replace(h, text=" ".join(next(texts).split())) for h in hyps] for hyps in found]

@@ -6,6 +6,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from mt_cli.decode.shortlist import Shortlist
 from mt_cli.errors import MtError
 from mt_cli.interop.marian import export_hf, move_into_place, refuse_non_empty
 from mt_cli.model.checkpoint import Checkpoint
@@ -24,5 +25,22 @@ def export_ct2(ckpt: Checkpoint, out_dir: Path, quantization: str | None = None)
         converted = TransformersConverter(str(hf_dir)).convert(str(Path(tmp) / "ct2"), quantization=quantization)
         for name in ("source.spm", "target.spm"):  # CTranslate2 takes pieces; users need the tokenizer too
             shutil.copy(hf_dir / name, Path(converted) / name)
+        if ckpt.shortlist is not None:
+            (Path(converted) / "vmap.txt").write_text(vocabulary_map(ckpt), encoding="utf-8")
         move_into_place(Path(converted), out_dir)
     return out_dir
+
+
+def vocabulary_map(ckpt: Checkpoint) -> str:
+    """The checkpoint's shortlist as CTranslate2's vocabulary map (vmap.txt, read with
+    `use_vmap=True`): a line `SOURCE_PIECE<TAB>TARGET_PIECE ...` per source piece, and the
+    always-allowed pieces after an empty source. CTranslate2 then restricts its output layer per
+    batch as mt does (it adds UNK, BOS and EOS itself)."""
+    assert ckpt.shortlist is not None
+    short = Shortlist.from_state(ckpt.shortlist, "the checkpoint")
+    src, tgt = ckpt.tokenizer.vocabulary("source"), ckpt.tokenizer.vocabulary("target")
+    lines = ["\t" + " ".join(tgt[i] for i in short.frequent.tolist())]
+    for piece, row in zip(src, short.table.tolist()):
+        if targets := [tgt[i] for i in row if i >= 0]:
+            lines.append(f"{piece}\t{' '.join(targets)}")
+    return "".join(line + "\n" for line in lines)

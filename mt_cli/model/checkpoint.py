@@ -1,7 +1,8 @@
 """The checkpoint file: one self-describing dict that rebuilds the model with nothing else.
 
     {"format": 2, "config": {...}, "tokenizer": {"joint": bytes} | {"src": ..., "tgt": ...},
-     "model": state_dict, "train_state": {...} (resumable checkpoints only)}
+     "model": state_dict, "train_state": {...} (resumable checkpoints only),
+     "shortlist": {"table": ..., "frequent": ..., "tgt_vocab_size": V} (optional: decode/shortlist.py)}
 
 It holds only tensors, numbers, strings, bytes, lists and dicts, and is always read with
 torch.load(weights_only=True), so loading a file can never run code.
@@ -33,6 +34,7 @@ class Checkpoint:
     tokenizer: Tokenizer
     model_state: dict[str, torch.Tensor]
     train_state: dict[str, Any] | None
+    shortlist: dict[str, Any] | None = None  # a vocabulary shortlist's state (decode/shortlist.py)
 
     def build_model(self, device: str | torch.device = "cpu") -> Transformer:
         model = build_model(self.config.model, init=False)  # every weight comes from the file
@@ -46,6 +48,7 @@ def save(
     tokenizer: Tokenizer,
     model_state: dict[str, torch.Tensor],
     train_state: dict[str, Any] | None = None,
+    shortlist: dict[str, Any] | None = None,
 ) -> None:
     """Write atomically: a kill mid-save leaves the previous file whole."""
     payload: dict[str, Any] = {
@@ -56,6 +59,8 @@ def save(
     }
     if train_state is not None:
         payload["train_state"] = train_state
+    if shortlist is not None:
+        payload["shortlist"] = shortlist
     with atomic_open(Path(path), "wb") as f:
         torch.save(payload, f)
 
@@ -92,6 +97,7 @@ def load(path: Path) -> Checkpoint:
         tokenizer=Tokenizer.from_state(payload["tokenizer"]),
         model_state=payload["model"],
         train_state=payload.get("train_state"),
+        shortlist=payload.get("shortlist"),
     )
 
 
@@ -113,8 +119,8 @@ def average(paths: list[Path]) -> Checkpoint:
         for k, v in ckpt.model_state.items():
             total[k] += v.double()
     mean = {k: (v / len(paths)).to(first.model_state[k].dtype) for k, v in total.items()}
-    return Checkpoint(first.config, first.tokenizer, mean, None)
+    return Checkpoint(first.config, first.tokenizer, mean, None, first.shortlist)
 
 
 def save_checkpoint(path: Path, ckpt: Checkpoint) -> None:
-    save(path, ckpt.config, ckpt.tokenizer, ckpt.model_state, ckpt.train_state)
+    save(path, ckpt.config, ckpt.tokenizer, ckpt.model_state, ckpt.train_state, ckpt.shortlist)

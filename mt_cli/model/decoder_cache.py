@@ -30,6 +30,9 @@ class DecoderCache:
     cross_mask: Tensor | None  # (B, 1, 1, S), True = real source token
     length: int = 0  # target positions already decoded
     keep: bool = True  # False for one teacher-forced pass (training), which nothing continues
+    # A shortlist's rows of the output layer, (V_s, D) and (V_s,) or None, sliced once per batch:
+    # logits then cover only those target ids (decode/shortlist.py). None: the whole vocabulary.
+    output: tuple[Tensor, Tensor | None] | None = None
 
     def append(self, layer: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         """k, v (N, H, T, D/H) at the new positions -> (N, H, T_all, D/H) at all positions so far."""

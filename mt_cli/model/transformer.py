@@ -294,7 +294,9 @@ class Transformer(nn.Module):
         """src (B, S) ids, src_mask (B, S) True for real tokens -> memory (B, S, D)."""
         return self.encoder(src, _key_mask(src_mask))
 
-    def new_cache(self, memory: Tensor, src_mask: Tensor, keep: bool = True) -> DecoderCache:
+    def new_cache(
+        self, memory: Tensor, src_mask: Tensor, keep: bool = True, vocab: Tensor | None = None
+    ) -> DecoderCache:
         n = len(self.decoder.layers)
         cross = [layer.cross_attn.project_kv(memory) for layer in cast("list[DecoderLayer]", self.decoder.layers)]
         return DecoderCache(
@@ -304,7 +306,18 @@ class Transformer(nn.Module):
             cross_v=[v for _, v in cross],
             cross_mask=_key_mask(src_mask),
             keep=keep,
+            output=None if vocab is None else self.output_rows(vocab),
         )
+
+    def output_rows(self, vocab: Tensor) -> tuple[Tensor, Tensor | None]:
+        """The output layer's weight (V_s, D) and bias (V_s,) at target ids `vocab` (V_s,), as floats;
+        an int8 or bf16 output layer (decode/precision.py) gives its weights back dequantized."""
+        proj = self.output_projection
+        weight = proj.weight() if callable(proj.weight) else proj.weight  # a quantized Linear's is a method
+        bias = getattr(proj, "bias", None)
+        bias = bias() if callable(bias) else bias
+        weight = weight.dequantize() if weight.is_quantized else weight.float()
+        return weight.index_select(0, vocab), None if bias is None else bias.float().index_select(0, vocab)
 
     def decode(
         self,
@@ -312,17 +325,21 @@ class Transformer(nn.Module):
         memory: Tensor | None,
         src_mask: Tensor | None,
         cache: DecoderCache | None = None,
+        vocab: Tensor | None = None,
     ) -> tuple[Tensor, DecoderCache]:
         """Advance the decoder over tgt (B, T) -> logits (B, T, V) and the cache for the next call.
 
         With no cache, tgt is a whole prefix from position 0 (training) and the cache is built from
-        memory (B, S, D); with one, tgt continues it and memory is not read again.
+        memory (B, S, D); with one, tgt continues it and memory is not read again. `vocab` (V_s,),
+        read when the cache is built: logits (B, T, V_s) at those target ids only (a shortlist).
         """
         if cache is None:
             if memory is None or src_mask is None:
                 raise ValueError("decode needs memory and src_mask when it has no cache")
-            cache = self.new_cache(memory, src_mask)
+            cache = self.new_cache(memory, src_mask, vocab=vocab)
         h = self.decoder(tgt, cache)
+        if cache.output is not None:
+            return F.linear(h, *cache.output), cache
         return self.output_projection(h), cache
 
     def forward(self, src: Tensor, tgt_in: Tensor, at: Tensor | None = None) -> Tensor:

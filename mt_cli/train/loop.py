@@ -141,7 +141,7 @@ def save_last(run: Run) -> None:
     rngs = ddp.gather(rng_state(), run.dist)
     if run.dist.main:
         write_checkpoint(run.paths.last, run.cfg, run.tokenizer, run.model, run.optimizer,
-                         run.state, run.ema, rngs, run.scaler)  # fmt: skip
+                         run.state, run.ema, rngs, run.scaler, run.shortlist)  # fmt: skip
 
 
 def run_validation(run: Run, record: Record, progress: TrainProgress) -> None:
@@ -150,19 +150,20 @@ def run_validation(run: Run, record: Record, progress: TrainProgress) -> None:
     state, paths = run.state, run.paths
     if run.dist.main:
         scored = run.ema if run.ema is not None else run.model  # the weights best.pt would hold
-        v = validate(scored, run.tokenizer, run.valid_pairs, run.valid_refs, run.cfg, run.device, run.amp)
+        v = validate(scored, run.tokenizer, run.valid_pairs, run.valid_refs, run.cfg, run.device, run.amp,
+                     run.shortlist)  # fmt: skip
         entry = {"step": state.step, "valid_loss": v.loss, "valid_nll": v.nll, "valid_bleu": v.bleu}
         record(entry)
         state.history.append(entry)
         improved = v.bleu > state.best_bleu
         if improved:
             state.best_bleu, state.best_step, state.validations_since_best = v.bleu, state.step, 0
-            write_checkpoint(paths.best, run.cfg, run.tokenizer, scored)
+            write_checkpoint(paths.best, run.cfg, run.tokenizer, scored, shortlist=run.shortlist)
         else:
             state.validations_since_best += 1
         keep = max(run.cfg.train.keep_last, run.cfg.train.average_last)
         if keep > 0:
-            write_checkpoint(paths.step(state.step), run.cfg, run.tokenizer, scored)
+            write_checkpoint(paths.step(state.step), run.cfg, run.tokenizer, scored, shortlist=run.shortlist)
             for old in paths.numbered()[:-keep]:
                 old.unlink()
         best = " (best, saved)" if improved else f" (best {state.best_bleu:.2f} at step {state.best_step})"
@@ -286,7 +287,7 @@ def average_last(run: Run, record: Record, log: Log) -> Validation | None:
     out = run.paths.averaged
     checkpoint.save_checkpoint(out, averaged)
     model = averaged.build_model(run.device)
-    v = validate(model, run.tokenizer, run.valid_pairs, run.valid_refs, run.cfg, run.device, run.amp)
+    v = validate(model, run.tokenizer, run.valid_pairs, run.valid_refs, run.cfg, run.device, run.amp, run.shortlist)
     record({"step": run.state.step, "averaged": [p.name for p in paths], "valid_loss": v.loss, "valid_bleu": v.bleu})
     log(f"averaged {len(paths)} checkpoints into {out}: valid BLEU {v.bleu:.2f} (best one: {run.state.best_bleu:.2f})")
     return v

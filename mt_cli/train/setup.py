@@ -18,6 +18,7 @@ from mt_cli.config import Config, TrainConfig, to_yaml
 from mt_cli.data.cache import TokenCorpus
 from mt_cli.data.pairs import Pairs
 from mt_cli.data.tokenizer import Tokenizer
+from mt_cli.decode.shortlist import Shortlist, build_shortlist, pair_chunks
 from mt_cli.device import amp_dtype, set_threads
 from mt_cli.errors import MtError
 from mt_cli.files import atomic_write_text
@@ -118,6 +119,7 @@ class Run:
     valid_pairs: Pairs
     valid_refs: list[str]
     state: TrainState
+    shortlist: Shortlist | None = None  # built from the training pairs; in every checkpoint and validation
 
     @property
     def cfg(self) -> Config:
@@ -210,8 +212,19 @@ def prepare(ctx: RunContext) -> Run:
     log(f"model: {n_params / 1e6:.1f}M parameters on {device}{where}{f' with {amp} autocast' if amp else ''}")
     peak, source = peak_flops(device, amp is not None)
     log(f"MFU is against {peak / 1e12:.2f} TFLOP/s ({source})")
+    shortlist = _shortlist(t, train_data, tokenizer, log) if d.main else None
     return Run(ctx, amp, scaler, peak, tokenizer, model, objective, optimizer, ema, train_data, valid_pairs,
-               valid_refs, state)  # fmt: skip
+               valid_refs, state, shortlist)  # fmt: skip
+
+
+def _shortlist(t: TrainConfig, data: TokenCorpus, tokenizer: Tokenizer, log: Log) -> Shortlist | None:
+    """The vocabulary shortlist of train.shortlist_*, counted over the training pairs (rebuilt
+    the same on resume: it depends on the data and the sizes only)."""
+    if t.shortlist_per_source == 0:
+        return None
+    log(f"vocabulary shortlist: counting {len(data)} training pairs")
+    return build_shortlist(pair_chunks(data), tokenizer.src_vocab_size, tokenizer.tgt_vocab_size,
+                           t.shortlist_per_source, t.shortlist_frequent)  # fmt: skip
 
 
 def _init_checkpoint(ctx: RunContext) -> Checkpoint | None:

@@ -18,6 +18,7 @@ import torch
 
 from mt_cli.config import Config
 from mt_cli.data.tokenizer import Tokenizer
+from mt_cli.decode.shortlist import Shortlist
 from mt_cli.errors import MtError
 from mt_cli.files import atomic_write_text
 from mt_cli.model import checkpoint
@@ -66,6 +67,7 @@ def write_checkpoint(
     ema: torch.nn.Module | None = None,
     rng_ranks: list[dict[str, Any]] | None = None,
     scaler: torch.amp.GradScaler | None = None,
+    shortlist: Shortlist | None = None,
 ) -> None:
     """A model checkpoint; with `state` (and the optimizer and EMA) a resumable one, like last.pt.
 
@@ -81,7 +83,8 @@ def write_checkpoint(
             train_state["rng_ranks"] = rng_ranks
         if scaler is not None and scaler.is_enabled():
             train_state["scaler"] = scaler.state_dict()
-    checkpoint.save(path, cfg, tokenizer, model.state_dict(), train_state)
+    listed = shortlist.to_state() if shortlist is not None else None
+    checkpoint.save(path, cfg, tokenizer, model.state_dict(), train_state, listed)
 
 
 def resume(

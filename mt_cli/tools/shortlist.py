@@ -1,0 +1,45 @@
+"""`mt shortlist`: build a vocabulary shortlist from a parallel corpus into a checkpoint.
+
+`mt train` builds one from its training data by itself; this is for a checkpoint that has none
+(an imported OPUS-MT model, a run from before shortlists) or to rebuild one with other sizes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from mt_cli.data.sources import read_parallel
+from mt_cli.decode.shortlist import IdPairs, Shortlist, build_shortlist
+from mt_cli.errors import MtError
+from mt_cli.model import checkpoint
+
+CHUNK = 20_000  # lines tokenized and counted at a time
+
+
+def add_shortlist(
+    ckpt_path: Path, src_file: Path, tgt_file: Path, out: Path, per_source: int, frequent: int,
+    log: Callable[[str], None] = print,
+) -> Shortlist:  # fmt: skip
+    """Write `ckpt_path` with a shortlist built from the line-aligned files to `out` (a new file,
+    or the checkpoint itself, replaced atomically: its weights and settings stay as they were)."""
+    if out.exists() and out.resolve() != ckpt_path.resolve():
+        raise MtError(f"{out}: already exists; give a new file, or the checkpoint itself to add the shortlist in place")
+    if per_source < 1:
+        raise MtError(f"--per-source {per_source}: a shortlist needs at least 1 target piece per source piece")
+    ckpt = checkpoint.load(ckpt_path)
+    corpus = read_parallel(src_file, tgt_file)
+    log(f"{src_file} / {tgt_file}: {len(corpus.src)} pairs")
+
+    def chunks() -> Iterator[IdPairs]:
+        for start in range(0, len(corpus.src), CHUNK):
+            yield (ckpt.tokenizer.encode_src(corpus.src[start : start + CHUNK]),
+                   ckpt.tokenizer.encode_tgt(corpus.tgt[start : start + CHUNK]))  # fmt: skip
+            log(f"  counted {min(start + CHUNK, len(corpus.src))} pairs")
+
+    tok = ckpt.tokenizer
+    shortlist = build_shortlist(chunks(), tok.src_vocab_size, tok.tgt_vocab_size, per_source, frequent)
+    checkpoint.save_checkpoint(out, dataclasses.replace(ckpt, shortlist=shortlist.to_state()))
+    log(f"wrote {out}: {per_source} target pieces per source piece, {frequent} most frequent")
+    return shortlist
