@@ -19,6 +19,11 @@ CTranslate2's own benchmark's: beam 4 (and greedy), batch 32, length penalty 0, 
 threads. Each timed run is a fresh process importing only its own system's library
 (speed_workers.py); systems take turns over rounds and keep their fastest. Output pieces are
 compared with mt fp32's, position by position, over the steps every system produced.
+
+Shortlist rows: `mt shortlist` over Multi30k's en-de training pairs (the defaults' sizes), and the
+same shortlist as CTranslate2's vmap.txt. With random weights the model's favourite pieces are
+mostly ones no source allows, so these rows' pieces differ from mt fp32's by design: they show
+speed only (test2016 BLEU with and without a shortlist is in speed.py's table).
 """
 
 from __future__ import annotations

@@ -14,7 +14,9 @@ Decoding: every system translates the first --n lines of --src-file in the same 
 batches of 64 with the same length limit (mt's ratio * source + offset, per batch), beam 5 and
 greedy, length penalty 1.0, after one untimed warm-up batch; sentences/s, target tokens/s
 (SentencePiece pieces of the output + EOS, counted alike for all) and BLEU, so that a fast path
-that loses quality shows it.
+that loses quality shows it. mt runs with the checkpoint's vocabulary shortlist (its default) and
+with its whole vocabulary; CTranslate2 with its whole vocabulary (its default) and with the same
+shortlist as its vocabulary map (`use_vmap`, the vmap.txt `mt export` writes).
 Whole process: `mt translate FILE` against the minimal scripts a CTranslate2 or Hugging Face
 user writes (benchmarks/peers/), on the first 1,000 and 10,000 lines of --train-src: startup,
 imports, loading and decoding, wall-clock and peak RSS.

@@ -162,3 +162,18 @@ def test_ctranslate2_with_the_exported_vocabulary_map_translates_as_mt_with_the_
     pieces = [tok.src.encode(line, out_type=str) + ["</s>"] for line in lines]
     results = translator.translate_batch(pieces, beam_size=1, use_vmap=True)
     assert [" ".join(tok.tgt.decode_pieces(r.hypotheses[0]).split()) for r in results] == mt
+
+
+def test_mt_shortlist_refuses_bad_sizes_and_misaligned_files_in_one_line(trained, corpus_files, tmp_path):
+    _, d = trained
+    f = corpus_files
+    short = write_lines(tmp_path / "short.en", ["A dog."])
+    out = tmp_path / "o.pt"
+    base = ["shortlist", "--checkpoint", d / "run" / "best.pt", "--train-src", f["train_src"], "--out", out]
+    cases = [(["--train-tgt", f["train_tgt"], "--per-source", "0"], "--per-source 0"),
+             (["--train-tgt", f["train_tgt"], "--frequent", "-1"], "--frequent -1"),
+             (["--train-tgt", short], "short.en")]  # fmt: skip
+    for extra, expected in cases:
+        done = run_cli(*base, *extra)
+        assert done.exit_code == 1 and "Traceback" not in done.output, done.output
+        assert expected in done.output and not out.exists()
