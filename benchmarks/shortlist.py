@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import sys
 import time
 from pathlib import Path
 
@@ -58,20 +57,22 @@ def decode(tr: Translator, lines: list[str], refs: list[str]) -> tuple[float, fl
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--checkpoint", type=Path, required=True)
-    p.add_argument("--data", type=Path, required=True, help="a folder with train/val/test2016... files")
-    p.add_argument("--src", required=True)
-    p.add_argument("--tgt", required=True)
+    p.add_argument("--checkpoint", type=Path)
+    p.add_argument("--data", type=Path, help="a folder with train/val/test2016... files")
+    p.add_argument("--src")
+    p.add_argument("--tgt")
     p.add_argument("--valid", default="val")
     p.add_argument("--tests", nargs="+", default=["test2016", "test2017"])
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--no-append", action="store_true")
     p.add_argument("--readme", action="store_true", help="only copy the newest RESULTS.md run into the README")
-    if "--readme" in sys.argv:
-        return copy_newest("Vocabulary shortlist", "shortlist-table")
     args = p.parse_args()
+    if args.readme:
+        return copy_newest("Vocabulary shortlist", "shortlist-table")
+    missing = [a for a in ("checkpoint", "data", "src", "tgt") if getattr(args, a) is None]
+    if missing:
+        p.error("required: " + ", ".join("--" + a for a in missing))
     measured = commit()
-    torch.set_num_threads(torch.get_num_threads())
     ckpt = checkpoint.load(args.checkpoint)
     read = lambda name, lang: (args.data / f"{name}.{lang}").read_text(encoding="utf-8").splitlines()  # noqa: E731
     tok = ckpt.tokenizer
