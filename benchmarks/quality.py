@@ -1,16 +1,15 @@
 """Run a training recipe end to end and append its test scores to benchmarks/RESULTS.md.
 
-    python benchmarks/quality.py --recipe configs/multi30k.yaml --corpus multi30k --src de --tgt en
+    python benchmarks/quality.py --recipe configs/multi30k.yaml --corpus multi30k --src en --tgt de
     python benchmarks/quality.py --recipe configs/tatoeba-zh-en.yaml --corpus zh-en --src zh --tgt en
     python benchmarks/quality.py --readme      # only regenerate README's quality table
 
-With --tune, beam size and length penalty are chosen on the validation set (`mt tune-decoding`)
-and the test sets are translated with the winner.
-
-The recipe trains its own tokenizer, exactly as `mt train` does. The checkpoint that is tested
-is chosen on the validation set only: the averaged one when its validation BLEU is at least the
-best single checkpoint's, else best.pt. Figures are never typed in by hand: this script writes
-every row of RESULTS.md and the README table is generated from it.
+It does what a user does: `mt train` with the recipe (which trains its own tokenizer and, at the
+end, leaves RUN/best.pt as the validated choice, the averaged checkpoint or the best step, with
+the beam size and length penalty tuned on the validation set as its decoding defaults), then
+`mt translate --checkpoint RUN/best.pt` on each test set, scored by sacreBLEU. The test sets take
+part in no choice. Figures are never typed in by hand: this script writes every row of
+RESULTS.md and the README table is generated from it.
 """
 
 from __future__ import annotations
@@ -25,13 +24,12 @@ from pathlib import Path
 
 import torch
 from results import README, RESULTS, ROOT, append_section, commit, replace_section  # noqa: F401 (re-exported)
-from trials import summary  # this folder's run-log reader
 
-from mt_cli.config import build_config
+from mt_cli.config import Config, build_config
 from mt_cli.decode.translator import translate_file
 from mt_cli.files import atomic_write_text
 from mt_cli.metrics import score_files
-from mt_cli.tools.evaluate import tune_decoding
+from mt_cli.model import checkpoint
 from mt_cli.train.inputs import DataSpec
 from mt_cli.train.loop import train
 
@@ -44,15 +42,6 @@ COLUMNS = [
     "date", "commit", "recipe", "pair", "test", "BLEU", "chrF", "checkpoint",
     "steps", "train min", "wall min", "machine", "signature",
 ]  # fmt: skip
-TUNE_BEAMS, TUNE_PENALTIES = [4, 5, 8], [0.6, 0.8, 1.0, 1.2]
-
-
-def chosen_checkpoint(run: Path) -> Path:
-    """averaged.pt when validation says it is at least as good as best.pt."""
-    s = summary(run)
-    if s["averaged"] is not None and (run / "averaged.pt").is_file() and s["averaged"] >= s["best"]:
-        return run / "averaged.pt"
-    return run / "best.pt"
 
 
 def run_recipe(args: argparse.Namespace) -> list[dict[str, str]]:
@@ -71,15 +60,8 @@ def run_recipe(args: argparse.Namespace) -> list[dict[str, str]]:
         data / f"{valid_stem}.{args.tgt}",
     )
     state = train(spec, out, cfg, log=lambda m: print(m, file=sys.stderr))
-    chosen = ckpt = chosen_checkpoint(out)
-    decoding = f"beam {cfg.decode.beam}, lp {cfg.decode.length_penalty:g}"
-    if args.tune:
-        # On the validation set only: the test sets never take part in a choice.
-        valid = (data / f"{valid_stem}.{args.src}", data / f"{valid_stem}.{args.tgt}")
-        tuned = tune_decoding(ckpt, *valid, TUNE_BEAMS, TUNE_PENALTIES, cfg.train.device, out / "tuned.pt")
-        print(f"tuned on {valid[0].name}: " + ", ".join(_tuning_cell(r) for r in tuned[:3]), file=sys.stderr)
-        decoding = f"beam {tuned[0]['beam']}, lp {tuned[0]['length_penalty']:g} (tuned)"
-        ckpt = out / "tuned.pt"
+    ckpt = out / "best.pt"
+    described = describe(ckpt, state.best_step, cfg)
     rows = []
     for test in tests:
         hyp = out / f"{test}.hyp.{args.tgt}"
@@ -94,7 +76,7 @@ def run_recipe(args: argparse.Namespace) -> list[dict[str, str]]:
                 "test": test,
                 "BLEU": f"{result['bleu']:.2f}",
                 "chrF": f"{result['chrf']:.2f}",
-                "checkpoint": f"{chosen.name}, {decoding}",
+                "checkpoint": described,
                 "steps": str(state.step),
                 "train min": f"{state.elapsed_s / 60:.1f}",
                 "wall min": f"{(time.time() - started) / 60:.1f}",
@@ -106,8 +88,14 @@ def run_recipe(args: argparse.Namespace) -> list[dict[str, str]]:
     return rows
 
 
-def _tuning_cell(row: dict) -> str:
-    return f"beam {row['beam']} lp {row['length_penalty']:g}: {row['bleu']:.2f}"
+def describe(path: Path, best_step: int, cfg: Config) -> str:
+    """What best.pt holds and how it decodes, for the checkpoint column."""
+    ckpt = checkpoint.load(path)
+    averaged = (ckpt.origin or {}).get("averaged")
+    what = f"average of {len(averaged)}" if averaged else f"step {best_step}"
+    d, t = ckpt.config.decode, cfg.train
+    tuned = " (tuned)" if t.tune_beams or t.tune_length_penalties else ""
+    return f"best.pt = {what}, beam {d.beam}, lp {d.length_penalty:g}{tuned}"
 
 
 def append_results(rows: list[dict[str, str]], path: Path = RESULTS) -> None:
@@ -166,9 +154,6 @@ def main() -> None:
     p.add_argument("--out", type=Path, help="run folder (default: checkpoints/quality/<recipe>-<pair>-<time>)")
     p.add_argument(
         "--set", action="append", help="override a config field, as in `mt train --set` (recorded in the row)"
-    )
-    p.add_argument(
-        "--tune", action="store_true", help="pick beam and length penalty on the validation set before testing"
     )
     p.add_argument("--results", type=Path, default=RESULTS)
     p.add_argument("--readme", action="store_true", help="only regenerate the README table")

@@ -112,7 +112,14 @@ class TrainConfig:
     save_every: int = 0  # steps between saves of last.pt besides those at validations (0: only those)
     patience: int = 0  # stop after this many validations without a better BLEU; 0: never
     keep_last: int = 0  # also keep the weights of the last K validations as RUN/step<N>.pt
-    average_last: int = 0  # after training, average the last K validations' weights into RUN/averaged.pt
+    # After training, average the last K validations' weights into RUN/averaged.pt; when it
+    # validates at least as well as the best single step, best.pt takes it (that step: best-step.pt).
+    average_last: int = 0
+    # After training (and averaging), try these beam sizes x length penalties on the validation set
+    # and make the best pair best.pt's decoding defaults (an empty list: decode.beam or
+    # decode.length_penalty alone; both empty: no tuning). The test sets never take part.
+    tune_beams: tuple[int, ...] = ()
+    tune_length_penalties: tuple[float, ...] = ()
     log_every: int = 50
     seed: int = 1
     device: str = DEVICE
@@ -185,6 +192,8 @@ class TrainConfig:
         _check(0.0 <= self.ema_decay < 1.0, "train.ema_decay must be in [0, 1)")
         _check(self.max_len > 1, "train.max_len must be at least 2")
         _check(self.average_last != 1, "train.average_last must be 0 (off) or at least 2")
+        _check(all(b >= 1 for b in self.tune_beams), "train.tune_beams must all be at least 1")
+        _check(all(a >= 0 for a in self.tune_length_penalties), "train.tune_length_penalties must not be negative")
         _check(self.valid_every > 0 and self.log_every > 0, "train.valid_every and log_every must be positive")
         _check(
             self.device in ("auto", "cpu", "cuda", "mps") or self.device.startswith("cuda:"),

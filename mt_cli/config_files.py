@@ -82,6 +82,10 @@ def _coerce(value: Any, hint: Any, where: str) -> Any:
             return None
         hint = next(a for a in args if a is not type(None))
         origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is tuple and len(args) == 2 and args[1] is Ellipsis:  # tuple[int, ...]: any length
+        if not isinstance(value, (list, tuple)):
+            raise MtError(f"{where} must be a list, not {value!r}")
+        return tuple(_coerce(v, args[0], where) for v in value)
     if origin is tuple:
         if not isinstance(value, (list, tuple)) or len(value) != len(args):
             raise MtError(f"{where} must be a list of {len(args)} values, not {value!r}")

@@ -230,8 +230,8 @@ def test_unknown_pieces_and_the_target_language_token(imported):
     tr = Translator.load(out, device="cpu", beam=1)
     assert "<unk>" in tr.tokenizer.src_pieces(LINES[4])  # characters the vocabulary lacks
     to_en = tr.for_target("en")
-    assert to_en._source_ids(["Kind hat ball."]) == tr._source_ids([">>en<< Kind hat ball."])
-    assert to_en._source_ids([">>en<< x"]) == tr._source_ids([">>en<< x"])  # a line's own token is kept
+    assert to_en.source_ids(["Kind hat ball."]) == tr.source_ids([">>en<< Kind hat ball."])
+    assert to_en.source_ids([">>en<< x"]) == tr.source_ids([">>en<< x"])  # a line's own token is kept
     with pytest.raises(
         MtError, match=r"--target-lang fr: the model has no >>fr<< token \(its language tokens: >>en<<\)"
     ):

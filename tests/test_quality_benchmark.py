@@ -15,7 +15,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import quality  # noqa: E402
 
 
-def test_quality_script_trains_a_recipe_tunes_decoding_on_val_scores_every_test_set_and_appends_rows(tmp_path):
+def test_quality_script_runs_the_recipe_and_scores_best_pt_with_its_tuned_defaults_on_every_test_set(tmp_path):
     data = tmp_path / "data" / "multi30k"
     data.mkdir(parents=True)
     for stem, n, seed in (
@@ -30,21 +30,22 @@ def test_quality_script_trains_a_recipe_tunes_decoding_on_val_scores_every_test_
         write_lines(data / f"{stem}.en", en)
     recipe = tmp_path / "tiny-recipe.yaml"
     recipe.write_text("preset: tiny\ntokenizer:\n  vocab_size: 100\ntrain:\n  max_steps: 20\n  valid_every: 10\n"
-                      "  keep_last: 2\n  average_last: 2\n  device: cpu\ndecode:\n  beam: 2\n")  # fmt: skip
+                      "  keep_last: 2\n  average_last: 2\n  tune_beams: [1, 2]\n  tune_length_penalties: [0.8, 1.2]\n"
+                      "  device: cpu\ndecode:\n  beam: 2\n")  # fmt: skip
     results = tmp_path / "RESULTS.md"
     cmd = [sys.executable, str(ROOT / "benchmarks" / "quality.py"), "--recipe", str(recipe), "--data",
            str(tmp_path / "data"), "--out", str(tmp_path / "run"), "--results", str(results),
-           "--set", "train.batch_tokens=400", "--tune"]  # fmt: skip
+           "--set", "train.batch_tokens=400"]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     rows = quality.read_results(results)
     assert [r["test"] for r in rows] == ["test2016", "test2017", "test2018"]
     assert all(r["pair"] == "de-en" and r["steps"] == "20" for r in rows)
     assert rows[0]["recipe"] == "tiny-recipe.yaml train.batch_tokens=400"
-    assert re.fullmatch(r"(best|averaged)\.pt, beam \d+, lp [\d.]+ \(tuned\)", rows[0]["checkpoint"])
-    tuned = checkpoint.load(tmp_path / "run" / "tuned.pt").config.decode
+    assert re.fullmatch(r"best\.pt = (average of 2|step \d+), beam \d, lp [\d.]+ \(tuned\)", rows[0]["checkpoint"])
+    tuned = checkpoint.load(tmp_path / "run" / "best.pt").config.decode
     assert rows[0]["checkpoint"].endswith(f"beam {tuned.beam}, lp {tuned.length_penalty:g} (tuned)")
-    assert "tuned on val.de" in proc.stderr
+    assert "tuned decoding on the validation set (3 settings)" in proc.stderr
     assert "tok:13a" in rows[0]["signature"]
     for row in rows:  # each row's BLEU is sacreBLEU's on the hypotheses the script wrote
         hyps = (tmp_path / "run" / f"{row['test']}.hyp.en").read_text(encoding="utf-8").splitlines()

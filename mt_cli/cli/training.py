@@ -38,7 +38,7 @@ TRAIN_OPTIONS = {
     "device": "auto, cpu, cuda, cuda:N or mps.",
     "patience": "Stop after N validations without a better BLEU.",
     "keep_last": "Keep the last K validations' weights as OUT/step<N>.pt.",
-    "average_last": "After training, average the last K into OUT/averaged.pt.",
+    "average_last": "After training, average the last K (OUT/averaged.pt); best.pt takes it if as good.",
     "save_every": "Also write OUT/last.pt every N steps.",
     "max_len": "Longest side of a training pair, in tokens.",
     "long_pairs": "A pair over --max-len: drop (default) or truncate it.",
@@ -89,6 +89,10 @@ def train(
 
     Data: text files (--train-src/--train-tgt, --valid-src/--valid-tgt), a table file per split
     (--train, --valid), or --dataset. Several processes: torchrun --nproc_per_node=N -m mt_cli train ...
+
+    At the end, with train.average_last, best.pt becomes the average when it validates as well;
+    with train.tune_beams / train.tune_length_penalties, the pair that validates best becomes its
+    decoding default (the recipes in configs/ set both).
     """
     from mt_cli.config import build_config
     from mt_cli.train.inputs import data_spec

@@ -151,7 +151,7 @@ class Translator:
             self._glue_ids = torch.tensor(ids, dtype=torch.long, device=self.device)
         return self._glue_ids
 
-    def _source_ids(self, lines: list[str]) -> list[list[int]]:
+    def source_ids(self, lines: list[str]) -> list[list[int]]:
         """Source ids ending in EOS, an over-long line cut to what the model can read."""
         limit = self.model.cfg.max_positions - 1
         if self.target_lang:
@@ -176,7 +176,7 @@ class Translator:
         model can read."""
         requests = Requests(self, len(lines), prefixes, constraints, first_line)
         todo = [i for i, line in enumerate(lines) if line.strip()]
-        src_ids = self._source_ids([lines[i] for i in todo])
+        src_ids = self.source_ids([lines[i] for i in todo])
         samples = (nbest or 1) if self.cfg.search_method == "sample" else 1
         if nbest is not None:
             _check_nbest(nbest, self.cfg)
@@ -210,7 +210,7 @@ class Translator:
         if long is not None:
             raise MtError(f"target line {long + 1}: {len(tgt_ids[long])} pieces, more than the model's {limit - 1}")
         with autocast(self.cfg.precision == "bf16", self.device):
-            found = force(self.model, self._source_ids(src_lines), tgt_ids, self.cfg.batch_size)
+            found = force(self.model, self.source_ids(src_lines), tgt_ids, self.cfg.batch_size)
         return [dataclasses.replace(h, text=" ".join(line.split())) for h, line in zip(found, tgt_lines)]
 
     def translate(self, lines: list[str]) -> list[str]:

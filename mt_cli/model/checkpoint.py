@@ -2,7 +2,8 @@
 
     {"format": 2, "config": {...}, "tokenizer": {"joint": bytes} | {"src": ..., "tgt": ...},
      "model": state_dict, "train_state": {...} (resumable checkpoints only),
-     "shortlist": {"table": ..., "frequent": ..., "tgt_vocab_size": V} (optional: decode/shortlist.py)}
+     "shortlist": {"table": ..., "frequent": ..., "tgt_vocab_size": V} (optional: decode/shortlist.py),
+     "origin": {"averaged": ["step4500.pt", ...]} (optional: weights that no single step had)}
 
 It holds only tensors, numbers, strings, bytes, lists and dicts, and is always read with
 torch.load(weights_only=True), so loading a file can never run code.
@@ -35,6 +36,7 @@ class Checkpoint:
     model_state: dict[str, torch.Tensor]
     train_state: dict[str, Any] | None
     shortlist: dict[str, Any] | None = None  # a vocabulary shortlist's state (decode/shortlist.py)
+    origin: dict[str, Any] | None = None  # where weights no single step had came from: {"averaged": [names]}
 
     def build_model(self, device: str | torch.device = "cpu") -> Transformer:
         model = build_model(self.config.model, init=False)  # every weight comes from the file
@@ -49,6 +51,7 @@ def save(
     model_state: dict[str, torch.Tensor],
     train_state: dict[str, Any] | None = None,
     shortlist: dict[str, Any] | None = None,
+    origin: dict[str, Any] | None = None,
 ) -> None:
     """Write atomically: a kill mid-save leaves the previous file whole."""
     payload: dict[str, Any] = {
@@ -61,6 +64,8 @@ def save(
         payload["train_state"] = train_state
     if shortlist is not None:
         payload["shortlist"] = shortlist
+    if origin is not None:
+        payload["origin"] = origin
     with atomic_open(Path(path), "wb") as f:
         torch.save(payload, f)
 
@@ -98,6 +103,7 @@ def load(path: Path) -> Checkpoint:
         model_state=payload["model"],
         train_state=payload.get("train_state"),
         shortlist=payload.get("shortlist"),
+        origin=payload.get("origin"),
     )
 
 
@@ -119,8 +125,8 @@ def average(paths: list[Path]) -> Checkpoint:
         for k, v in ckpt.model_state.items():
             total[k] += v.double()
     mean = {k: (v / len(paths)).to(first.model_state[k].dtype) for k, v in total.items()}
-    return Checkpoint(first.config, first.tokenizer, mean, None, first.shortlist)
+    return Checkpoint(first.config, first.tokenizer, mean, None, first.shortlist, {"averaged": [p.name for p in paths]})
 
 
 def save_checkpoint(path: Path, ckpt: Checkpoint) -> None:
-    save(path, ckpt.config, ckpt.tokenizer, ckpt.model_state, ckpt.train_state, ckpt.shortlist)
+    save(path, ckpt.config, ckpt.tokenizer, ckpt.model_state, ckpt.train_state, ckpt.shortlist, ckpt.origin)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any
 
 from mt_cli.config import DEFAULT_METRICS, DEVICE
 from mt_cli.data.text import check_aligned, read_lines
 from mt_cli.decode.translator import Translator
+from mt_cli.decode.tuning import tune_grid, with_decoding
 from mt_cli.errors import MtError
 from mt_cli.metrics import score, score_files
 from mt_cli.model import checkpoint
@@ -58,14 +58,8 @@ def tune_decoding(
     translator = Translator.from_checkpoint(ckpt, device)
     src, ref = read_lines(src_path), read_lines(ref_path)
     check_aligned(src_path, src, ref_path, ref)
-    rows = []
-    for beam in beams:
-        for alpha in length_penalties if beam > 1 else length_penalties[:1]:  # greedy ignores alpha
-            hyps = translator.with_options(beam=beam, length_penalty=alpha).translate(src)
-            rows.append({"beam": beam, "length_penalty": alpha, "bleu": score(hyps, [ref], ("bleu",))["bleu"]})
-    rows.sort(key=lambda r: -r["bleu"])
+    rows = tune_grid(translator, translator.source_ids(src), ref, beams, length_penalties)
     if out is not None:
-        best = dataclasses.replace(ckpt.config.decode, beam=rows[0]["beam"], length_penalty=rows[0]["length_penalty"])
-        ckpt.config = dataclasses.replace(ckpt.config, decode=best)
+        ckpt.config = with_decoding(ckpt.config, rows[0])
         checkpoint.save_checkpoint(out, ckpt)
     return rows

@@ -22,8 +22,8 @@ from mt_cli.data.collate import collate
 from mt_cli.data.pairs import make_batches
 from mt_cli.device import autocast, resolve_device, set_deterministic
 from mt_cli.errors import MtError
-from mt_cli.model import checkpoint
 from mt_cli.train import distributed as ddp
+from mt_cli.train.finish import finish
 from mt_cli.train.hardware import CompiledOrEager
 from mt_cli.train.inputs import DataSpec, Log
 from mt_cli.train.progress import RunLog, TrainProgress
@@ -32,7 +32,7 @@ from mt_cli.train.setup import Run, RunContext, TrainPaths, prepare
 from mt_cli.train.signals import StopSignals
 from mt_cli.train.state import TrainState, rng_state, write_checkpoint
 from mt_cli.train.throughput import linear_flops
-from mt_cli.train.validation import Validation, validate
+from mt_cli.train.validation import validate
 
 Record = Callable[[dict[str, Any]], None]  # one log entry (a dict) to RUN/log.jsonl: a RunLog
 
@@ -272,22 +272,6 @@ def _train(ctx: RunContext) -> TrainState:
         if state.validations_since_best >= run.cfg.train.patience > 0:
             log(f"early stop: no better validation BLEU in {run.cfg.train.patience} validations")
         log(f"done: {state.step} steps; best validation BLEU {state.best_bleu:.2f} at step {state.best_step}")
-        if run.cfg.train.average_last and main:
-            average_last(run, record, log)
+        if main:
+            finish(run, record, log)
     return state
-
-
-def average_last(run: Run, record: Record, log: Log) -> Validation | None:
-    """Average the last `average_last` numbered checkpoints into RUN/averaged.pt and validate it."""
-    paths = run.paths.numbered()[-run.cfg.train.average_last :]
-    if len(paths) < 2:
-        log(f"not averaging: only {len(paths)} numbered checkpoint(s) in {run.paths.out}")
-        return None
-    averaged = checkpoint.average(paths)
-    out = run.paths.averaged
-    checkpoint.save_checkpoint(out, averaged)
-    model = averaged.build_model(run.device)
-    v = validate(model, run.tokenizer, run.valid_pairs, run.valid_refs, run.cfg, run.device, run.amp, run.shortlist)
-    record({"step": run.state.step, "averaged": [p.name for p in paths], "valid_loss": v.loss, "valid_bleu": v.bleu})
-    log(f"averaged {len(paths)} checkpoints into {out}: valid BLEU {v.bleu:.2f} (best one: {run.state.best_bleu:.2f})")
-    return v

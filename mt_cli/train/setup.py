@@ -56,6 +56,10 @@ class TrainPaths:
         return self.out / "best.pt"
 
     @property
+    def best_step(self) -> Path:  # the best single step, kept when an average took best.pt's place
+        return self.out / "best-step.pt"
+
+    @property
     def averaged(self) -> Path:
         return self.out / "averaged.pt"
 

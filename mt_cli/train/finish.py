@@ -1,0 +1,69 @@
+"""The end of a run, which leaves best.pt as the validated choice: the average of the last
+checkpoints when it validates at least as well as the best single step (train.average_last),
+with the beam size and length penalty that did best on the validation set as its decoding
+defaults (train.tune_beams, train.tune_length_penalties). `mt translate --checkpoint RUN/best.pt`
+then decodes as the recipe was measured. Runs on the main process only; rerunning a finished
+run's command redoes it and gives the same best.pt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from mt_cli.decode.translator import Translator
+from mt_cli.decode.tuning import tune_grid, with_decoding
+from mt_cli.model import checkpoint
+from mt_cli.train.inputs import Log
+from mt_cli.train.setup import Run
+from mt_cli.train.validation import validate
+
+Record = Callable[[dict[str, Any]], None]
+
+
+def finish(run: Run, record: Record, log: Log) -> None:
+    t = run.cfg.train
+    if t.average_last:
+        average_last(run, record, log)
+    if t.tune_beams or t.tune_length_penalties:
+        tune_best(run, record, log)
+
+
+def average_last(run: Run, record: Record, log: Log) -> None:
+    """Average the last `average_last` numbered checkpoints into RUN/averaged.pt and validate it;
+    best.pt takes it when its BLEU is at least the best single step's."""
+    paths = run.paths.numbered()[-run.cfg.train.average_last :]
+    if len(paths) < 2:
+        log(f"not averaging: only {len(paths)} numbered checkpoint(s) in {run.paths.out}")
+        return
+    averaged = checkpoint.average(paths)
+    checkpoint.save_checkpoint(run.paths.averaged, averaged)
+    model = averaged.build_model(run.device)
+    v = validate(model, run.tokenizer, run.valid_pairs, run.valid_refs, run.cfg, run.device, run.amp, run.shortlist)
+    best = run.state.best_bleu
+    chosen = v.bleu >= best
+    record({"step": run.state.step, "averaged": [p.name for p in paths], "valid_loss": v.loss,
+            "valid_bleu": v.bleu, "chosen": chosen})  # fmt: skip
+    verdict = "best.pt takes it" if chosen else "best.pt keeps the single step"
+    log(f"averaged {len(paths)} checkpoints into {run.paths.averaged}: valid BLEU {v.bleu:.2f}"
+        f" (best single step: {best:.2f}); {verdict}")  # fmt: skip
+    if chosen:
+        current = checkpoint.load(run.paths.best)
+        if not (current.origin or {}).get("averaged"):  # a rerun must not overwrite the step with an average
+            checkpoint.save_checkpoint(run.paths.best_step, current)
+        checkpoint.save_checkpoint(run.paths.best, averaged)
+
+
+def tune_best(run: Run, record: Record, log: Log) -> None:
+    """Decode the validation set with every beam x length penalty of the config and write the
+    best pair into best.pt's decoding defaults."""
+    t, d = run.cfg.train, run.cfg.decode
+    beams, penalties = t.tune_beams or (d.beam,), t.tune_length_penalties or (d.length_penalty,)
+    ckpt = checkpoint.load(run.paths.best)
+    translator = Translator.from_checkpoint(ckpt, str(run.device))
+    rows = tune_grid(translator, run.valid_pairs.src, run.valid_refs, beams, penalties)
+    ckpt.config = with_decoding(ckpt.config, rows[0])
+    checkpoint.save_checkpoint(run.paths.best, ckpt)
+    record({"step": run.state.step, "tuned": rows})
+    top = ", ".join(f"beam {r['beam']} lp {r['length_penalty']:g}: {r['bleu']:.2f}" for r in rows[:3])
+    log(f"tuned decoding on the validation set ({len(rows)} settings): {top}; best.pt decodes with the first")

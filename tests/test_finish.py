@@ -1,0 +1,82 @@
+"""The end of a run (train/finish.py): best.pt becomes the validated choice, with tuned decoding."""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from mt_cli.config import build_config
+from mt_cli.data.text import read_lines
+from mt_cli.decode.translator import Translator
+from mt_cli.errors import MtError
+from mt_cli.metrics import score
+from mt_cli.model import checkpoint
+from mt_cli.train import finish
+from mt_cli.train.inputs import DataSpec
+from mt_cli.train.loop import train
+from mt_cli.train.validation import Validation
+
+
+def _run(files, out: Path, **train_fields) -> list[dict]:
+    cfg = build_config(
+        "tiny",
+        options={
+            "tokenizer": {"vocab_size": 100},
+            "train": {"batch_tokens": 300, "valid_every": 10, "log_every": 5, "device": "cpu", **train_fields},
+            "decode": {"beam": 2, "max_len_offset": 5},
+        },
+    )
+    spec = DataSpec.text_files(files["train_src"], files["train_tgt"], files["valid_src"], files["valid_tgt"])
+    train(spec, out, cfg, log=lambda m: None)
+    return [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+
+
+def _same_weights(a: Path, b: Path) -> bool:
+    x, y = checkpoint.load(a).model_state, checkpoint.load(b).model_state
+    return x.keys() == y.keys() and all(torch.equal(x[k], y[k]) for k in x)
+
+
+def test_an_average_that_validates_as_well_takes_best_pt_and_the_single_step_is_kept(corpus_files, tmp_path):
+    # A learning rate of ~0 leaves every checkpoint alike, so the average ties the best step: a tie goes to it.
+    out = tmp_path / "run"
+    log = _run(corpus_files, out, max_steps=30, keep_last=2, average_last=2, lr=1e-12, warmup_steps=0)
+    assert log[-1]["averaged"] == ["step20.pt", "step30.pt"] and log[-1]["chosen"] is True
+    best, single = checkpoint.load(out / "best.pt"), checkpoint.load(out / "best-step.pt")
+    assert best.origin == {"averaged": ["step20.pt", "step30.pt"]} and single.origin is None
+    assert _same_weights(out / "best.pt", out / "averaged.pt")
+    # Rerunning the finished command redoes the end, and must not put the average in best-step.pt.
+    _run(corpus_files, out, max_steps=30, keep_last=2, average_last=2, lr=1e-12, warmup_steps=0)
+    assert checkpoint.load(out / "best-step.pt").origin is None
+
+
+def test_an_average_that_validates_worse_leaves_best_pt_the_best_single_step(corpus_files, tmp_path, monkeypatch):
+    monkeypatch.setattr(finish, "validate", lambda *a, **k: Validation(9.0, 9.0, -1.0))
+    out = tmp_path / "run"
+    log = _run(corpus_files, out, max_steps=20, keep_last=2, average_last=2)
+    assert log[-1]["chosen"] is False
+    assert checkpoint.load(out / "best.pt").origin is None and not (out / "best-step.pt").exists()
+    assert not _same_weights(out / "best.pt", out / "averaged.pt")
+
+
+def test_training_tunes_beam_and_length_penalty_on_validation_into_best_pt(corpus_files, tmp_path):
+    out = tmp_path / "run"
+    log = _run(corpus_files, out, max_steps=40, tune_beams=[1, 3], tune_length_penalties=[0.6, 1.4])
+    rows = log[-1]["tuned"]
+    # Greedy ignores the length penalty, so it is tried once: 1 + 2 settings, best first.
+    assert sorted((r["beam"], r["length_penalty"]) for r in rows) == [(1, 0.6), (3, 0.6), (3, 1.4)]
+    assert [r["bleu"] for r in rows] == sorted((r["bleu"] for r in rows), reverse=True)
+    decode = checkpoint.load(out / "best.pt").config.decode
+    assert (decode.beam, decode.length_penalty) == (rows[0]["beam"], rows[0]["length_penalty"])
+    # best.pt's own defaults reproduce the winning validation BLEU, with no options given.
+    hyps = Translator.load(out / "best.pt").translate(read_lines(corpus_files["valid_src"]))
+    assert score(hyps, [read_lines(corpus_files["valid_tgt"])], ("bleu",))["bleu"] == pytest.approx(rows[0]["bleu"])
+
+
+def test_tuning_lists_come_from_yaml_or_set_and_bad_values_are_refused():
+    cfg = build_config("tiny", sets=["train.tune_beams=[4, 5, 8]", "train.tune_length_penalties=[0.6, 1]"])
+    assert cfg.train.tune_beams == (4, 5, 8) and cfg.train.tune_length_penalties == (0.6, 1.0)
+    with pytest.raises(MtError, match="train.tune_beams must all be at least 1"):
+        build_config("tiny", sets=["train.tune_beams=[0, 5]"])
+    with pytest.raises(MtError, match="train.tune_beams must be a list"):
+        build_config("tiny", sets=["train.tune_beams=5"])
