@@ -61,6 +61,13 @@ def test_the_preset_yaml_files_in_configs_equal_the_presets(name):
     assert build_config(None, path) == build_config(name)
 
 
+def test_the_quickstart_trains_the_recipe_in_configs_multi30k_de_en_yaml():
+    from mt_cli.tools.quickstart import RECIPE
+
+    path = Path(__file__).resolve().parents[1] / "configs" / "multi30k-de-en.yaml"
+    assert build_config(None, path) == build_config("small", options=RECIPE)
+
+
 @pytest.mark.parametrize("path", sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml")), ids=str)
 def test_every_shipped_config_file_builds(path):
     assert isinstance(build_config(None, path), Config)

@@ -12,6 +12,7 @@ from mt_cli.decode.translator import Translator
 from mt_cli.errors import MtError
 from mt_cli.metrics import score
 from mt_cli.model import checkpoint
+from mt_cli.tools.report import write_report
 from mt_cli.train import finish
 from mt_cli.train.inputs import DataSpec
 from mt_cli.train.loop import train
@@ -45,6 +46,8 @@ def test_an_average_that_validates_as_well_takes_best_pt_and_the_single_step_is_
     best, single = checkpoint.load(out / "best.pt"), checkpoint.load(out / "best-step.pt")
     assert best.origin == {"averaged": ["step20.pt", "step30.pt"]} and single.origin is None
     assert _same_weights(out / "best.pt", out / "averaged.pt")
+    report = write_report(out, tmp_path / "report.md").read_text()
+    assert "at step 10 (`best-step.pt`)" in report and "average of step20.pt, step30.pt" in report
     # Rerunning the finished command redoes the end, and must not put the average in best-step.pt.
     _run(corpus_files, out, max_steps=30, keep_last=2, average_last=2, lr=1e-12, warmup_steps=0)
     assert checkpoint.load(out / "best-step.pt").origin is None
@@ -68,6 +71,7 @@ def test_training_tunes_beam_and_length_penalty_on_validation_into_best_pt(corpu
     assert [r["bleu"] for r in rows] == sorted((r["bleu"] for r in rows), reverse=True)
     decode = checkpoint.load(out / "best.pt").config.decode
     assert (decode.beam, decode.length_penalty) == (rows[0]["beam"], rows[0]["length_penalty"])
+    assert "decoding tuned on validation (3 settings)" in write_report(out, tmp_path / "report.md").read_text()
     # best.pt's own defaults reproduce the winning validation BLEU, with no options given.
     hyps = Translator.load(out / "best.pt").translate(read_lines(corpus_files["valid_src"]))
     assert score(hyps, [read_lines(corpus_files["valid_tgt"])], ("bleu",))["bleu"] == pytest.approx(rows[0]["bleu"])

@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from mt_cli.config import build_config
+from mt_cli.config_files import merge
 from mt_cli.decode.translator import translate_file
 from mt_cli.errors import MtError
 from mt_cli.files import atomic_write_text
@@ -19,6 +20,18 @@ from mt_cli.metrics import score_files
 from mt_cli.train.inputs import DataSpec
 from mt_cli.train.loop import train
 
+# The quickstart's recipe, over the small preset. configs/multi30k-de-en.yaml spells the same
+# (a test keeps them equal), so `mt train --config configs/multi30k-de-en.yaml` trains this model.
+# warmup-stable-decay ends a short run annealed; dropout stays at 0.1, which learns faster than 0.2
+# in the first thousand steps; the length penalty is tuned on validation when training ends.
+RECIPE: dict[str, dict[str, Any]] = {
+    "train": {
+        "max_minutes": 20.0,
+        "lr_schedule": "wsd",
+        "lr_cooldown": 0.2,
+        "tune_length_penalties": [0.6, 0.8, 1.0, 1.2],
+    },
+}
 LOCAL_COPY = Path("data/multi30k")  # where hub downloads are written (git-ignored)
 
 # Multi30k as the quickstart gets it: hub split -> file stem used by the local copy.
@@ -64,7 +77,7 @@ def run_quickstart(
     """Train, translate test2016 with best.pt, score it, and record the result in OUT/test2016.json."""
     started = time.time()
     folder = fetch_multi30k(LOCAL_COPY, data)
-    cfg = build_config("small", options={"train": {"max_minutes": max_minutes, "device": device}})
+    cfg = build_config("small", options=merge(RECIPE, {"train": {"max_minutes": max_minutes, "device": device}}))
     spec = DataSpec.text_files(folder / "train.de", folder / "train.en", folder / "val.de", folder / "val.en")
     state = train(spec, out, cfg, log=log)
     hyp = out / "test2016.hyp.en"

@@ -13,15 +13,29 @@ from mt_cli.tools.plot import draw_curves, read_log
 
 
 def _scores(entries: list[dict[str, Any]]) -> list[str]:
-    valid = [e for e in entries if "valid_bleu" in e]
+    valid = [e for e in entries if "valid_bleu" in e and "averaged" not in e]
     if not valid:
         return ["No validation yet."]
-    best = max(valid, key=lambda e: e["valid_bleu"])
-    last = valid[-1]
-    return [
-        f"- best validation BLEU: **{best['valid_bleu']:.2f}** at step {best['step']} (`best.pt`)",
+    best, last = max(valid, key=lambda e: e["valid_bleu"]), valid[-1]
+    averaged = [e for e in entries if "averaged" in e]
+    taken = bool(averaged) and averaged[-1].get("chosen", False)  # then best.pt holds the average
+    lines = [
+        f"- best validation BLEU: **{best['valid_bleu']:.2f}** at step {best['step']}"
+        f" (`{'best-step.pt' if taken else 'best.pt'}`)",
         f"- final validation: BLEU {last['valid_bleu']:.2f}, loss {last['valid_loss']:.3f} at step {last['step']}",
     ]
+    if averaged:
+        a = averaged[-1]
+        where = "`best.pt`" if taken else "`averaged.pt`; best.pt kept the single step"
+        lines.append(f"- average of {', '.join(a['averaged'])}: validation BLEU {a['valid_bleu']:.2f} ({where})")
+    tuned = [e["tuned"] for e in entries if "tuned" in e]
+    if tuned:
+        top = tuned[-1][0]
+        lines.append(
+            f"- decoding tuned on validation ({len(tuned[-1])} settings): beam {top['beam']}, length penalty"
+            f" {top['length_penalty']:g}, BLEU {top['bleu']:.2f}: best.pt's defaults"
+        )
+    return lines
 
 
 def _training(entries: list[dict[str, Any]]) -> list[str]:
