@@ -131,7 +131,7 @@ def readme_table(rows: list[dict[str, str]]) -> str:
     latest: dict[tuple[str, str, str], dict[str, str]] = {}
     for row in rows:
         latest[(row["recipe"], row["pair"], row["test"])] = row
-    names = ["recipe", "pair", "test", "BLEU", "chrF", "checkpoint", "train min", "date", "commit"]
+    names = ["recipe", "pair", "test", "BLEU", "chrF", "checkpoint", "steps", "train min", "date", "commit"]
     lines = ["| " + " | ".join(names) + " |", "|" + "---|" * len(names)]
     for r in latest.values():
         lines.append("| " + " | ".join(r[n] for n in names) + " |")

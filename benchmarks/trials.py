@@ -32,6 +32,7 @@ def summary(run: Path) -> dict[str, Any]:
     timed = [e for e in entries if "elapsed_s" in e]
     return {
         "last": valid[-1]["valid_bleu"] if valid else float("nan"),
+        "nll": valid[-1].get("valid_nll", float("nan")) if valid else float("nan"),
         "best": max((e["valid_bleu"] for e in valid), default=float("nan")),
         "averaged": averaged[-1] if averaged else None,
         "steps": valid[-1]["step"] if valid else 0,
@@ -44,8 +45,9 @@ def table(runs: list[Path]) -> str:
     configs = [flat(yaml.safe_load((r / "config.yaml").read_text(encoding="utf-8"))) for r in runs]
     base = configs[0]
     lines = [
-        "| run | change (vs first) | steps | train min | tok/s | valid BLEU (last) | best | averaged |",
-        "|---|---|---|---|---|---|---|---|",
+        "| run | change (vs first) | steps | train min | tok/s | valid NLL (last) | valid BLEU (last) | best"
+        " | averaged |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for run, cfg in zip(runs, configs):
         diff = [f"{k}={cfg[k]}" for k in cfg if k not in IGNORED and cfg[k] != base.get(k)]
@@ -57,6 +59,7 @@ def table(runs: list[Path]) -> str:
             str(s["steps"]),
             f"{s['minutes']:.1f}",
             f"{s['tokens_per_s']:.0f}",
+            f"{s['nll']:.3f}",
             f"{s['last']:.2f}",
             f"{s['best']:.2f}",
             avg,

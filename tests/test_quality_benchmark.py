@@ -78,11 +78,11 @@ def test_trials_table_names_what_each_run_changed_and_its_validation_bleu(tmp_pa
         run.mkdir()
         (run / "config.yaml").write_text(to_yaml(build_config("small", sets=sets)))
         log = [{"step": 50, "loss": 5.0, "tokens_per_s": 1000.0, "elapsed_s": 60.0}]
-        log += [{"step": 100 * (i + 1), "valid_bleu": b} for i, b in enumerate(bleus)]
+        log += [{"step": 100 * (i + 1), "valid_bleu": b, "valid_nll": 3.0 - i} for i, b in enumerate(bleus)]
         (run / "log.jsonl").write_text("".join(json.dumps(e) + "\n" for e in log))
     rows = trials.table([tmp_path / "a", tmp_path / "b"]).splitlines()[2:]
-    assert rows[0] == "| a | (baseline) | 200 | 1.0 | 1000 | 20.00 | 20.00 | - |"
-    assert rows[1] == "| b | model.dropout=0.3, train.lr=0.002 | 200 | 1.0 | 1000 | 11.00 | 12.00 | - |"
+    assert rows[0] == "| a | (baseline) | 200 | 1.0 | 1000 | 2.000 | 20.00 | 20.00 | - |"
+    assert rows[1] == "| b | model.dropout=0.3, train.lr=0.002 | 200 | 1.0 | 1000 | 2.000 | 11.00 | 12.00 | - |"
 
 
 def test_new_quality_rows_join_their_table_above_sections_other_scripts_appended(tmp_path):

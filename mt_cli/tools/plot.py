@@ -18,8 +18,9 @@ PANELS = [  # (title, log field)
 ]
 
 
-def read_log(run: Path) -> list[dict[str, Any]]:
-    """The entries of RUN/log.jsonl; a line cut short by a kill is skipped."""
+def read_log(run: Path, with_averaged: bool = False) -> list[dict[str, Any]]:
+    """The entries of RUN/log.jsonl; a line cut short by a kill is skipped, and so is the averaged
+    model's validation (not a point on the curve) unless `with_averaged`."""
     path = Path(run) / "log.jsonl"
     if not path.is_file():
         raise MtError(f"{path}: not found; give a run folder written by `mt train`")
@@ -29,7 +30,7 @@ def read_log(run: Path) -> list[dict[str, Any]]:
             entry = json.loads(line)
         except json.JSONDecodeError:
             continue
-        if isinstance(entry, dict) and "averaged" not in entry:  # the averaged model is not a point on the curve
+        if isinstance(entry, dict) and (with_averaged or "averaged" not in entry):
             entries.append(entry)
     return entries
 

@@ -75,7 +75,7 @@ def write_report(run: Path, out: Path) -> Path:
     run, out = Path(run), Path(out)
     if not (run / "config.yaml").is_file():
         raise MtError(f"{run}: not a run folder (no config.yaml); give the --out folder of `mt train`")
-    entries = read_log(run)
+    entries = read_log(run, with_averaged=True)
     curves = draw_curves([run], out.with_name(f"{out.stem}-curves.png"))
     lines = [f"# Run report: {run.name}", "", f"Run folder: `{run}`", "", "## Scores", "", *_scores(entries)]
     lines += ["", "## Training", "", *_training(entries), "", *_data_and_environment(run)]
