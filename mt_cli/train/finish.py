@@ -8,17 +8,13 @@ run's command redoes it and gives the same best.pt.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 from mt_cli.decode.translator import Translator
 from mt_cli.decode.tuning import tune_grid, with_decoding
 from mt_cli.model import checkpoint
 from mt_cli.train.inputs import Log
+from mt_cli.train.progress import Record
 from mt_cli.train.setup import Run
 from mt_cli.train.validation import validate
-
-Record = Callable[[dict[str, Any]], None]
 
 
 def finish(run: Run, record: Record, log: Log) -> None:

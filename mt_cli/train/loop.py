@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,15 +25,13 @@ from mt_cli.train import distributed as ddp
 from mt_cli.train.finish import finish
 from mt_cli.train.hardware import CompiledOrEager
 from mt_cli.train.inputs import DataSpec, Log
-from mt_cli.train.progress import RunLog, TrainProgress
+from mt_cli.train.progress import Record, RunLog, TrainProgress
 from mt_cli.train.schedule import budget_progress, lr_at
 from mt_cli.train.setup import Run, RunContext, TrainPaths, prepare
 from mt_cli.train.signals import StopSignals
 from mt_cli.train.state import TrainState, rng_state, write_checkpoint
 from mt_cli.train.throughput import linear_flops
 from mt_cli.train.validation import validate
-
-Record = Callable[[dict[str, Any]], None]  # one log entry (a dict) to RUN/log.jsonl: a RunLog
 
 
 def _done(state: TrainState, cfg: Config) -> bool:

@@ -4,6 +4,7 @@ run's record, RUN/log.jsonl (with TensorBoard events when asked)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -69,6 +70,9 @@ class TrainProgress:
 
     def __exit__(self, *exc: Any) -> None:
         self.bar.__exit__(*exc)
+
+
+Record = Callable[[dict[str, Any]], None]  # one log entry (a dict) to RUN/log.jsonl: a RunLog
 
 
 class RunLog:
