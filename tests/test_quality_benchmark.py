@@ -66,6 +66,17 @@ def test_readme_table_shows_the_newest_row_of_each_recipe_pair_and_test(tmp_path
     assert text.startswith("intro\n") and text.endswith("outro\n")
 
 
+def test_readme_table_leaves_out_runs_with_overrides_but_results_keeps_them(tmp_path):
+    results = tmp_path / "RESULTS.md"
+    row = dict.fromkeys(quality.COLUMNS, "x")
+    shipped = {**row, "recipe": "r.yaml", "test": "t1", "BLEU": "30.00"}
+    trial = {**row, "recipe": "r.yaml model.d_model=128", "test": "t1", "BLEU": "25.00"}
+    quality.append_results([shipped, trial], results)
+    table = quality.readme_table(quality.read_results(results))
+    assert "30.00" in table and "25.00" not in table
+    assert "25.00" in results.read_text()
+
+
 def test_trials_table_names_what_each_run_changed_and_its_validation_bleu(tmp_path):
     import json
 
