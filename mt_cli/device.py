@@ -19,11 +19,11 @@ def resolve_device(name: str) -> torch.device:
             return torch.device("mps")
         return torch.device("cpu")
     if name.startswith("cuda") and not torch.cuda.is_available():
-        raise MtError(f"--device {name}: no CUDA device is available here; use --device cpu or auto")
+        raise MtError(f"device {name}: no CUDA device is available here; use device cpu or auto")
     if name == "mps" and not torch.backends.mps.is_available():
-        raise MtError("--device mps: MPS is not available here; use --device cpu or auto")
+        raise MtError("device mps: MPS is not available here; use device cpu or auto")
     if name not in ("cpu", "mps") and not name.startswith("cuda"):
-        raise MtError(f"--device {name}: expected auto, cpu, cuda, cuda:N or mps")
+        raise MtError(f"device {name}: expected auto, cpu, cuda, cuda:N or mps")
     return torch.device(name)
 
 

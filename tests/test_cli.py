@@ -107,11 +107,11 @@ def test_bad_input_gets_one_clear_line_and_a_nonzero_exit(tmp_path, corpus_files
                           "--set", "decode.beam=-1"], "beam must be at least 1")  # fmt: skip
     _fails_with_one_line(["evaluate", "--hyp", short, "--ref", f["valid_tgt"]], "has 2 lines")
     _fails_with_one_line(["tokenizer", "train", "--src", short, "--tgt", short, "--out", tmp_path / "t",
-                          "--vocab-size", 0], "vocab_size must be positive")  # fmt: skip
+                          "--vocab-size", 0], "--vocab-size must be positive")  # fmt: skip
     _fails_with_one_line(["translate", "--bogus"], "No such option")
     good = ["train", "--train-src", f["train_src"], "--train-tgt", f["train_tgt"], *common]
     _fails_with_one_line([*good, "--tokenizer", tmp_path / "nope"], "nope: tokenizer folder not found")
-    _fails_with_one_line([*good, "--long-pairs", "cut"], "long_pairs must be drop or truncate")
+    _fails_with_one_line([*good, "--long-pairs", "cut"], "--long-pairs must be drop or truncate")
 
 
 def test_empty_corpus_is_refused(tmp_path, corpus_files):

@@ -233,7 +233,7 @@ def test_unknown_pieces_and_the_target_language_token(imported):
     assert to_en.source_ids(["Kind hat ball."]) == tr.source_ids([">>en<< Kind hat ball."])
     assert to_en.source_ids([">>en<< x"]) == tr.source_ids([">>en<< x"])  # a line's own token is kept
     with pytest.raises(
-        MtError, match=r"--target-lang fr: the model has no >>fr<< token \(its language tokens: >>en<<\)"
+        MtError, match=r"target language fr: the model has no >>fr<< token \(its language tokens: >>en<<\)"
     ):
         tr.for_target("fr")
 

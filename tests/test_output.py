@@ -68,13 +68,13 @@ def test_token_scores_are_the_pieces_and_eos_whose_log_probabilities_make_the_sc
 
 
 def test_an_nbest_longer_than_the_beam_or_text_with_nbest_is_one_clear_error(translator):
-    with pytest.raises(MtError, match=r"--nbest 5 is larger than the beam \(4\).*raise --beam to 5"):
+    with pytest.raises(MtError, match=r"output.nbest 5 is larger than the beam \(4\).*raise decode.beam to 5"):
         translator.translate_stream(LINES, io.StringIO(), OutputConfig("jsonl", nbest=5))
     with pytest.raises(MtError, match=r"larger than the beam \(1\)"):
         translator.with_options(beam=1).translate_stream(LINES, io.StringIO(), OutputConfig("jsonl", nbest=2))
-    with pytest.raises(MtError, match="need --format jsonl"):
+    with pytest.raises(MtError, match="need output.format jsonl"):
         OutputConfig("text", nbest=2)
-    with pytest.raises(MtError, match="--format must be text or jsonl"):
+    with pytest.raises(MtError, match="output.format must be text or jsonl"):
         OutputConfig("csv")
 
 

@@ -1,7 +1,9 @@
 """The `mt` app and what its commands share: one-line errors, config options, common option types."""
 
+import dataclasses
 import functools
 import inspect
+import re
 import sys
 import typing
 from collections.abc import Callable
@@ -68,37 +70,92 @@ def friendly(fn: F) -> F:
 
 
 def config_options(
-    section: type, helps: dict[str, str], flags: dict[str, str] | None = None, types: dict[str, type] | None = None
+    *sections: type,
+    only: tuple[str, ...] = (),
+    flags: dict[str, str] | None = None,
+    types: dict[str, type] | None = None,
 ) -> Callable[[F], F]:
-    """Give a command one option per field of a config section named in `helps` (`--max-steps`
-    for max_steps, typed as the field is unless `types` says otherwise), and hand it those the
-    user gave as one dict, `options`. Adding such an option is one line: its help."""
-    hints = typing.get_type_hints(section)
+    """Give a command one option per field of each config section that is marked `cli` (or per
+    field named in `only`), with the field's help, typed as the field is (a tuple as comma-separated
+    values, a bool as --x/--no-x) unless `types` says otherwise, flagged `--max-steps` for max_steps
+    unless the field or `flags` names another. The command gets those the user gave as
+    `options={"train": {"max_steps": 10}}`. A library error naming one of these fields
+    (`train.max_steps`) is printed with its flag (`--max-steps`). Adding an option is adding a field."""
+    fields = [
+        (cls, f) for cls in sections for f in dataclasses.fields(cls) if (f.name in only if only else f.metadata["cli"])
+    ]
+    names = [f.name for _, f in fields]
+    if len(set(names)) != len(names):
+        raise AssertionError(f"two sections give the same option: {names}")  # a programming error, caught by tests
+    flag_of = {
+        f.name: (flags or {}).get(f.name) or f.metadata["flag"] or "--" + f.name.replace("_", "-") for _, f in fields
+    }
 
     def wrap(fn: F) -> F:
-        extra = []
-        for name, text in helps.items():
-            kind, flag = (types or {}).get(name, hints[name]), (flags or {}).get(name, "--" + name.replace("_", "-"))
-            optional = kind is not bool  # a flag (False: not given), else a value (None: not given)
-            value: Any = kind | None if optional else kind
-            annotation: Any = Annotated[value, typer.Option(flag, help=text)]
-            extra.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None if optional else False,
-                                           annotation=annotation))  # fmt: skip
+        extra = [_option_parameter(f, flag_of[f.name], (types or {}).get(f.name)) for _, f in fields]
         signature, own = inspect.signature(fn), typing.get_type_hints(fn, include_extras=True)
         # The command's own parameters with their annotations resolved (they are strings under
         # `from __future__ import annotations`, and Typer reads this signature as it is).
         kept = [p.replace(annotation=own[p.name]) for p in signature.parameters.values() if p.name != "options"]
+        clash = {p.name for p in kept} & set(names)
+        if clash:
+            raise AssertionError(f"{fn.__name__}: parameters named like config fields: {sorted(clash)}")
 
         @functools.wraps(fn)
         def command(**given: Any) -> Any:
-            values = {name: given.pop(name) for name in helps}
-            # `is`, not `in`: 0 == False, and an option given as 0 (--port 0) is given.
-            return fn(options={k: v for k, v in values.items() if v is not None and v is not False}, **given)
+            options: dict[str, dict[str, Any]] = {_section(cls): {} for cls in sections}
+            for cls, f in fields:
+                value = given.pop(f.name)
+                if value is not None:  # `is not`: an option given as 0 (--port 0) is given
+                    options[_section(cls)][f.name] = _parse_tuple(value, f.type) if isinstance(value, str) else value
+            try:
+                return fn(options=options, **given)
+            except MtError as e:
+                raise MtError(_with_flags(str(e), sections, flag_of)) from None
 
         command.__signature__ = signature.replace(parameters=kept + extra)  # type: ignore[attr-defined]
         return command  # type: ignore[return-value]
 
     return wrap
+
+
+def _section(cls: type) -> str:
+    return str(getattr(cls, "section"))  # noqa: B009 (every config section names itself; mypy sees a type)
+
+
+def _option_parameter(f: dataclasses.Field, flag: str, kind: type | None) -> inspect.Parameter:
+    """The Typer parameter for one config field: None when not given, so the config's own default
+    (or the checkpoint's) stands."""
+    hint = kind or _FIELD_TYPES.get(str(f.type)) or str
+    if hint is bool and "/" not in flag:
+        flag = f"{flag}/--no-{flag[2:]}"
+    annotation: Any = Annotated[hint | None, typer.Option(flag, help=f.metadata["help"], show_default=False)]
+    return inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation)
+
+
+# A field's annotation (a string under `from __future__ import annotations`) -> the option's type;
+# tuples travel as comma-separated text.
+_FIELD_TYPES: dict[str, type] = {"int": int, "float": float, "str": str, "bool": bool, "float | None": float}
+
+
+def _parse_tuple(value: str, annotation: Any) -> Any:
+    """`1,4,5` for a tuple[int, ...] field; any other string as it is."""
+    kind = {"tuple[int, ...]": int, "tuple[float, ...]": float}.get(str(annotation))
+    if kind is None:
+        return value
+    try:
+        return tuple(kind(x) for x in value.split(",") if x.strip())
+    except ValueError:
+        raise MtError(f"{value!r}: expected comma-separated numbers") from None
+
+
+def _with_flags(message: str, sections: tuple[type, ...], flag_of: dict[str, str]) -> str:
+    """`decode.beam` -> `--beam` in an error, for the fields this command takes as options: the
+    user's remedy is the flag."""
+    for cls in sections:
+        for name, flag in flag_of.items():
+            message = re.sub(rf"\b{_section(cls)}\.{name}\b", flag.split("/")[0], message)
+    return message
 
 
 def err(message: str) -> None:

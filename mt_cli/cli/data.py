@@ -1,32 +1,28 @@
 """Data commands: tokenizers and the corpus check."""
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from mt_cli.cli.app import DATA, ExistingFile, app, err, friendly, tokenizer_app
+from mt_cli.cli.app import DATA, ExistingFile, app, config_options, err, friendly, tokenizer_app
 from mt_cli.config import DoctorConfig, TokenizerConfig
 
 
 @tokenizer_app.command("train")
 @friendly
+@config_options(TokenizerConfig)
 def tokenizer_train(
     src: ExistingFile,
     tgt: ExistingFile,
     out: Annotated[Path, typer.Option(help="Folder to write the SentencePiece model(s) into.")],
-    vocab_size: Annotated[int, typer.Option(help="Pieces in each vocabulary.")] = TokenizerConfig.vocab_size,
-    model_type: Annotated[str, typer.Option(help="unigram or bpe.")] = TokenizerConfig.model_type,
-    separate: Annotated[bool, typer.Option("--separate", help="One model per side instead of a joint one.")] = False,
-    character_coverage: Annotated[
-        float | None, typer.Option(help="Default: 0.9995 for mostly-CJK text, else 1.0.")
-    ] = None,
+    options: dict[str, dict[str, Any]] | None = None,
 ) -> None:
     """Train a SentencePiece tokenizer on both sides of a parallel corpus (joint by default)."""
     from mt_cli.data.sources import read_parallel
     from mt_cli.data.tokenizer import train_tokenizer
 
-    cfg = TokenizerConfig(vocab_size, model_type, not separate, character_coverage)
+    cfg = TokenizerConfig(**(options or {}).get("tokenizer", {}))
     corpus = read_parallel(src, tgt)
     tok = train_tokenizer(corpus.src, corpus.tgt, cfg)
     tok.save(out)
@@ -35,6 +31,7 @@ def tokenizer_train(
 
 @app.command(rich_help_panel=DATA)
 @friendly
+@config_options(DoctorConfig)
 def doctor(
     src: ExistingFile,
     tgt: ExistingFile,
@@ -43,17 +40,14 @@ def doctor(
     test_src: Annotated[Path | None, typer.Option(help="Test source, checked and compared with train.")] = None,
     test_tgt: Annotated[Path | None, typer.Option(help="Test target.")] = None,
     tokenizer: Annotated[Path | None, typer.Option(help="Tokenizer folder: also report unknown pieces.")] = None,
-    max_chars: Annotated[int, typer.Option(help="Lines longer than this are reported.")] = DoctorConfig.max_chars,
-    max_ratio: Annotated[
-        float, typer.Option(help="Length ratios this far off the corpus median are reported.")
-    ] = DoctorConfig.max_ratio,
     as_json: Annotated[bool, typer.Option("--json", help="Print the findings as JSON.")] = False,
+    options: dict[str, dict[str, Any]] | None = None,
 ) -> None:
     """Check a parallel corpus: line counts, bad bytes, empty lines, duplicates, copies, length
     outliers, long lines, train/valid/test overlap, unknown pieces. Exits 1 when it finds an error."""
     from mt_cli.data.doctor import run
 
-    limits = DoctorConfig(max_chars, max_ratio)
+    limits = DoctorConfig(**(options or {}).get("doctor", {}))
     text, has_error = run(src, tgt, (valid_src, valid_tgt), (test_src, test_tgt), tokenizer, limits, as_json)
     typer.echo(text)
     if has_error:

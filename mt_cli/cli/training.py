@@ -6,7 +6,7 @@ from typing import Annotated, Any
 import typer
 
 from mt_cli.cli.app import TRAIN, Device, app, config_options, err, friendly
-from mt_cli.config import DEVICE, TrainConfig
+from mt_cli.config import DEVICE, QuickstartConfig, TrainConfig
 from mt_cli.errors import MtError
 
 
@@ -25,35 +25,9 @@ Table = Annotated[
 ]
 
 
-# `mt train`'s options for train.* fields: the help of each (its type is the field's).
-TRAIN_OPTIONS = {
-    "max_steps": "Stop after this many updates.",
-    "max_epochs": "Stop after this many epochs.",
-    "max_minutes": "Stop after this much training time.",
-    "batch_tokens": "Padded tokens per global batch, over all processes and --accumulate shares; auto on CUDA.",
-    "accumulate": "Cut each batch into K shares run one after another (less memory, same update).",
-    "workers": "Processes that tokenize the corpus into its cache.",
-    "dist_timeout_s": "Under torchrun: seconds a process waits for the others before giving up.",
-    "seed": "Random seed.",
-    "device": "auto, cpu, cuda, cuda:N or mps.",
-    "patience": "Stop after N validations without a better BLEU.",
-    "keep_last": "Keep the last K validations' weights as OUT/step<N>.pt.",
-    "average_last": "After training, average the last K (OUT/averaged.pt); best.pt takes it if as good.",
-    "save_every": "Also write OUT/last.pt every N steps.",
-    "max_len": "Longest side of a training pair, in tokens.",
-    "long_pairs": "A pair over --max-len: drop (default) or truncate it.",
-    "on_bad_utf8": "Bytes that are not UTF-8: error (default), skip the pair, or replace.",
-    "tensorboard": "Also write TensorBoard events to OUT/tensorboard.",
-    "deterministic": "Deterministic kernels: on CUDA the same seed gives the same run.",
-    "init": "Fine-tune: start from this checkpoint (mt's or `mt import`ed): its model, weights, tokenizer.",
-    "freeze_embeddings": "With --init: keep the embeddings (and the output layer tied to them) fixed.",
-    "freeze_encoder": "With --init: keep the encoder fixed.",
-}
-
-
 @app.command(rich_help_panel=TRAIN)
 @friendly
-@config_options(TrainConfig, TRAIN_OPTIONS, flags={"dist_timeout_s": "--dist-timeout"}, types={"batch_tokens": str})
+@config_options(TrainConfig, types={"batch_tokens": str})  # --batch-tokens auto
 def train(
     out: Annotated[Path, typer.Option(help="Run folder: best.pt, last.pt, log.jsonl. Rerun to resume.")],
     train_src: TextFile = None,
@@ -83,7 +57,7 @@ def train(
     set_: Annotated[
         list[str] | None, typer.Option("--set", help="Override any field: --set model.dropout=0 (repeatable).")
     ] = None,
-    options: dict[str, Any] | None = None,  # the train.* options given (TRAIN_OPTIONS)
+    options: dict[str, dict[str, Any]] | None = None,  # the train.* fields given as options
 ) -> None:
     """Train a Transformer; writes OUT/best.pt (best validation BLEU), OUT/last.pt and OUT/log.jsonl.
 
@@ -98,7 +72,7 @@ def train(
     from mt_cli.train.inputs import data_spec
     from mt_cli.train.loop import train as run_training
 
-    given = dict(options or {})
+    given = dict((options or {}).get("train", {}))
     if "batch_tokens" in given:
         given["batch_tokens"] = parse_batch_tokens(given["batch_tokens"])
     cfg = build_config(preset, config, {"train": given}, set_)
@@ -137,17 +111,17 @@ def show_config(
 
 @app.command(rich_help_panel=TRAIN)
 @friendly
+@config_options(QuickstartConfig)
 def quickstart(
     data: Annotated[
         Path | None, typer.Option(help="Local Multi30k folder; without it the files come from the HF hub.")
     ] = None,
-    out: Annotated[Path, typer.Option(help="Run folder.")] = Path("checkpoints/quickstart-de-en"),
-    max_minutes: Annotated[float, typer.Option(help="Training time.")] = 20.0,
     device: Device = DEVICE,
+    options: dict[str, dict[str, Any]] | None = None,
 ) -> None:
     """Train German->English on Multi30k with the small preset, then translate and score test2016."""
     from mt_cli.tools.quickstart import run_quickstart
 
-    result = run_quickstart(data, out, max_minutes, device, log=err)
+    result = run_quickstart(data, QuickstartConfig(**(options or {}).get("quickstart", {})), device, log=err)
     typer.echo(f"test2016 de->en: BLEU {result['bleu']:.2f}, chrF {result['chrf']:.2f}")
     typer.echo(result["signature"]["bleu"])

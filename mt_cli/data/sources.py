@@ -22,10 +22,11 @@ from itertools import count, islice
 from pathlib import Path
 from typing import Any
 
+from mt_cli.config import CORPUS_CHUNK_LINES
 from mt_cli.data.text import BAD_UTF8_FIX, check_aligned, clean_line, iter_text_lines, open_bytes, read_lines
 from mt_cli.errors import MtError
 
-CHUNK = 20_000  # pairs per chunk: large enough that the cached Arrow file has few record batches
+CHUNK = CORPUS_CHUNK_LINES  # pairs per chunk
 TABLE_BUILDERS = {".tsv": "csv", ".csv": "csv", ".jsonl": "json", ".json": "json", ".parquet": "parquet"}
 
 Progress = Callable[[int, int], None]  # (done, total); total 0 when unknown

@@ -30,12 +30,12 @@ def check_nbest(nbest: int, cfg: DecodeConfig) -> None:
     """Refuse an n-best list longer than the search can find, in one line naming the fix (sampling
     draws as many as asked)."""
     if nbest < 1:
-        raise MtError(f"--nbest must be at least 1, not {nbest}")
+        raise MtError(f"output.nbest must be at least 1, not {nbest}")
     found = {"greedy": 1, "beam": cfg.beam}.get(cfg.search_method, nbest)
     if nbest > found:
         raise MtError(
-            f"--nbest {nbest} is larger than the beam ({found}): beam search finds at most beam "
-            f"hypotheses; raise --beam to {nbest} or more, or lower --nbest"
+            f"output.nbest {nbest} is larger than the beam ({found}): beam search finds at most beam "
+            f"hypotheses; raise decode.beam to {nbest} or more, or lower output.nbest"
         )
 
 

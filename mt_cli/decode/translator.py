@@ -100,7 +100,9 @@ class Translator:
         model = ckpt.build_model(dev)
         if cfg.precision == "int8":
             if dev.type != "cpu":
-                raise MtError(f"--precision int8 runs on the CPU only; use --device cpu or --precision bf16 on {dev}")
+                raise MtError(
+                    f"decode.precision int8 runs on the CPU only; use device cpu, or decode.precision bf16 on {dev}"
+                )
             model = quantize_int8(model)
         shortlist = None if ckpt.shortlist is None else Shortlist.from_state(ckpt.shortlist, "the checkpoint")
         return cls(model, ckpt.tokenizer, cfg, shortlist=shortlist)
@@ -123,7 +125,7 @@ class Translator:
         if token not in vocab:
             codes = [p for p in vocab if p.startswith(">>") and p.endswith("<<")]
             known = ", ".join(codes[:30]) + (" ..." if len(codes) > 30 else "") if codes else "none: one target only"
-            raise MtError(f"--target-lang {lang}: the model has no {token} token (its language tokens: {known})")
+            raise MtError(f"target language {lang}: the model has no {token} token (its language tokens: {known})")
         tr = self.with_options()
         tr.target_lang = token
         return tr
@@ -194,7 +196,7 @@ class Translator:
 
     def _aligned(self, src_ids: list[list[int]], found: list[list[Hypothesis]]) -> list[list[Hypothesis]]:
         if not isinstance(self.model, Transformer):
-            raise MtError("--alignment reads one model's attention; it does not combine with an ensemble")
+            raise MtError("output.alignment reads one model's attention; it does not combine with an ensemble")
         flat = [(s, h) for s, hyps in zip(src_ids, found) for h in hyps]
         links = iter(align(self.model, [s for s, _ in flat], [h.tokens for _, h in flat], self.cfg.batch_size))
         return [[dataclasses.replace(h, alignment=next(links)) for h in hyps] for hyps in found]
@@ -272,7 +274,7 @@ class Requests:
                 raise MtError(f"{len(given)} {name} for {n} lines: give one per line (an empty one for none)")
         if constraints is not None and any(constraints) and tr.cfg.search_method != "beam":
             raise MtError(
-                "terms (--glossary, --constraints-file) need beam search: use --beam 2 or more, not greedy or sampling"
+                "terms (a glossary or constraints) need beam search: decode.beam 2 or more, not greedy or sampling"
             )
         self.tr, self.prefixes, self.constraints, self.first_line = tr, prefixes, constraints, first_line
 
@@ -285,7 +287,9 @@ class Requests:
             raise MtError(f"line {line}: the prefix is {len(ids)} pieces, more than the model's {limit - 1}")
         n = self.tr.cfg.no_repeat_ngram
         if n and len({ids[j : j + n] for j in range(len(ids) - n + 1)}) < len(ids) - n + 1:
-            raise MtError(f"line {line}: the prefix itself repeats a {n}-gram, which --no-repeat-ngram {n} forbids")
+            raise MtError(
+                f"line {line}: the prefix itself repeats a {n}-gram, which decode.no_repeat_ngram {n} forbids"
+            )
         terms = [t for t in (self.constraints[i] if self.constraints is not None else ()) if t.strip()]
         encoded = [tuple(ids) for ids in tok.encode_tgt(terms)] if terms else []
         for term, pieces in zip(terms, encoded):

@@ -11,7 +11,7 @@ from mt_cli.model.checkpoint import Checkpoint
 def export(ckpt: Checkpoint, out_dir: Path, fmt: str, quantization: str | None = None) -> Path:
     if fmt == "hf":
         if quantization:
-            raise MtError("--quantization applies to --format ct2 only")
+            raise MtError("quantization applies to the ct2 format only")
         from mt_cli.interop.marian import export_hf
 
         return export_hf(ckpt, out_dir)
@@ -19,4 +19,4 @@ def export(ckpt: Checkpoint, out_dir: Path, fmt: str, quantization: str | None =
         from mt_cli.interop.ct2 import export_ct2
 
         return export_ct2(ckpt, out_dir, quantization)
-    raise MtError(f"--format {fmt!r}: choose hf (Hugging Face MarianMTModel) or ct2 (CTranslate2)")
+    raise MtError(f"format {fmt!r}: choose hf (Hugging Face MarianMTModel) or ct2 (CTranslate2)")

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from mt_cli.config import Config, DecodeConfig, ModelConfig, TokenizerConfig
+from mt_cli.config import IMPORTED_BEAM, Config, DecodeConfig, ModelConfig, TokenizerConfig
 from mt_cli.data.marian_vocab import MarianVocab, mt_order
 from mt_cli.data.tokenizer import PAD
 from mt_cli.errors import MtError
@@ -36,7 +36,7 @@ def import_hf(folder: Path, out: Path) -> Path:
     tokenizer = read_tokenizer(folder, hf)
     model_cfg = model_config(hf, tokenizer, folder / "config.json")
     generation = _json(folder / "generation_config.json") if (folder / "generation_config.json").is_file() else {}
-    beam = int(generation.get("num_beams", hf.get("num_beams", 4)) or 4)
+    beam = int(generation.get("num_beams", hf.get("num_beams", IMPORTED_BEAM)) or IMPORTED_BEAM)
     cfg = Config(
         model=model_cfg,
         tokenizer=TokenizerConfig(vocab_size=model_cfg.tgt_vocab_size, joint=tokenizer.joint),

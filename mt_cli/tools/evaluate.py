@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +22,11 @@ def evaluate_run(
     src_path: Path | None = None,
     metrics: tuple[str, ...] = DEFAULT_METRICS,
     tokenize: str | None = None,
-    beam: int | None = None,
     device: str = DEVICE,
+    **decoding: Any,
 ) -> dict[str, Any]:
-    """Score a hypothesis file, or translate `src_path` with a checkpoint first and score that."""
+    """Score a hypothesis file, or translate `src_path` with a checkpoint first (with any decoding
+    settings, DecodeConfig's fields) and score that."""
     if (hyp_path is None) == (checkpoint_path is None):
         raise MtError("give either --hyp FILE, or --checkpoint CKPT with --src FILE")
     if checkpoint_path is None:
@@ -32,7 +34,7 @@ def evaluate_run(
         return score_files(hyp_path, ref_paths, metrics, tokenize)
     if src_path is None:
         raise MtError("--checkpoint needs --src FILE: the source text to translate")
-    translator = Translator.load(checkpoint_path, device, beam=beam)
+    translator = Translator.load(checkpoint_path, device, **decoding)
     src = read_lines(src_path)
     refs = [read_lines(p) for p in ref_paths]
     for path, ref in zip(ref_paths, refs):
@@ -44,8 +46,8 @@ def tune_decoding(
     checkpoint_path: Path,
     src_path: Path,
     ref_path: Path,
-    beams: list[int],
-    length_penalties: list[float],
+    beams: Sequence[int],
+    length_penalties: Sequence[float],
     device: str = DEVICE,
     out: Path | None = None,
 ) -> list[dict[str, Any]]:

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from mt_cli.config import build_config
+from mt_cli.config import QuickstartConfig, build_config
 from mt_cli.config_files import merge
 from mt_cli.decode.translator import translate_file
 from mt_cli.errors import MtError
@@ -26,7 +26,7 @@ from mt_cli.train.loop import train
 # in the first thousand steps; the length penalty is tuned on validation when training ends.
 RECIPE: dict[str, dict[str, Any]] = {
     "train": {
-        "max_minutes": 20.0,
+        "max_minutes": QuickstartConfig.max_minutes,
         "lr_schedule": "wsd",
         "lr_cooldown": 0.2,
         "tune_length_penalties": [0.6, 0.8, 1.0, 1.2],
@@ -72,12 +72,13 @@ def fetch_multi30k(out_dir: Path, local_dir: Path | None = None, dataset: str = 
 
 
 def run_quickstart(
-    data: Path | None, out: Path, max_minutes: float, device: str, log: Callable[[str], None] = print
+    data: Path | None, settings: QuickstartConfig, device: str, log: Callable[[str], None] = print
 ) -> dict[str, Any]:
     """Train, translate test2016 with best.pt, score it, and record the result in OUT/test2016.json."""
     started = time.time()
     folder = fetch_multi30k(LOCAL_COPY, data)
-    cfg = build_config("small", options=merge(RECIPE, {"train": {"max_minutes": max_minutes, "device": device}}))
+    out, minutes = Path(settings.out), settings.max_minutes
+    cfg = build_config("small", options=merge(RECIPE, {"train": {"max_minutes": minutes, "device": device}}))
     spec = DataSpec.text_files(folder / "train.de", folder / "train.en", folder / "val.de", folder / "val.en")
     state = train(spec, out, cfg, log=log)
     hyp = out / "test2016.hyp.en"

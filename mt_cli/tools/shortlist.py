@@ -27,9 +27,13 @@ def add_shortlist(
     if out.exists() and out.resolve() != ckpt_path.resolve():
         raise MtError(f"{out}: already exists; give a new file, or the checkpoint itself to add the shortlist in place")
     if per_source < 1:
-        raise MtError(f"--per-source {per_source}: a shortlist needs at least 1 target piece per source piece")
+        raise MtError(
+            f"train.shortlist_per_source {per_source}: a shortlist needs at least 1 target piece per source piece"
+        )
     if frequent < 0:
-        raise MtError(f"--frequent {frequent}: give 0 or more (the most frequent target pieces always allowed)")
+        raise MtError(
+            f"train.shortlist_frequent {frequent}: give 0 or more (the most frequent target pieces always allowed)"
+        )
     ckpt = checkpoint.load(ckpt_path)
     corpus = read_parallel(src_file, tgt_file)
     log(f"{src_file} / {tgt_file}: {len(corpus.src)} pairs")

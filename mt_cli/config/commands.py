@@ -1,0 +1,105 @@
+"""Settings of single commands: what `mt translate` writes, the server, the corpus check, the
+tuning grid and the quickstart. Properties of a call, not of a model: never saved in checkpoints."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mt_cli.config.fields import option
+from mt_cli.errors import MtError
+
+
+def _check(ok: bool, message: str) -> None:
+    """A command's own setting is wrong: the message alone (it is no config file's fault)."""
+    if not ok:
+        raise MtError(message)
+
+
+@dataclass(frozen=True)
+class OutputConfig:
+    """What `mt translate` writes for each input line. A property of the call, not of the model:
+    not part of Config, not saved in checkpoints."""
+
+    section = "output"
+    format: str = option("text", "text (the best translation) or jsonl (one JSON object with its score).", cli=True)
+    nbest: int = option(1, "jsonl: also the K best hypotheses, best first (K <= beam; sampling: K draws).", cli=True)
+    token_scores: bool = option(False, "jsonl: each output piece with its log-probability.", cli=True)
+    alignment: bool = option(
+        False, "jsonl: per output piece, the source piece the last layer attends to most.", cli=True
+    )
+
+    def __post_init__(self) -> None:
+        _check(self.format in ("text", "jsonl"), f"output.format must be text or jsonl, not {self.format!r}")
+        _check(self.nbest >= 1, f"output.nbest must be at least 1, not {self.nbest}")
+        _check(
+            self.format == "jsonl" or (self.nbest == 1 and not self.token_scores and not self.alignment),
+            "output.nbest, output.token_scores and output.alignment need output.format jsonl"
+            " (text is one line per input line)",
+        )
+
+
+@dataclass(frozen=True)
+class DoctorConfig:
+    """`mt doctor`'s limits (and those of the checks `mt train` runs first)."""
+
+    section = "doctor"
+    max_chars: int = option(1000, "Lines longer than this many characters are reported.", cli=True)
+    max_ratio: float = option(3.0, "Length ratios this many times off the corpus median are reported.", cli=True)
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    """`mt serve`'s address, limits and batching: a property of the server, not of the model."""
+
+    section = "serve"
+    host: str = option("127.0.0.1", "Address to listen on; loopback unless told otherwise.", cli=True)
+    port: int = option(8000, "Port to listen on (0: any free one; the URL printed says which).", cli=True)
+    max_batch_tokens: int = option(2048, "Source tokens merged into one decoding batch, across requests.", cli=True)
+    max_wait_ms: float = option(50.0, "At most this long a batch waits for other requests to join it.", cli=True)
+    batch_gap_ms: float = option(2.0, "A batch starts sooner once no request has come for this long.", cli=True)
+    max_request_lines: int = option(1000, "Lines one request may hold; more is refused with 413.", cli=True)
+    max_body_bytes: int = option(1 << 20, "Bytes one request body may hold; more is refused with 413.", cli=True)
+    max_queue_lines: int = option(4000, "Lines that may wait; past this requests get 503 with Retry-After.", cli=True)
+    shutdown_s: float = option(8.0, "On SIGTERM: seconds the requests in flight get to finish.")
+
+    def __post_init__(self) -> None:
+        _check(0 <= self.port <= 65535, f"serve.port must be 0 (any free port) to 65535, not {self.port}")
+        for name in ("max_batch_tokens", "max_request_lines", "max_body_bytes", "max_queue_lines"):
+            _check(getattr(self, name) >= 1, f"serve.{name} must be at least 1, not {getattr(self, name)}")
+        _check(self.max_wait_ms >= 0, "serve.max_wait_ms must not be negative")
+        _check(self.batch_gap_ms >= 0, "serve.batch_gap_ms must not be negative")
+        _check(
+            self.max_queue_lines >= self.max_request_lines,
+            "serve.max_queue_lines must be at least serve.max_request_lines, or a full request could never wait",
+        )
+
+
+@dataclass(frozen=True)
+class TuningConfig:
+    """`mt tune-decoding`'s grid. Tune on validation data only: a choice made on a test set makes
+    that test's score a guess at nothing."""
+
+    section = "tuning"
+    beams: tuple[int, ...] = option((1, 4, 5, 8), "Beam sizes to try (comma-separated on the command line).", cli=True)
+    length_penalties: tuple[float, ...] = option(
+        (0.6, 1.0, 1.4), "Length penalties to try with each beam above 1 (comma-separated).", cli=True
+    )
+
+    def __post_init__(self) -> None:
+        _check(bool(self.beams) and all(b >= 1 for b in self.beams), "tuning.beams must be one or more beams of 1+")
+        _check(
+            bool(self.length_penalties) and all(a >= 0 for a in self.length_penalties),
+            "tuning.length_penalties must be one or more penalties of 0 or more",
+        )
+
+
+@dataclass(frozen=True)
+class QuickstartConfig:
+    """`mt quickstart`: German->English on Multi30k with configs/multi30k-de-en.yaml's recipe."""
+
+    section = "quickstart"
+    max_minutes: float = option(20.0, "Training time, in minutes.", cli=True)
+    out: str = option("checkpoints/quickstart-de-en", "Run folder.", cli=True)
+
+    def __post_init__(self) -> None:
+        _check(self.max_minutes > 0, "quickstart.max_minutes must be positive")
