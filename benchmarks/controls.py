@@ -26,6 +26,7 @@ from terminology import choose
 
 from mt_cli import Translator
 from mt_cli.config import OutputConfig
+from mt_cli.tools.translate_files import translate_stream
 
 
 def controls(args: argparse.Namespace, src: list[str], ref: list[str]) -> dict[str, Callable[[], list[str] | None]]:
@@ -36,7 +37,7 @@ def controls(args: argparse.Namespace, src: list[str], ref: list[str]) -> dict[s
     prefixes = [" ".join(r.split()[:2]) for r in ref]
 
     def jsonl(output: OutputConfig) -> Callable[[], None]:
-        return lambda: (tr.translate_stream(src, io.StringIO(), output), None)[1]
+        return lambda: (translate_stream(tr, src, io.StringIO(), output), None)[1]
 
     runs: dict[str, Callable[[], list[str] | None]] = {
         "plain beam 5": lambda: tr.translate(src),

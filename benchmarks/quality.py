@@ -26,10 +26,10 @@ import torch
 from results import README, RESULTS, ROOT, append_section, commit, replace_section  # noqa: F401 (re-exported)
 
 from mt_cli.config import Config, build_config
-from mt_cli.decode.translator import translate_file
 from mt_cli.files import atomic_write_text
 from mt_cli.metrics import score_files
 from mt_cli.model import checkpoint
+from mt_cli.tools.translate_files import translate_file
 from mt_cli.train.inputs import DataSpec
 from mt_cli.train.loop import train
 

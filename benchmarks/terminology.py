@@ -31,7 +31,8 @@ import sacrebleu
 from quality import append_section  # this folder's results helpers
 
 from mt_cli import Translator
-from mt_cli.decode.glossary import Glossary, load_glossary
+from mt_cli.decode.glossary import Glossary
+from mt_cli.tools.line_inputs import load_glossary
 
 # German noun -> (the usual English rendering, a correct one the references do not usually use).
 ALTERNATIVES = {

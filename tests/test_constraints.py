@@ -13,10 +13,11 @@ from conftest import scripted, write_lines
 from mt_cli import Translator
 from mt_cli.data.tokenizer import EOS
 from mt_cli.decode.constraints import Constraints, TermState, bank_sizes
-from mt_cli.decode.glossary import Glossary, load_glossary
+from mt_cli.decode.glossary import Glossary
 from mt_cli.decode.processors import end_at_limit
 from mt_cli.decode.search import beam_search
 from mt_cli.errors import MtError
+from mt_cli.tools.line_inputs import load_glossary
 
 A, B, VOCAB = 4, 5, 6
 SCRIPT = {
@@ -113,9 +114,7 @@ def test_every_constrained_output_of_a_trained_model_contains_its_terms_and_batc
 
 
 def test_terms_are_not_taken_for_a_prefix(translator):
-    from mt_cli.decode.translator import Requests
-
-    request = Requests(translator, 1, None, [["red dog", "big"]], 0).of(0)
+    (request,) = translator.requests(["Rot hund."], constraints=[["red dog", "big"]])
     assert request.prefix == () and len(request.constraints) == 2
     found = translator.search(["Rot hund."], constraints=[["big"]])[0][0]
     assert "big" in found.text

@@ -13,6 +13,7 @@ import pytest
 from mt_cli import Translator
 from mt_cli.config import OutputConfig
 from mt_cli.errors import MtError
+from mt_cli.tools.translate_files import translate_stream
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "decode" / "model.pt"
 LINES = ["Ein hund sieht ein rot haus.", "", "Der mann läuft schnell und der baum.", "Kind hat ein ball."]
@@ -25,7 +26,7 @@ def translator() -> Translator:
 
 def _jsonl(tr: Translator, out: OutputConfig, lines: list[str] = LINES) -> list[dict]:
     buf = io.StringIO()
-    assert tr.translate_stream(lines, buf, out) == len(lines)
+    assert translate_stream(tr, lines, buf, out) == len(lines)
     rows = buf.getvalue().split("\n")
     assert rows[-1] == "" and len(rows) == len(lines) + 1  # one line per input line, always
     return [json.loads(row) for row in rows[:-1]]
@@ -69,9 +70,9 @@ def test_token_scores_are_the_pieces_and_eos_whose_log_probabilities_make_the_sc
 
 def test_an_nbest_longer_than_the_beam_or_text_with_nbest_is_one_clear_error(translator):
     with pytest.raises(MtError, match=r"output.nbest 5 is larger than the beam \(4\).*raise decode.beam to 5"):
-        translator.translate_stream(LINES, io.StringIO(), OutputConfig("jsonl", nbest=5))
+        translate_stream(translator, LINES, io.StringIO(), OutputConfig("jsonl", nbest=5))
     with pytest.raises(MtError, match=r"larger than the beam \(1\)"):
-        translator.with_options(beam=1).translate_stream(LINES, io.StringIO(), OutputConfig("jsonl", nbest=2))
+        translate_stream(translator.with_options(beam=1), LINES, io.StringIO(), OutputConfig("jsonl", nbest=2))
     with pytest.raises(MtError, match="need output.format jsonl"):
         OutputConfig("text", nbest=2)
     with pytest.raises(MtError, match="output.format must be text or jsonl"):

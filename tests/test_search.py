@@ -5,7 +5,7 @@ from mt_cli.config import DecodeConfig
 from mt_cli.data.collate import pad
 from mt_cli.data.tokenizer import EOS
 from mt_cli.decode.precision import Bf16Linear
-from mt_cli.decode.search import beam_search, greedy_search, search_batch, search_ids
+from mt_cli.decode.search import Search, beam_search, greedy_search, search_batch, search_ids
 from mt_cli.decode.translator import Translator
 
 A, B = 4, 5
@@ -97,3 +97,12 @@ def test_int8_and_bf16_decoding_translate_every_line_and_mostly_as_fp32_does(tra
         out = outputs[precision]
         assert len(out) == len(lines) and out[-2] == ""
         assert sum(a == b for a, b in zip(out, outputs["fp32"])) >= 0.8 * len(lines)
+
+
+def test_a_token_budget_cuts_length_sorted_batches_and_changes_no_translation(tiny_model, tokenizer):
+    cut = Search(tiny_model, DecodeConfig(batch_size=3, batch_tokens=10)).batches([5, 3, 8, 2, 12, 1])
+    assert cut == [[5, 3, 1], [0], [2], [4]]  # 1+2+3 tokens; 5 (+8 > 10); 8; 12 alone, over the budget
+    src_ids = _sources(tokenizer)
+    by_sentences = best(search_ids(tiny_model, src_ids, DecodeConfig(beam=3, max_len_offset=5)))
+    by_tokens = best(search_ids(tiny_model, src_ids, DecodeConfig(beam=3, max_len_offset=5, batch_tokens=20)))
+    assert by_tokens == by_sentences

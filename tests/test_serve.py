@@ -16,6 +16,7 @@ import pytest
 from mt_cli import Translator
 from mt_cli.config import OutputConfig, ServeConfig
 from mt_cli.decode.glossary import Glossary
+from mt_cli.tools.translate_files import translate_stream
 
 pytest.importorskip("fastapi")
 from mt_cli.serve.app import create_app  # noqa: E402
@@ -72,7 +73,7 @@ def test_a_single_string_is_one_line_and_full_format_is_mt_translates_jsonl(serv
     req = {"text": lines[:3] + [""], "beam": 4, "nbest": 2, "format": "full", "token_scores": True}
     status, _, body = call(server.url, "POST", "/translate", req)
     buf = io.StringIO()
-    translator.with_options(beam=4).translate_stream(lines[:3] + [""], buf, out)
+    translate_stream(translator.with_options(beam=4), lines[:3] + [""], buf, out)
     assert status == 200 and body["translations"] == [json.loads(x) for x in buf.getvalue().splitlines()]
 
 
@@ -143,12 +144,16 @@ def test_a_client_that_disconnects_stalls_nothing(server, translator, lines):
 class Failing(Translator):
     """Raises inside decoding for any batch holding a line with BOOM; sleeps on lines with SLOW."""
 
-    def search(self, lines, *args, **kwargs):
-        if any("BOOM" in line for line in lines):
+    def search_requests(self, requests, *args, **kwargs):
+        def holds(word):  # a request whose source ids hold the word's pieces
+            ids = self.source_ids([word])[0][:-1]
+            return any(any(r.src[i : i + len(ids)] == tuple(ids) for i in range(len(r.src))) for r in requests if r)
+
+        if holds("BOOM"):
             raise RuntimeError("boom")
-        if any("SLOW" in line for line in lines):
+        if holds("SLOW"):
             time.sleep(0.5)
-        return super().search(lines, *args, **kwargs)
+        return super().search_requests(requests, *args, **kwargs)
 
 
 def test_an_exception_in_decoding_fails_only_its_batch_and_the_server_goes_on(translator, lines):
@@ -211,3 +216,20 @@ def test_attention_gives_each_layers_cross_attention_rows_summing_to_one(server,
     for layer in body["layers"]:
         assert len(layer) == len(body["target"]) and all(len(row) == len(body["source"]) for row in layer)
         assert all(abs(sum(row) - 1) < 1e-3 for row in layer)
+
+
+def test_a_batch_the_batcher_hands_over_is_decoded_as_one_search(translator, lines, monkeypatch):
+    from mt_cli.decode.search import Search
+    from mt_cli.serve.batcher import Job
+    from mt_cli.serve.service import Service
+
+    service = Service(translator, batch_tokens=2048)
+    many = lines * 2  # 96 lines: more than decode.batch_size (64) sentences, fewer tokens than the budget
+    works = [service.translation(many[i : i + 32], None, OutputConfig(), None, None) for i in (0, 32, 64)]
+    assert sum(w.tokens for w in works) <= 2048 and translator.cfg.batch_size < 96
+    calls = []
+    original = Search.batch
+    monkeypatch.setattr(Search, "batch", lambda self, *a, **k: calls.append(1) or original(self, *a, **k))
+    results = service.run(works[0].key, [Job(w.key, w.lines, w.tokens, w.payload) for w in works])
+    assert len(calls) == 1
+    assert [t for r in results for t in r] == translator.translate(many)

@@ -46,8 +46,8 @@ def translate(
     options: dict[str, dict[str, Any]] | None = None,
 ) -> None:
     """Translate a file (or stdin) line by line: one output line for every input line."""
-    from mt_cli.decode.line_files import LineInputs
-    from mt_cli.decode.translator import translate_file
+    from mt_cli.tools.line_inputs import LineInputs
+    from mt_cli.tools.translate_files import translate_file
 
     given = options or {}
     inputs = LineInputs(prefix_file, constraints_file, glossary, target_lang)
@@ -71,7 +71,7 @@ def score(
 ) -> None:
     """Forced decoding: the log-probability the model gives each TGT line as the translation of its
     SRC line (natural log, summed over the target's tokens and EOS)."""
-    from mt_cli.decode.translator import score_file
+    from mt_cli.tools.translate_files import score_file
 
     n = score_file(checkpoint, src, tgt, output, device, format, normalize, batch_size=batch_size)
     if output is not None:

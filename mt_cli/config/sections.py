@@ -228,6 +228,12 @@ class DecodeConfig:
     max_len_ratio: float = option(1.5, "Output may run to max_len_ratio * source length + max_len_offset.", cli=True)
     max_len_offset: int = option(10, "Tokens added to the output length limit.", cli=True)
     batch_size: int = option(64, "Sentences decoded together.", cli=True)
+    batch_tokens: int = option(
+        0,
+        "Source tokens decoded together, as well as at most batch_size sentences (0: sentences only); a"
+        " server's batches are cut by the same budget, so each is one search.",
+        cli=True,
+    )
     precision: str = option("fp32", "fp32, bf16 (autocast) or int8 (dynamic int8 linear layers, CPU only).", cli=True)
     no_repeat_ngram: int = option(0, "N > 0: no token n-gram of size N occurs twice in a hypothesis.", cli=True)
     sampling_topk: int = option(0, "Sample only from the K most probable tokens (0: all).", cli=True)
@@ -260,6 +266,7 @@ class DecodeConfig:
             f"decode.precision must be fp32, bf16 or int8, not {self.precision!r}",
         )
         _check(self.batch_size >= 1, "decode.batch_size must be at least 1")
+        _check(self.batch_tokens >= 0, "decode.batch_tokens must be 0 (sentences only) or more")
         _check(self.max_len_ratio > 0, "decode.max_len_ratio must be positive")
         _check(self.length_penalty >= 0, "decode.length_penalty must not be negative")
 

@@ -1,8 +1,5 @@
-"""Terminology: a glossary of source terms and the target terms that must render them.
-
-    Hund<TAB>hound        (one entry per line: source term, a tab, target term)
-
-A line whose text holds a source term (case-sensitive, on word boundaries: "Hund" matches in
+"""Terminology: a glossary of source terms and the target terms that must render them. A line
+whose text holds a source term (case-sensitive, on word boundaries: "Hund" matches in
 "Der Hund." but not in "Hunde") must be translated with its target term, which becomes a lexical
 constraint of the search (constraints.py). Blank lines and lines starting with "#" are skipped.
 """
@@ -10,9 +7,6 @@ constraint of the search (constraints.py). Blank lines and lines starting with "
 from __future__ import annotations
 
 import re
-from pathlib import Path
-
-from mt_cli.errors import MtError
 
 
 class Glossary:
@@ -28,32 +22,3 @@ class Glossary:
             if tgt not in found and pattern.search(line):
                 found.append(tgt)
         return found
-
-
-def load_glossary(path: Path) -> Glossary:
-    """Read a glossary TSV; a malformed line is one error naming the file, the line and the fix."""
-    if not path.is_file():
-        raise MtError(f"{path}: glossary file not found")
-    entries = []
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as e:
-        raise MtError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
-    for n, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip("\r")
-        if not line.strip() or line.startswith("#"):
-            continue
-        fields = line.split("\t")
-        if len(fields) != 2:
-            got = "no tab" if len(fields) == 1 else f"{len(fields) - 1} tabs"
-            raise MtError(f"{path}:{n}: {got}; write one entry per line as `source term<TAB>target term`")
-        src, tgt = (f.strip() for f in fields)
-        if not src or not tgt:
-            raise MtError(f"{path}:{n}: empty {'source' if not src else 'target'} term; give both sides")
-        entries.append((src, tgt))
-    return Glossary(entries)
-
-
-def parse_terms(line: str) -> list[str]:
-    """One line of a --constraints-file: target terms separated by tabs (an empty line: none)."""
-    return [t.strip() for t in line.split("\t") if t.strip()]

@@ -1,14 +1,23 @@
-"""What search gives and takes: the model contract, hypotheses, requests, one beam step's choice."""
+"""What search gives and takes: the model contract, hypotheses, requests, one beam step's choice,
+and the JSON objects of hypotheses that `mt translate --format jsonl` and the server write:
+
+    {"translation": str, "score": float, "nbest": [{"translation": str, "score": float}, ...]}
+
+`score` is what beam search ranks by: the sum of the natural-log probabilities of the output
+tokens, EOS included, divided by length**alpha (decode.length_penalty; alpha 0 is the plain sum).
+A blank input line gives {"translation": "", "score": null}.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import math
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from torch import Tensor, nn
 
-from mt_cli.config import ModelConfig
+from mt_cli.config import ModelConfig, OutputConfig
 
 
 class Searchable(Protocol):
@@ -45,9 +54,11 @@ class Hypothesis:
 
 @dataclass(frozen=True)
 class Request:
-    """What one sentence asks of search besides the config: target ids it must start with, target
-    terms (id sequences) it must contain, and the key its random draws are seeded by (its line)."""
+    """One sentence as search takes it, built and checked once (decode/request.py): its source ids
+    (ending in EOS), target ids it must start with, target terms (id sequences) it must contain,
+    and the key its random draws are seeded by (its line)."""
 
+    src: tuple[int, ...] = ()
     prefix: tuple[int, ...] = ()
     constraints: tuple[tuple[int, ...], ...] = ()
     key: int = 0
@@ -63,3 +74,43 @@ class Choice:
     beam: Tensor  # which of the sentence's beams each extends
     tok: Tensor  # the token it adds
     lp: Tensor  # that token's own log-probability
+
+
+EOS_PIECE = "</s>"  # the piece named for EOS in "tokens": token_logprobs has one entry for it
+
+
+def as_object(
+    hyps: list[Hypothesis], blank: bool, out: OutputConfig, pieces: Callable[[list[int]], list[str]]
+) -> dict[str, Any]:
+    """The JSON object of one input line (`--format jsonl`; the server's "full" format)."""
+    if blank:
+        return {"translation": "", "score": None}
+
+    def entry(h: Hypothesis) -> dict[str, Any]:
+        # A sentence that found no finished hypothesis scores -inf, which JSON cannot hold.
+        d: dict[str, Any] = {"translation": h.text, "score": h.score if math.isfinite(h.score) else None}
+        if out.token_scores:
+            d.update(_token_fields(h, pieces))
+        if out.alignment:
+            d["alignment"] = h.alignment
+        return d
+
+    obj = entry(hyps[0])
+    if out.nbest > 1:
+        obj["nbest"] = [entry(h) for h in hyps[: out.nbest]]
+    return obj
+
+
+def pair_score(h: Hypothesis, normalize: bool) -> float:
+    return h.score / len(h.token_logprobs) if normalize else h.score
+
+
+def score_object(h: Hypothesis, normalize: bool, pieces: Callable[[list[int]], list[str]]) -> dict[str, Any]:
+    """The JSON object of one scored pair (`mt score --format jsonl`; the server's "full" format)."""
+    return {"score": pair_score(h, normalize), **_token_fields(h, pieces)}
+
+
+def _token_fields(h: Hypothesis, pieces: Callable[[list[int]], list[str]]) -> dict[str, Any]:
+    """The output pieces, EOS as `</s>` where it has a log-probability, and each one's log-probability."""
+    eos = [EOS_PIECE][: len(h.token_logprobs) - len(h.tokens)]
+    return {"tokens": pieces(h.tokens) + eos, "token_logprobs": h.token_logprobs}

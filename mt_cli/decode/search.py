@@ -13,7 +13,7 @@ leaves the batch once it has K finished hypotheses, so later steps cost only wha
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import torch
@@ -207,80 +207,101 @@ def _finish(
             finished[sent].append(Hypothesis(history[row].tolist(), score / norm, token_lps))
 
 
-def search_batch(
-    model: Searchable,
-    src_ids: list[list[int]],
-    cfg: DecodeConfig,
-    processors: tuple[Processor, ...] = DEFAULT_PROCESSORS,
-    requests: list[Request] | None = None,
-    samples: int = 1,
-    glue: Tensor | None = None,
-    shortlist: Shortlist | None = None,
-) -> list[list[Hypothesis]]:
-    """Decode one batch of source id lists (each ending in EOS) by the config's method, each
-    sentence with its own request (prefix, constraints, sampling key); `samples` draws per sentence.
-    `glue`: the target ids that continue a word, which may not follow a term just completed.
-    `shortlist`: score only the target pieces the batch's sources allow, where nothing else
-    names target ids (no prefix, n-gram ban, terms or sampling)."""
-    device = next(model.parameters()).device
-    requests = requests or [Request(key=i) for i in range(len(src_ids))]
-    if cfg.search_method == "sample" and samples > 1:  # K draws: each sentence K times, draw d keyed (key, d)
-        src_ids = [ids for ids in src_ids for _ in range(samples)]
-        draws = [(r.key, d) for r in requests for d in range(samples)]
-        requests = [r for r in requests for _ in range(samples)]
-    else:
-        draws = [(r.key, 0) for r in requests]
-    src = pad(src_ids).to(device)
-    limit = model.cfg.max_positions - 1
-    max_lens = max_lengths(torch.tensor([len(s) for s in src_ids], device=device), cfg, limit)
-    if any(r.prefix for r in requests):  # room for the prefix and at least EOS after it
-        needed = torch.tensor([len(r.prefix) + 1 for r in requests], device=device)
-        max_lens = torch.maximum(max_lens, needed.clamp(max=limit))
-        processors = (ForcePrefix([list(r.prefix) for r in requests], device), *processors)
-    if cfg.no_repeat_ngram:
-        processors = (NoRepeatNgram(cfg.no_repeat_ngram), *processors)
-    plain = processors == DEFAULT_PROCESSORS and cfg.search_method != "sample"
-    plain = plain and not any(r.constraints for r in requests)  # nothing else names target ids
-    vocab = shortlist.for_batch(src) if shortlist is not None and cfg.shortlist and plain else None
-    if vocab is not None and vocab.numel() < 2 * cfg.beam:  # beam search takes each row's 2K best
-        vocab = None
-    if cfg.search_method == "greedy":
-        return [[h] for h in greedy_search(model, src, max_lens, cfg.length_penalty, processors, vocab=vocab)]
-    if cfg.search_method == "sample":
-        found = greedy_search(model, src, max_lens, cfg.length_penalty, processors, Sampler(cfg, draws))
-        return [sorted(found[i : i + samples], key=lambda h: -h.score) for i in range(0, len(found), samples)]
-    guide = None
-    if any(r.constraints for r in requests):
-        guide = Constraints([r.constraints for r in requests], cfg.beam, glue)
-        processors = (*processors, guide.rules)
-    return beam_search(model, src, max_lens, cfg.beam, cfg.length_penalty, processors, guide, vocab)
+class Search:
+    """One decoding setup, built once: a model, its decoding config, the step processors, the
+    checkpoint's shortlist, and where to get the target ids that continue a word (which may not
+    follow a term just completed; asked for only when a batch has terms). Calling it decodes any
+    number of requests; `batch` decodes one batch."""
+
+    def __init__(
+        self, model: Searchable, cfg: DecodeConfig, processors: tuple[Processor, ...] = DEFAULT_PROCESSORS,
+        shortlist: Shortlist | None = None, glue: Callable[[], Tensor] | None = None,
+    ) -> None:  # fmt: skip
+        self.model, self.cfg, self.processors, self.shortlist, self.glue = model, cfg, processors, shortlist, glue
+
+    def __call__(
+        self, requests: Sequence[Request], samples: int = 1, progress: Callable[[int], None] | None = None
+    ) -> list[list[Hypothesis]]:
+        """Hypotheses for each request, best first, in request order; `samples` draws each with
+        sampling. `progress` hears how many requests each finished batch held."""
+        was_training = self.model.training
+        self.model.eval()
+        out: list[list[Hypothesis]] = [[] for _ in requests]
+        for chunk in self.batches([len(r.src) for r in requests]):
+            for i, hyps in zip(chunk, self.batch([requests[i] for i in chunk], samples)):
+                out[i] = hyps
+            if progress is not None:
+                progress(len(chunk))
+        self.model.train(was_training)
+        return out
+
+    def batches(self, lengths: Sequence[int]) -> list[list[int]]:
+        """Indices sorted by source length, cut into batches of at most decode.batch_size sentences
+        and (where set) decode.batch_tokens source tokens; a longer sentence goes alone."""
+        budget = self.cfg.batch_tokens or float("inf")
+        out: list[list[int]] = []
+        tokens = 0
+        for i in sorted(range(len(lengths)), key=lambda i: lengths[i]):
+            if not out or len(out[-1]) >= self.cfg.batch_size or tokens + lengths[i] > budget:
+                out.append([])
+                tokens = 0
+            out[-1].append(i)
+            tokens += lengths[i]
+        return out
+
+    @torch.inference_mode()
+    def batch(self, requests: Sequence[Request], samples: int = 1) -> list[list[Hypothesis]]:
+        """Decode one batch by the config's method, each sentence with its own request (source ids,
+        prefix, constraints, sampling key); `samples` draws per sentence. The shortlist is used
+        where nothing else names target ids (no prefix, n-gram ban, terms or sampling)."""
+        model, cfg, processors = self.model, self.cfg, self.processors
+        device = next(model.parameters()).device
+        if cfg.search_method == "sample" and samples > 1:  # K draws: each sentence K times, draw d keyed (key, d)
+            draws = [(r.key, d) for r in requests for d in range(samples)]
+            requests = [r for r in requests for _ in range(samples)]
+        else:
+            draws = [(r.key, 0) for r in requests]
+        src = pad([list(r.src) for r in requests]).to(device)
+        limit = model.cfg.max_positions - 1
+        max_lens = max_lengths(torch.tensor([len(r.src) for r in requests], device=device), cfg, limit)
+        if any(r.prefix for r in requests):  # room for the prefix and at least EOS after it
+            needed = torch.tensor([len(r.prefix) + 1 for r in requests], device=device)
+            max_lens = torch.maximum(max_lens, needed.clamp(max=limit))
+            processors = (ForcePrefix([list(r.prefix) for r in requests], device), *processors)
+        if cfg.no_repeat_ngram:
+            processors = (NoRepeatNgram(cfg.no_repeat_ngram), *processors)
+        plain = processors == DEFAULT_PROCESSORS and cfg.search_method != "sample"
+        plain = plain and not any(r.constraints for r in requests)  # nothing else names target ids
+        vocab = self.shortlist.for_batch(src) if self.shortlist is not None and cfg.shortlist and plain else None
+        if vocab is not None and vocab.numel() < 2 * cfg.beam:  # beam search takes each row's 2K best
+            vocab = None
+        if cfg.search_method == "greedy":
+            return [[h] for h in greedy_search(model, src, max_lens, cfg.length_penalty, processors, vocab=vocab)]
+        if cfg.search_method == "sample":
+            found = greedy_search(model, src, max_lens, cfg.length_penalty, processors, Sampler(cfg, draws))
+            return [sorted(found[i : i + samples], key=lambda h: -h.score) for i in range(0, len(found), samples)]
+        guide = None
+        if any(r.constraints for r in requests):
+            guide = Constraints([r.constraints for r in requests], cfg.beam, self.glue() if self.glue else None)
+            processors = (*processors, guide.rules)
+        return beam_search(model, src, max_lens, cfg.beam, cfg.length_penalty, processors, guide, vocab)
+
+
+def as_requests(src_ids: Sequence[Sequence[int]]) -> list[Request]:
+    """Plain requests for source id lists (each ending in EOS), keyed by position."""
+    return [Request(src=tuple(ids), key=i) for i, ids in enumerate(src_ids)]
 
 
 def search_ids(
-    model: Searchable,
-    src_ids: list[list[int]],
-    cfg: DecodeConfig,
-    processors: tuple[Processor, ...] = DEFAULT_PROCESSORS,
-    requests: list[Request] | None = None,
-    samples: int = 1,
-    progress: Callable[[int], None] | None = None,
-    glue: Tensor | None = None,
-    shortlist: Shortlist | None = None,
+    model: Searchable, src_ids: Sequence[Sequence[int]], cfg: DecodeConfig, shortlist: Shortlist | None = None
 ) -> list[list[Hypothesis]]:
-    """Decode many sentences: sorted by length into batches, returned in input order; `progress`
-    hears how many sentences each finished batch held."""
-    was_training = model.training
-    model.eval()
-    requests = requests or [Request(key=i) for i in range(len(src_ids))]
-    order = sorted(range(len(src_ids)), key=lambda i: len(src_ids[i]))
-    out: list[list[Hypothesis]] = [[] for _ in src_ids]
-    for start in range(0, len(order), cfg.batch_size):
-        chunk = order[start : start + cfg.batch_size]
-        batch = [src_ids[i] for i in chunk]
-        found = search_batch(model, batch, cfg, processors, [requests[i] for i in chunk], samples, glue, shortlist)
-        for i, hyps in zip(chunk, found):
-            out[i] = hyps
-        if progress is not None:
-            progress(len(chunk))
-    model.train(was_training)
-    return out
+    """Decode source id lists (each ending in EOS) with nothing but a config: hypotheses per
+    sentence, best first, in input order."""
+    return Search(model, cfg, shortlist=shortlist)(as_requests(src_ids))
+
+
+def search_batch(
+    model: Searchable, src_ids: Sequence[Sequence[int]], cfg: DecodeConfig, shortlist: Shortlist | None = None
+) -> list[list[Hypothesis]]:
+    """One batch of source id lists, as `search_ids` decodes many."""
+    return Search(model, cfg, shortlist=shortlist).batch(as_requests(src_ids))

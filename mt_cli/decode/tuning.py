@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from mt_cli.config import Config
+from mt_cli.decode.search import as_requests
 from mt_cli.decode.translator import Translator
 from mt_cli.metrics import score
 
@@ -28,7 +29,8 @@ def tune_grid(
     rows = []
     for beam in beams:
         for alpha in length_penalties if beam > 1 else length_penalties[:1]:  # greedy ignores alpha
-            found = translator.with_options(beam=beam, length_penalty=alpha).search_ids(src_ids)
+            tr = translator.with_options(beam=beam, length_penalty=alpha)
+            found = tr.search_requests(as_requests(src_ids))
             bleu = score([hyps[0].text for hyps in found], [refs], ("bleu",))["bleu"]
             rows.append({"beam": beam, "length_penalty": alpha, "bleu": bleu})
     rows.sort(key=lambda r: -r["bleu"])

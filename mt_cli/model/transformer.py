@@ -264,6 +264,9 @@ class Transformer(nn.Module):
         self.decoder = Decoder(cfg, Embeddings(tgt_embed, positions, cfg.dropout, cfg.scale_embedding))
         # Marian's final_logits_bias, where an imported model has one.
         self.output_projection = nn.Linear(cfg.d_model, cfg.tgt_vocab_size, bias=cfg.output_bias)
+        # Where the output layer runs in other arithmetic (int8, bf16: decode/precision.py), its
+        # weight and bias as floats, for a shortlist's rows (output_rows).
+        self.float_output: Callable[[], tuple[Tensor, Tensor | None]] | None = None
         self._init_weights()
         if cfg.tie_embeddings:
             self.output_projection.weight = tgt_embed.weight
@@ -310,25 +313,11 @@ class Transformer(nn.Module):
         )
 
     def output_rows(self, vocab: Tensor) -> tuple[Tensor, Tensor | None]:
-        """The output layer's weight (V_s, D) and bias (V_s,) at target ids `vocab` (V_s,), as floats."""
-        weight, bias = self._float_output()
-        return weight.index_select(0, vocab), None if bias is None else bias.index_select(0, vocab)
-
-    def _float_output(self) -> tuple[Tensor, Tensor | None]:
-        """The output layer's weight and bias as floats. An int8 or bf16 output layer
-        (decode/precision.py) is unpacked and dequantized once and kept: unpacking a packed int8
-        weight per batch cost more than the shortlist saved (58k x 512, issue 19)."""
+        """The output layer's weight (V_s, D) and bias (V_s,) at target ids `vocab` (V_s,), as floats:
+        the layer's own, or `float_output`'s where the layer runs in other arithmetic."""
         proj = self.output_projection
-        if isinstance(proj, nn.Linear) and proj.weight.dtype == torch.float32:
-            return proj.weight, proj.bias
-        kept = getattr(self, "_floats", None)
-        if kept is None or kept[0] is not proj:  # built for another output layer: build again
-            weight = proj.weight() if callable(proj.weight) else proj.weight  # a quantized Linear's is a method
-            bias = getattr(proj, "bias", None)
-            bias = bias() if callable(bias) else bias
-            weight = weight.dequantize() if weight.is_quantized else weight.float()
-            kept = self._floats = (proj, weight, None if bias is None else bias.float())
-        return kept[1], kept[2]
+        weight, bias = self.float_output() if self.float_output is not None else (proj.weight, proj.bias)
+        return weight.index_select(0, vocab), None if bias is None else bias.index_select(0, vocab)
 
     def decode(
         self,

@@ -49,7 +49,7 @@ class Model:
 
     def _load(self, load: Callable[[], Translator]) -> None:
         try:
-            service = Service(load(), self.telemetry)
+            service = Service(load(), self.telemetry, self.cfg.max_batch_tokens)
         except Exception as e:  # noqa: BLE001 - reported by /health and by `mt serve`, which exits
             self.error = str(e) if isinstance(e, MtError) else f"{type(e).__name__}: {e}"
             if self.on_error is not None:

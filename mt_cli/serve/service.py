@@ -1,9 +1,12 @@
 """What the server decodes: each request checked and turned into a batcher job, and each batch of
 jobs into one Translator call, so that the server translates exactly as `mt translate` does.
 
-Everything a request could get wrong (n-best above the beam, terms without beam search, a prefix
-the model cannot read, a term the vocabulary cannot spell) is checked here, before the job is
-queued: a bad request then fails alone, with 422, and never takes the batch it would join down.
+A request's lines become search requests once, when it arrives (Translator.requests: tokenized,
+and everything it could get wrong checked: n-best above the beam, terms without beam search, a
+prefix the model cannot read, a term the vocabulary cannot spell), so a bad request fails alone,
+with 422, and never takes the batch it would join down. The batcher then cuts batches by the
+same source-token budget as search (decode.batch_tokens = serve.max_batch_tokens): each batch is
+one search, and no line is tokenized twice.
 """
 
 from __future__ import annotations
@@ -15,8 +18,9 @@ from typing import Any
 
 from mt_cli.config import OutputConfig
 from mt_cli.decode.glossary import Glossary
-from mt_cli.decode.output import as_object, check_nbest, score_object
-from mt_cli.decode.translator import Requests, Translator
+from mt_cli.decode.hypothesis import Request, as_object, score_object
+from mt_cli.decode.request import check_nbest
+from mt_cli.decode.translator import Translator
 from mt_cli.errors import MtError
 from mt_cli.serve.batcher import Job
 from mt_cli.serve.telemetry import Telemetry
@@ -26,9 +30,7 @@ from mt_cli.tools.heatmap import record_attention
 @dataclass(frozen=True)
 class Translation:
     beam: int
-    lines: list[str]
-    prefixes: list[str | None] | None
-    terms: list[list[str]] | None
+    requests: list[Request | None]  # one per line, None for a blank one
     output: OutputConfig  # format "text" or "jsonl" (the API's "full"), n-best, token scores, alignment
 
 
@@ -57,7 +59,9 @@ class Work:
 
 
 class Service:
-    def __init__(self, translator: Translator, telemetry: Telemetry | None = None) -> None:
+    def __init__(self, translator: Translator, telemetry: Telemetry | None = None, batch_tokens: int = 0) -> None:
+        if batch_tokens:  # the batcher's budget: a batch it hands over is decoded as one search
+            translator = translator.with_options(batch_tokens=batch_tokens, batch_size=1 << 30)
         self.translator, self.telemetry = translator, telemetry
         self._beams: dict[int, Translator] = {}
         self._alone = itertools.count()  # keys for jobs that never share a batch
@@ -84,12 +88,10 @@ class Service:
                 raise MtError("glossary: an empty source or target term; give both sides of every entry")
             found = Glossary(entries)
             terms = [found.terms_for(line) for line in lines]
-        requests = Requests(tr, len(lines), prefixes, terms, 0)
-        for i in range(len(lines)):
-            requests.of(i)  # raises on a prefix or term this model cannot take, naming the line
-        tokens = sum(len(ids) for ids in tr.tokenizer.encode_src(lines))
+        requests = tr.requests(lines, prefixes, terms)  # raises on what this model cannot take, naming the line
+        tokens = sum(len(r.src) for r in requests if r is not None)
         key = ("translate", tr.cfg.beam, bool(terms and any(terms)), output.alignment)
-        return Work(key, len(lines), tokens, Translation(tr.cfg.beam, lines, prefixes, terms, output))
+        return Work(key, len(lines), tokens, Translation(tr.cfg.beam, requests, output))
 
     def scoring(self, sources: list[str], targets: list[str], normalize: bool, full: bool) -> Work:
         if len(sources) != len(targets):
@@ -110,24 +112,19 @@ class Service:
         return [self._attention(first)]
 
     def _translate(self, tr: Translator, jobs: list[Translation]) -> list[list[Any]]:
-        lines = [line for job in jobs for line in job.lines]
-        prefixes = terms = None
-        if any(job.prefixes for job in jobs):
-            prefixes = [p for job in jobs for p in (job.prefixes or [None] * len(job.lines))]
-        if any(job.terms for job in jobs):
-            terms = [t for job in jobs for t in (job.terms or [[] for _ in job.lines])]
+        requests = [r for job in jobs for r in job.requests]
         alignment = jobs[0].output.alignment  # part of the batch's key: the same for every job
-        found = tr.search(lines, max(job.output.nbest for job in jobs), prefixes, terms, alignment)
+        found = tr.search_requests(requests, max(job.output.nbest for job in jobs), alignment)
         if self.telemetry is not None:
             self.telemetry.out_tokens.inc(sum(len(hyps[0].tokens) for hyps in found))
         out: list[list[Any]] = []
         at, pieces = 0, tr.tokenizer.tgt_pieces
         for job in jobs:
-            mine, at = found[at : at + len(job.lines)], at + len(job.lines)
+            mine, at = found[at : at + len(job.requests)], at + len(job.requests)
             if job.output.format == "text":
                 out.append([hyps[0].text for hyps in mine])
             else:
-                out.append([as_object(h, not line.strip(), job.output, pieces) for h, line in zip(mine, job.lines)])
+                out.append([as_object(h, r is None, job.output, pieces) for h, r in zip(mine, job.requests)])
         return out
 
     def _score(self, job: Scoring) -> list[Any]:

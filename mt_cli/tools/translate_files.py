@@ -1,0 +1,103 @@
+"""`mt translate` and `mt score` on files: lines read as they come (stdin too), a chunk at a time,
+one output line written for every input line, progress on a terminal, and a file output that
+appears only when complete, so an interrupted run never leaves half a file."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import IO
+
+from mt_cli.config import DEVICE, OutputConfig
+from mt_cli.decode.hypothesis import Hypothesis, as_object, pair_score, score_object
+from mt_cli.decode.request import check_nbest
+from mt_cli.decode.translator import Translator
+from mt_cli.errors import MtError
+from mt_cli.files import atomic_open
+from mt_cli.tools.line_inputs import LineInputs, SideInputs, count_lines, input_lines
+from mt_cli.tools.progress import Progress
+
+CHUNK_LINES = 10_000  # lines read, decoded and written at a time: memory stays flat however long the input
+
+
+def translate_stream(
+    tr: Translator, lines: Iterable[str], out: IO[str], output: OutputConfig = OutputConfig(),
+    side: SideInputs | None = None, progress: Progress | None = None,
+) -> int:  # fmt: skip
+    """Translate lines as they come, a chunk at a time, one output line (text or JSON) for each,
+    with each line's prefix and terms from `side`; returns how many were written."""
+    check_nbest(output.nbest, tr.cfg)
+    nbest = output.nbest if output.format == "jsonl" else 1
+    count = 0
+    it = iter(lines)
+    while chunk := list(itertools.islice(it, CHUNK_LINES)):
+        prefixes, terms = side.for_chunk(chunk) if side is not None else (None, None)
+        requests = tr.requests(chunk, prefixes, terms, first_line=count)
+        found = tr.search_requests(requests, nbest, output.alignment, progress.advance if progress else None)
+        for line, hyps in zip(chunk, found):
+            out.write(render(hyps, not line.strip(), output, tr.tokenizer.tgt_pieces) + "\n")
+        count += len(chunk)
+    if side is not None:
+        side.finish(count)
+    if progress is not None:
+        progress.close()
+    return count
+
+
+def translate_file(
+    checkpoint_path: Path | Sequence[Path], input_path: Path | None, output_path: Path | None, device: str = DEVICE,
+    output: OutputConfig = OutputConfig(), inputs: LineInputs = LineInputs(), **decoding: object,
+) -> int:  # fmt: skip
+    """`mt translate`: load the checkpoint (several: an ensemble) with any decoding settings
+    (DecodeConfig's fields), then translate INPUT (stdin when None) to OUTPUT (stdout when None),
+    one line for each line; returns how many."""
+    tr = Translator.load(checkpoint_path, device, **decoding).for_target(inputs.target_lang)
+    check_nbest(output.nbest, tr.cfg)  # before any file is opened
+    side = SideInputs(inputs, input_path)
+    lines = input_lines(input_path)  # read lazily
+    progress = Progress.on_terminal(lambda: count_lines(input_path) if input_path and input_path.is_file() else None)
+    if output_path is None:
+        return translate_stream(tr, lines, sys.stdout, output, side, progress)
+    with atomic_open(output_path, "w") as out:
+        return translate_stream(tr, lines, out, output, side, progress)
+
+
+def score_file(
+    checkpoint_path: Path, src_path: Path, tgt_path: Path, output_path: Path | None, device: str = DEVICE,
+    fmt: str = "text", normalize: bool = False, **decoding: object,
+) -> int:  # fmt: skip
+    """`mt score`: the log-probability of each line of TGT as a translation of the same line of SRC,
+    a chunk of lines at a time; OUTPUT (stdout when None) appears only when complete."""
+    OutputConfig(format=fmt)  # the one check of output.format
+    tr = Translator.load(checkpoint_path, device, **decoding)
+    pairs = itertools.zip_longest(input_lines(src_path), input_lines(tgt_path))
+    pieces, count = tr.tokenizer.tgt_pieces, 0
+    with contextlib.ExitStack() as stack:
+        out = sys.stdout if output_path is None else stack.enter_context(atomic_open(output_path, "w"))
+        while chunk := list(itertools.islice(pairs, CHUNK_LINES)):
+            if any(src is None or tgt is None for src, tgt in chunk):
+                n = count + next(i for i, (src, tgt) in enumerate(chunk) if src is None or tgt is None)
+                raise MtError(f"{src_path} and {tgt_path} differ in length: one ends after {n} lines")
+            for h in tr.score([src for src, _ in chunk], [tgt for _, tgt in chunk]):
+                out.write(render_score(h, fmt, normalize, pieces) + "\n")
+            count += len(chunk)
+    return count
+
+
+def render(hyps: list[Hypothesis], blank: bool, out: OutputConfig, pieces: Callable[[list[int]], list[str]]) -> str:
+    """One output line (without its newline) for one input line's hypotheses, best first."""
+    if out.format == "text":
+        return hyps[0].text
+    return json.dumps(as_object(hyps, blank, out, pieces), ensure_ascii=False)
+
+
+def render_score(h: Hypothesis, fmt: str, normalize: bool, pieces: Callable[[list[int]], list[str]]) -> str:
+    """`mt score`'s line for one pair: the summed log-probability (divided by the token count, EOS
+    included, with `normalize`), or a JSON object with the tokens and their log-probabilities."""
+    if fmt == "text":
+        return repr(pair_score(h, normalize))
+    return json.dumps(score_object(h, normalize, pieces), ensure_ascii=False)
