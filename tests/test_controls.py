@@ -17,12 +17,12 @@ from mt_cli import Translator
 from mt_cli.cli import app
 from mt_cli.config import Config, DecodeConfig
 from mt_cli.data.tokenizer import EOS
+from mt_cli.decode.attention import record_attention
 from mt_cli.decode.processors import DEFAULT_PROCESSORS, ForcePrefix
 from mt_cli.decode.sampling import Sampler
 from mt_cli.decode.search import beam_search, greedy_search
 from mt_cli.errors import MtError
 from mt_cli.model import checkpoint
-from mt_cli.tools.heatmap import record_attention
 from mt_cli.tools.progress import Progress
 
 A, B, VOCAB = 4, 5, 6

@@ -93,3 +93,17 @@ def test_greedy_decoding_on_cuda_agrees_with_the_cpu():
     gpu = Translator.load(FIXTURE / "model.pt", device="cuda", beam=1).translate(lines)
     assert len(gpu) == len(cpu)
     assert sum(a == b for a, b in zip(cpu, gpu)) >= 0.9 * len(cpu)  # float sums differ; near-ties may flip
+
+
+def test_attention_of_a_model_on_cuda_comes_back_on_the_cpu_and_agrees_with_the_cpu():
+    from mt_cli.decode.attention import record_attention
+
+    src, tgt = (FIXTURE / "src.txt").read_text(encoding="utf-8").split("\n")[0], "A dog runs."
+    cpu = record_attention(Translator.load(FIXTURE / "model.pt", device="cpu"), src, tgt)
+    gpu = record_attention(Translator.load(FIXTURE / "model.pt", device="cuda"), src, tgt)
+    for kind, layers in cpu.maps.items():
+        for a, b in zip(layers, gpu.maps[kind]):
+            assert b.device.type == "cpu"
+            torch.testing.assert_close(b.float(), a.float(), atol=1e-3, rtol=1e-3)
+    links = Translator.load(FIXTURE / "model.pt", device="cuda", beam=1).search([src], alignment=True)
+    assert links[0][0].alignment is not None

@@ -8,8 +8,9 @@ from dataclasses import replace
 import pytest
 import torch
 
+from mt_cli.decode.attention import record_attention
 from mt_cli.decode.translator import Translator
-from mt_cli.tools.heatmap import draw, record_attention
+from mt_cli.tools.heatmap import draw
 from mt_cli.tools.plot import draw_curves, read_log, series
 from mt_cli.tools.report import write_report
 

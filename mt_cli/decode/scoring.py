@@ -15,6 +15,7 @@ import torch
 
 from mt_cli.data.collate import collate
 from mt_cli.data.tokenizer import PAD
+from mt_cli.decode.attention import align_batch
 from mt_cli.decode.hypothesis import Hypothesis, Searchable
 from mt_cli.model.transformer import Transformer
 
@@ -37,24 +38,6 @@ def force_batch(model: Searchable, src_ids: list[list[int]], tgt_ids: list[list[
         token_lps = row[: len(tokens) + 1]  # the target's tokens and EOS; the rest is padding
         out.append(Hypothesis(list(tokens), sum(token_lps), token_lps))
     return out
-
-
-@torch.inference_mode()
-def align_batch(model: Transformer, src_ids: list[list[int]], tgt_ids: list[list[int]]) -> list[list[int]]:
-    """For each target token (EOS included), the source position (0-based, over the source pieces
-    and their EOS) that the last decoder layer's cross-attention, averaged over its heads, weighs
-    most when the model reads the pair: the attention that produced that token."""
-    device = next(model.parameters()).device
-    src, tgt_in, _ = (t.to(device) for t in collate(src_ids, tgt_ids, model.start_token))
-    src_mask = src != PAD
-    attn = model.attention_modules()["decoder-cross"][-1]
-    attn.record = []
-    try:
-        model.decode(tgt_in, model.encode(src, src_mask), src_mask)
-        best = attn.record[0].float().mean(dim=1).argmax(dim=-1)  # (B, H, T, S) -> (B, T, S) -> (B, T)
-    finally:
-        attn.record = None
-    return [row[: len(tokens) + 1] for row, tokens in zip(best.tolist(), tgt_ids)]
 
 
 def force(model: Searchable, src_ids: list[list[int]], tgt_ids: list[list[int]], batch_size: int) -> list[Hypothesis]:

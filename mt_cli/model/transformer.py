@@ -81,7 +81,7 @@ class MultiHeadAttention(nn.Module):
     def __init__(self, d_model: int, n_heads: int, dropout: float) -> None:
         super().__init__()
         self.n_heads, self.head_dim, self.dropout = n_heads, d_model // n_heads, dropout
-        self.record: list[Tensor] | None = None  # set to a list to keep each call's probabilities (heat maps)
+        self.record: list[Tensor] | None = None  # a list while decode/attention.py reads the probabilities
         self.q_proj = nn.Linear(d_model, d_model)
         self.k_proj = nn.Linear(d_model, d_model)
         self.v_proj = nn.Linear(d_model, d_model)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mt_cli.config import OutputConfig
+from mt_cli.decode.attention import record_attention
 from mt_cli.decode.glossary import Glossary
 from mt_cli.decode.hypothesis import Request, as_object, score_object
 from mt_cli.decode.request import check_nbest
@@ -24,7 +25,6 @@ from mt_cli.decode.translator import Translator
 from mt_cli.errors import MtError
 from mt_cli.serve.batcher import Job
 from mt_cli.serve.telemetry import Telemetry
-from mt_cli.tools.heatmap import record_attention
 
 
 @dataclass(frozen=True)
