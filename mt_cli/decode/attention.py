@@ -36,7 +36,7 @@ class AttentionMaps:
 @contextmanager
 def _recording(modules: dict[str, list[MultiHeadAttention]]) -> Iterator[dict[str, list[list[Tensor]]]]:
     """While inside, each module appends its probabilities to its list; afterwards none records."""
-    kept = {kind: [[] for _ in layer_modules] for kind, layer_modules in modules.items()}
+    kept: dict[str, list[list[Tensor]]] = {kind: [[] for _ in layer_modules] for kind, layer_modules in modules.items()}
     try:
         for kind, layer_modules in modules.items():
             for module, record in zip(layer_modules, kept[kind]):
