@@ -113,6 +113,8 @@ def test_prefix_glossary_and_score_go_through_as_on_the_command_line(server, tra
         (b'{"text": ["a"], "beam": 1, "glossary": {"a": "b"}}', 422, "beam search"),
         (b'{"text": ["a", "b"], "prefix": ["x"]}', 422, "prefix"),
         (json.dumps({"text": ["a"] * 51}).encode(), 413, "--max-request-lines"),
+        (b'{"text": ["a"], "beam": 65}', 422, "--max-beam"),
+        (b'{"text": ["a"], "nbest": 65, "format": "full"}', 422, "--max-beam"),
     ],
 )
 def test_bad_requests_get_their_status_and_a_message_naming_the_field(server, raw, status, names):

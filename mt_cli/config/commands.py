@@ -59,12 +59,13 @@ class ServeConfig:
     batch_gap_ms: float = option(2.0, "A batch starts sooner once no request has come for this long.", cli=True)
     max_request_lines: int = option(1000, "Lines one request may hold; more is refused with 413.", cli=True)
     max_body_bytes: int = option(1 << 20, "Bytes one request body may hold; more is refused with 413.", cli=True)
+    max_beam: int = option(64, "Largest beam, and n-best, one request may ask for; more is refused with 422.", cli=True)
     max_queue_lines: int = option(4000, "Lines that may wait; past this requests get 503 with Retry-After.", cli=True)
     shutdown_s: float = option(8.0, "On SIGTERM: seconds the requests in flight get to finish.")
 
     def __post_init__(self) -> None:
         _check(0 <= self.port <= 65535, f"serve.port must be 0 (any free port) to 65535, not {self.port}")
-        for name in ("max_batch_tokens", "max_request_lines", "max_body_bytes", "max_queue_lines"):
+        for name in ("max_batch_tokens", "max_request_lines", "max_body_bytes", "max_beam", "max_queue_lines"):
             _check(getattr(self, name) >= 1, f"serve.{name} must be at least 1, not {getattr(self, name)}")
         _check(self.max_wait_ms >= 0, "serve.max_wait_ms must not be negative")
         _check(self.batch_gap_ms >= 0, "serve.batch_gap_ms must not be negative")

@@ -12,8 +12,8 @@ class TranslateRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     text: str | list[str] = Field(description="the lines to translate; a single string is one line")
-    beam: int | None = Field(None, ge=1, le=64, description="beam size; the checkpoint's own when absent")
-    nbest: int = Field(1, ge=1, le=64, description="with format full: the K best hypotheses of each line")
+    beam: int | None = Field(None, ge=1, description="beam size; the checkpoint's own when absent")
+    nbest: int = Field(1, ge=1, description="with format full: the K best hypotheses of each line (K <= beam)")
     glossary: dict[str, str] | None = Field(None, description="source term -> target term the translation must use")
     prefix: str | list[str | None] | None = Field(
         None, description="target prefix per line (null for none); a single string with a single line"
