@@ -8,7 +8,7 @@ tree (mt and its tokenizing workers) every 0.1 s:
   1. cold: the cache is built (--workers 2), then 50 training steps;
   2. warm: a new run folder on the same cache, 50 steps.
 Preparation throughput (pairs/s) is printed next to plain Python reading the same two files.
-The figures are appended to benchmarks/RESULTS.md.
+The figures are appended to benchmarks/RESULTS.md (and with --docs put into docs/training.md's table).
 """
 
 from __future__ import annotations
@@ -127,7 +127,10 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--steps", type=int, default=50)
     ap.add_argument("--results", type=Path, default=ROOT / "benchmarks" / "RESULTS.md")
-    ap.add_argument("--readme", action="store_true", help="also put the table into README.md's data-scale section")
+    ap.add_argument(
+        "--docs", "--readme", dest="docs", action="store_true",
+        help="also put the table into docs/training.md's data-scale section",
+    )  # fmt: skip
     a = ap.parse_args()
     w = a.work
     w.mkdir(parents=True, exist_ok=True)
@@ -217,10 +220,10 @@ def main() -> None:
     ]
     with open(a.results, "a", encoding="utf-8") as f:
         f.write("\n".join(block) + "\n")
-    if a.readme:
-        from quality import README, replace_section  # this folder's results helpers
+    if a.docs:
+        from results import write_table  # this folder's results helpers
 
-        replace_section(README, "data-scale", "\n".join(block[1:]))
+        write_table("data-scale", "\n".join(block[1:]))
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@
 
 Every variant runs in this process (PyTorch only; speed.py keeps other toolkits in their own
 processes), the variants take turns for --rounds rounds and each keeps its fastest run. The
-table is printed (sentences/s, beam 5 and greedy); README "What each lever did" quotes it.
+table is printed (sentences/s, beam 5 and greedy); benchmarks/RESULTS.md "What each lever did" quotes it.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ chunked output-layer loss, two fresh models taking turns, fastest of --rounds ea
     python benchmarks/loss_ab.py --checkpoint checkpoints/speed/de-en-10min/best.pt \\
         --train-src ../shared/data/multi30k/train.de --train-tgt ../shared/data/multi30k/train.en --precision bf16
 
-Prints target tokens/s of each; README "What each lever did" quotes it.
+Prints target tokens/s of each; benchmarks/RESULTS.md "What each lever did" quotes it.
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ import tempfile
 from pathlib import Path
 
 import torch
-from quality import README, RESULTS, commit, replace_section
+from results import RESULTS, commit, newest_run, write_table
 from speed import in_worker, machine
 
 from mt_cli.config import TokenizerConfig, TrainConfig
@@ -174,7 +174,7 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=32, help="decoder steps per sentence, the same for every system")
     p.add_argument("--rounds", type=int, default=2, help="timed runs per system, the fastest kept")
     p.add_argument("--threads", type=int, default=os.cpu_count())
-    p.add_argument("--no-append", action="store_true", help="print only; leave RESULTS.md and README alone")
+    p.add_argument("--no-append", action="store_true", help="print only; leave RESULTS.md and docs/speed.md alone")
     args = p.parse_args()
     multi30k = args.data / "multi30k"
     if not (multi30k / "test2016.en").exists():
@@ -202,7 +202,7 @@ def main() -> None:
         when = f"{datetime.date.today()}, commit {measured_commit}"
         block = f"\n## OPUS-MT-shaped decoding, {when}\n\n{body}\n"
         atomic_write_text(RESULTS, RESULTS.read_text(encoding="utf-8") + block)
-        replace_section(README, "opus-speed-table", f"Newest run ({when}):\n\n{body}")
+        write_table("opus-speed-table", newest_run(when, body))
 
 
 if __name__ == "__main__":

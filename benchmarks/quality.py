@@ -2,14 +2,14 @@
 
     python benchmarks/quality.py --recipe configs/multi30k.yaml --corpus multi30k --src en --tgt de
     python benchmarks/quality.py --recipe configs/tatoeba-zh-en.yaml --corpus zh-en --src zh --tgt en
-    python benchmarks/quality.py --readme      # only regenerate README's quality table
+    python benchmarks/quality.py --docs        # only regenerate docs/quality.md's table
 
 It does what a user does: `mt train` with the recipe (which trains its own tokenizer and, at the
 end, leaves RUN/best.pt as the validated choice, the averaged checkpoint or the best step, with
 the beam size and length penalty tuned on the validation set as its decoding defaults), then
 `mt translate --checkpoint RUN/best.pt` on each test set, scored by sacreBLEU. The test sets take
 part in no choice. Figures are never typed in by hand: this script writes every row of
-RESULTS.md and the README table is generated from it.
+RESULTS.md and docs/quality.md's table is generated from it.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 import torch
-from results import README, RESULTS, ROOT, append_section, commit, replace_section  # noqa: F401 (re-exported)
+from results import PAGES, RESULTS, ROOT, append_section, commit, replace_section  # noqa: F401 (re-exported)
 
 from mt_cli.config import Config, build_config
 from mt_cli.files import atomic_write_text
@@ -126,16 +126,19 @@ def read_results(path: Path = RESULTS) -> list[dict[str, str]]:
     return rows
 
 
-def readme_table(rows: list[dict[str, str]]) -> str:
-    """The newest row for each (recipe, pair, test), as the README shows it. Rows of runs with
-    --set overrides are trials of a changed recipe, not the shipped one: RESULTS.md keeps them,
-    the README table leaves them out."""
+QUALITY_PAGE = PAGES["quality-table"]
+
+
+def docs_table(rows: list[dict[str, str]]) -> str:
+    """The newest row for each (recipe, pair, test), as docs/quality.md shows it (with its date;
+    RESULTS.md keeps the commit). Rows of runs with --set overrides are trials of a changed recipe,
+    not the shipped one: RESULTS.md keeps them, the docs table leaves them out."""
     latest: dict[tuple[str, str, str], dict[str, str]] = {}
     for row in rows:
         if " " in row["recipe"]:  # "recipe.yaml field=value ...": a trial
             continue
         latest[(row["recipe"], row["pair"], row["test"])] = row
-    names = ["recipe", "pair", "test", "BLEU", "chrF", "checkpoint", "steps", "train min", "date", "commit"]
+    names = ["recipe", "pair", "test", "BLEU", "chrF", "checkpoint", "steps", "train min", "date"]
     lines = ["| " + " | ".join(names) + " |", "|" + "---|" * len(names)]
     for r in latest.values():
         lines.append("| " + " | ".join(r[n] for n in names) + " |")
@@ -144,8 +147,9 @@ def readme_table(rows: list[dict[str, str]]) -> str:
     return "\n".join(lines)
 
 
-def update_readme(readme: Path = README, results: Path = RESULTS) -> None:
-    replace_section(readme, "quality-table", readme_table(read_results(results)))
+def update_docs(page: Path = QUALITY_PAGE, results: Path = RESULTS) -> None:
+    """docs/quality.md's table (or `page`'s), regenerated from the rows of `results`."""
+    replace_section(page, "quality-table", docs_table(read_results(results)))
 
 
 def main() -> None:
@@ -160,17 +164,19 @@ def main() -> None:
         "--set", action="append", help="override a config field, as in `mt train --set` (recorded in the row)"
     )
     p.add_argument("--results", type=Path, default=RESULTS)
-    p.add_argument("--readme", action="store_true", help="only regenerate the README table")
+    p.add_argument(
+        "--docs", "--readme", dest="docs", action="store_true", help="only regenerate docs/quality.md's table"
+    )
     args = p.parse_args()
-    if not args.readme:
+    if not args.docs:
         if args.recipe is None:
-            p.error("--recipe is required unless --readme is given")
+            p.error("--recipe is required unless --docs is given")
         rows = run_recipe(args)
         append_results(rows, args.results)
         for row in rows:
             print(f"{row['pair']} {row['test']}: BLEU {row['BLEU']}, chrF {row['chrF']} ({row['checkpoint']})")
     if args.results == RESULTS:
-        update_readme()
+        update_docs()
 
 
 if __name__ == "__main__":

@@ -1,5 +1,7 @@
-"""Where benchmark figures go: RESULTS.md sections and the README tables generated from them.
-The standard library (and mt_cli.files) only: a load generator imports this without torch."""
+"""Where benchmark figures go: RESULTS.md sections, and the tables of the user guide's docs/ pages
+generated from them (each between `<!-- NAME:start -->` and `<!-- NAME:end -->` markers in the page
+that `PAGES` names). The standard library (and mt_cli.files) only: a load generator imports this
+without torch."""
 
 from __future__ import annotations
 
@@ -12,7 +14,16 @@ from mt_cli.files import atomic_write_text
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "RESULTS.md"
-README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+# Each generated table: its marker name -> the docs page that holds it.
+PAGES = {
+    "quality-table": DOCS / "quality.md",  # benchmarks/quality.py
+    "speed-table": DOCS / "speed.md",  # benchmarks/speed.py
+    "opus-speed-table": DOCS / "speed.md",  # benchmarks/opus_speed.py
+    "shortlist-table": DOCS / "speed.md",  # benchmarks/shortlist.py
+    "serve-table": DOCS / "serving.md",  # benchmarks/serve_load.py
+    "data-scale": DOCS / "training.md",  # benchmarks/data_scale.py --docs
+}
 
 
 def commit() -> str:
@@ -29,15 +40,26 @@ def append_section(title: str, body: str, measured_commit: str | None = None) ->
     atomic_write_text(RESULTS, RESULTS.read_text(encoding="utf-8") + f"\n## {title}, {when}\n\n{body}")
 
 
+def newest_run(when: str, body: str) -> str:
+    """A RESULTS.md run as a docs page shows it: its date and body. The commit stays in RESULTS.md
+    (the user guide names no commits)."""
+    return f"Newest run ({when.split(', commit ')[0]}; every run: `benchmarks/RESULTS.md`):\n\n{body.strip()}"
+
+
+def write_table(marker: str, body: str) -> None:
+    """Put `body` between the `marker` markers of the docs page that holds that table."""
+    replace_section(PAGES[marker], marker, body)
+
+
 def copy_newest(title: str, marker: str) -> None:
-    """Put the newest "## TITLE, DATE, commit C" section of RESULTS.md between README's `marker`
-    markers, as the script wrote it."""
+    """Put the newest "## TITLE, DATE, commit C" section of RESULTS.md between the `marker` markers
+    of its docs page, as the script wrote it."""
     blocks = RESULTS.read_text(encoding="utf-8").split(f"\n## {title}, ")[1:]
     if not blocks:
         sys.exit(f"{RESULTS}: no {title!r} section recorded yet")
     when, body = blocks[-1].split("\n", 1)
     body = body.split("\n## ", 1)[0]  # up to the next section, if any follows
-    replace_section(README, marker, f"Newest run ({when}):\n\n{body.strip()}")
+    write_table(marker, newest_run(when, body))
 
 
 def replace_section(path: Path, name: str, body: str) -> None:

@@ -15,7 +15,7 @@ here competes with the server's. Every load loop is bounded in requests and in t
 - Soak: --soak-clients clients for --soak-minutes against one server; its resident memory every
   --soak-every seconds.
 
-Figures are printed and appended to benchmarks/RESULTS.md, and copied into the README.
+Figures are printed and appended to benchmarks/RESULTS.md, and copied into docs/serving.md.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from results import README, RESULTS, commit, replace_section  # noqa: E402 (stdlib only: no torch here)
+from results import RESULTS, commit, newest_run, write_table  # noqa: E402 (stdlib only: no torch here)
 
 from mt_cli.files import atomic_write_text  # noqa: E402 (stdlib only)
 
@@ -277,7 +277,7 @@ def main() -> None:
     if not args.no_append:
         when = f"{datetime.date.today()}, commit {measured}"
         atomic_write_text(RESULTS, RESULTS.read_text(encoding="utf-8") + f"\n## Serving, {when}\n\n{body}")
-        replace_section(README, "serve-table", f"Newest run ({when}):\n\n{body}")
+        write_table("serve-table", newest_run(when, body))
 
 
 if __name__ == "__main__":

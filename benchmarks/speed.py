@@ -25,8 +25,8 @@ Seq2SeqTrainer runs it (its own forward, LabelSmoother(0.1), fused AdamW; sdpa a
 attention), on the same batches, fp32 and bf16 autocast (bf16 only on CPUs with bf16 arithmetic), and
 each one's model FLOPs utilisation against a large matrix product timed in a process of its own.
 
-The tables are printed and appended to benchmarks/RESULTS.md (and copied into the README);
-nothing is typed in by hand.
+The tables are printed and appended to benchmarks/RESULTS.md (and the newest full run copied into
+docs/speed.md); nothing is typed in by hand.
 """
 
 from __future__ import annotations
@@ -342,13 +342,16 @@ def main() -> None:
         nargs="+",
         choices=PARTS,
         default=PARTS,
-        help="run only these (recorded apart; the README keeps the last full run)",
+        help="run only these (recorded apart; docs/speed.md keeps the last full run)",
     )
     p.add_argument("--no-append", action="store_true", help="print only; leave RESULTS.md alone")
-    p.add_argument("--readme", action="store_true", help="only copy the newest RESULTS.md run into the README")
+    p.add_argument(
+        "--docs", "--readme", dest="docs", action="store_true",
+        help="only copy the newest RESULTS.md run into docs/speed.md",
+    )  # fmt: skip
     args = p.parse_args()
-    if args.readme:
-        return update_readme()
+    if args.docs:
+        return update_docs()
     missing = [a for a in ("checkpoint", "src_file", "ref_file", "train_src", "train_tgt") if getattr(args, a) is None]
     if missing:
         p.error("required: " + ", ".join("--" + a.replace("_", "-") for a in missing))
@@ -369,15 +372,15 @@ def main() -> None:
     print(body)
     if not args.no_append:
         when = f"{datetime.date.today()}, commit {measured_commit}"
-        # A partial run is recorded under its own title; the README's table stays the last full run.
+        # A partial run is recorded under its own title; docs/speed.md's table stays the last full run.
         title = "Speed" if args.parts == PARTS else f"Speed ({', '.join(args.parts)} only)"
         atomic_write_text(RESULTS, RESULTS.read_text(encoding="utf-8") + f"\n## {title}, {when}\n\n{body}")
         if args.parts == PARTS:
-            update_readme()
+            update_docs()
 
 
-def update_readme() -> None:
-    """README's speed section: the newest "## Speed" block of RESULTS.md, as the script wrote it."""
+def update_docs() -> None:
+    """docs/speed.md's speed table: the newest "## Speed" block of RESULTS.md, as the script wrote it."""
     copy_newest("Speed", "speed-table")
 
 

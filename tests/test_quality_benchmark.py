@@ -1,4 +1,5 @@
-"""benchmarks/quality.py runs a recipe end to end and writes its rows; the README table comes from them."""
+"""benchmarks/quality.py runs a recipe end to end and writes its rows; docs/quality.md's table comes from them,
+and every table a benchmark script generates has its markers in the docs page it writes."""
 
 import re
 import subprocess
@@ -53,26 +54,54 @@ def test_quality_script_runs_the_recipe_and_scores_best_pt_with_its_tuned_defaul
         assert float(row["BLEU"]) == round(sacrebleu.corpus_bleu(hyps, [refs]).score, 2)
 
 
-def test_readme_table_shows_the_newest_row_of_each_recipe_pair_and_test(tmp_path):
+def test_docs_table_shows_the_newest_row_of_each_recipe_pair_and_test(tmp_path):
     results = tmp_path / "RESULTS.md"
     row = dict.fromkeys(quality.COLUMNS, "x")
     quality.append_results([{**row, "test": "t1", "BLEU": "30.00"}, {**row, "test": "t2", "BLEU": "20.00"}], results)
     quality.append_results([{**row, "test": "t1", "BLEU": "31.00"}], results)
-    readme = tmp_path / "README.md"
-    readme.write_text("intro\n<!-- quality-table:start -->\nold\n<!-- quality-table:end -->\noutro\n")
-    quality.update_readme(readme, results)
-    text = readme.read_text()
+    page = tmp_path / "quality.md"
+    page.write_text("intro\n<!-- quality-table:start -->\nold\n<!-- quality-table:end -->\noutro\n")
+    quality.update_docs(page, results)
+    text = page.read_text()
     assert "31.00" in text and "20.00" in text and "30.00" not in text and "old" not in text
     assert text.startswith("intro\n") and text.endswith("outro\n")
+    assert quality.QUALITY_PAGE == ROOT / "docs" / "quality.md"
 
 
-def test_readme_table_leaves_out_runs_with_overrides_but_results_keeps_them(tmp_path):
+def test_each_generated_table_has_its_markers_in_the_docs_page_its_script_writes():
+    import results as results_module
+
+    assert set(results_module.PAGES) == {
+        "quality-table", "speed-table", "opus-speed-table", "shortlist-table", "serve-table", "data-scale",
+    }  # fmt: skip
+    for marker, page in results_module.PAGES.items():
+        text = page.read_text(encoding="utf-8")
+        assert page.parent == ROOT / "docs", marker
+        assert text.count(f"<!-- {marker}:start -->") == 1 and text.count(f"<!-- {marker}:end -->") == 1, page
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert ":start -->" not in readme, "README holds no generated table: the scripts write docs/ pages"
+
+
+def test_the_docs_quality_table_is_the_one_results_md_generates():
+    page = quality.QUALITY_PAGE.read_text(encoding="utf-8")
+    table = page.split("<!-- quality-table:start -->\n", 1)[1].split("\n<!-- quality-table:end -->", 1)[0]
+    assert table == quality.docs_table(quality.read_results(quality.RESULTS))
+
+
+def test_a_copied_run_shows_its_date_not_its_commit():
+    import results as results_module
+
+    text = results_module.newest_run("2026-12-01, commit b0fb5bf-dirty", "| a |\n")
+    assert text == "Newest run (2026-12-01; every run: `benchmarks/RESULTS.md`):\n\n| a |"
+
+
+def test_docs_table_leaves_out_runs_with_overrides_but_results_keeps_them(tmp_path):
     results = tmp_path / "RESULTS.md"
     row = dict.fromkeys(quality.COLUMNS, "x")
     shipped = {**row, "recipe": "r.yaml", "test": "t1", "BLEU": "30.00"}
     trial = {**row, "recipe": "r.yaml model.d_model=128", "test": "t1", "BLEU": "25.00"}
     quality.append_results([shipped, trial], results)
-    table = quality.readme_table(quality.read_results(results))
+    table = quality.docs_table(quality.read_results(results))
     assert "30.00" in table and "25.00" not in table
     assert "25.00" in results.read_text()
 
