@@ -98,6 +98,13 @@ def _lines(value: str | list[str], field: str, cfg: ServeConfig) -> list[str]:
     return lines
 
 
+def _check_beam(req: TranslateRequest, cfg: ServeConfig) -> None:
+    for field, asked in (("beam", req.beam or 0), ("nbest", req.nbest)):
+        if asked > cfg.max_beam:
+            raise ApiError(422, f"{field}: {asked} is more than the server's limit of {cfg.max_beam} (--max-beam)",
+                           kind="invalid")  # fmt: skip
+
+
 def create_app(load: Callable[[], Translator], name: str, cfg: ServeConfig = ServeConfig()) -> FastAPI:
     """The app; `load` builds the Translator (in a thread, once the server runs)."""
     telemetry = Telemetry()
@@ -125,10 +132,7 @@ def create_app(load: Callable[[], Translator], name: str, cfg: ServeConfig = Ser
     async def translate(req: TranslateRequest) -> dict[str, Any]:
         """Translate lines; with format full, each line's object as `mt translate --format jsonl` writes it."""
         lines = _lines(req.text, "text", cfg)
-        for field, asked in (("beam", req.beam or 0), ("nbest", req.nbest)):
-            if asked > cfg.max_beam:
-                raise ApiError(422, f"{field}: {asked} is more than the server's limit of {cfg.max_beam} "
-                                    "(--max-beam)", kind="invalid")  # fmt: skip
+        _check_beam(req, cfg)
         if req.format == "text" and (req.nbest > 1 or req.token_scores or req.alignment):
             raise ApiError(422, 'nbest, token_scores and alignment need "format": "full"', kind="invalid")
         prefixes: list[str | None] | None = [req.prefix] if isinstance(req.prefix, str) else req.prefix
