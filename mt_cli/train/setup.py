@@ -16,9 +16,10 @@ import torch
 from mt_cli import __version__
 from mt_cli.config import Config, TrainConfig, to_yaml
 from mt_cli.data.cache import TokenCorpus
+from mt_cli.data.lexicon import build_lexicon, pair_chunks
 from mt_cli.data.pairs import Pairs
 from mt_cli.data.tokenizer import Tokenizer
-from mt_cli.decode.shortlist import Shortlist, build_shortlist, pair_chunks
+from mt_cli.decode.shortlist import Shortlist
 from mt_cli.device import amp_dtype, set_threads
 from mt_cli.errors import MtError
 from mt_cli.files import atomic_write_text
@@ -227,8 +228,9 @@ def _shortlist(t: TrainConfig, data: TokenCorpus, tokenizer: Tokenizer, log: Log
     if t.shortlist_per_source == 0:
         return None
     log(f"vocabulary shortlist: counting {len(data)} training pairs")
-    return build_shortlist(pair_chunks(data), tokenizer.src_vocab_size, tokenizer.tgt_vocab_size,
-                           t.shortlist_per_source, t.shortlist_frequent)  # fmt: skip
+    lexicon = build_lexicon(pair_chunks(data), tokenizer.src_vocab_size, tokenizer.tgt_vocab_size,
+                            t.shortlist_per_source, t.shortlist_frequent)  # fmt: skip
+    return Shortlist.of(lexicon)
 
 
 def _init_checkpoint(ctx: RunContext) -> Checkpoint | None:
