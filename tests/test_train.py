@@ -186,6 +186,28 @@ def test_max_epochs_stops_after_whole_passes(corpus_files, tmp_path):
     assert state.epoch == 1 and state.batch_in_epoch == 0 and state.step > 1
 
 
+def test_each_epoch_is_shuffled_with_its_own_seed_as_a_resumed_run_shuffles_it(corpus_files, tmp_path, monkeypatch):
+    """Epoch e trains on make_batches(..., seed + e): the order a run resumed in epoch e replays.
+    (Every epoch after the first used to repeat the first one's order, unless the run was resumed.)"""
+    import mt_cli.train.loop as loop
+    from mt_cli.data.pairs import make_batches
+
+    seen, real_step, lens = [], loop.train_step, []
+
+    def spy(run, batch, *args, **kwargs):
+        seen.append(batch.tolist())
+        lens[:] = [run.train_data.src_lens, run.train_data.tgt_lens]
+        return real_step(run, batch, *args, **kwargs)
+
+    monkeypatch.setattr(loop, "train_step", spy)
+    cfg = _tiny_run_config(max_epochs=2, valid_every=1000)
+    state = train(*_paths(corpus_files, tmp_path / "run"), cfg, log=lambda m: None)
+    t = cfg.train
+    epochs = [make_batches(*lens, t.batch_tokens, seed=t.seed + e) for e in (0, 1)]
+    assert state.step == len(seen) == len(epochs[0]) + len(epochs[1])
+    assert seen == [b.tolist() for b in epochs[0] + epochs[1]]
+
+
 def test_config_defaults_are_sane_for_the_small_preset():
     cfg = build_config("small")
     assert (cfg.model.d_model, cfg.model.enc_layers, cfg.model.dec_layers) == (256, 3, 3)

@@ -193,8 +193,10 @@ def train_loop(run: Run, record: Record, progress: TrainProgress, stop: StopSign
     last_valid = state.history[-1]["step"] if state.history else -1
     run.model.train()
     while not _done(state, run.cfg):
-        batches = make_batches(data.src_lens, data.tgt_lens, t.batch_tokens, seed=t.seed + state.epoch)
-        while state.batch_in_epoch < len(batches) and not _done(state, run.cfg):
+        epoch = state.epoch
+        batches = make_batches(data.src_lens, data.tgt_lens, t.batch_tokens, seed=t.seed + epoch)
+        # Until the epoch rolls over (below, batch_in_epoch back to 0): the next one is shuffled anew.
+        while state.epoch == epoch and not _done(state, run.cfg):
             epochs = state.epoch + state.batch_in_epoch / len(batches)
             spent = budget_progress(state.step, state.elapsed_s, epochs, t)
             asked = stop is not None and stop.requested is not None
