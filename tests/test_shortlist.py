@@ -108,7 +108,7 @@ def test_mt_shortlist_adds_one_to_a_checkpoint_and_translate_uses_it(trained, co
     ckpt, d = trained
     assert ckpt.shortlist is not None  # mt train built one from its training pairs
     bare = tmp_path / "bare.pt"
-    checkpoint.save(bare, ckpt.config, ckpt.tokenizer, ckpt.model_state)
+    checkpoint.save(bare, checkpoint.Checkpoint(ckpt.config, ckpt.tokenizer, ckpt.model_state, None))
     out = tmp_path / "listed.pt"
     add_shortlist(bare, corpus_files["train_src"], corpus_files["train_tgt"], out, 5, 10, log=lambda _: None)
     listed = checkpoint.load(out)
@@ -130,7 +130,7 @@ def run_cli(*args):
 def test_the_cli_adds_a_shortlist_in_place_and_translate_can_turn_it_off(trained, corpus_files, tmp_path):
     ckpt, _ = trained
     path = tmp_path / "model.pt"
-    checkpoint.save(path, ckpt.config, ckpt.tokenizer, ckpt.model_state)
+    checkpoint.save(path, checkpoint.Checkpoint(ckpt.config, ckpt.tokenizer, ckpt.model_state, None))
     f = corpus_files
     done = run_cli("shortlist", "--checkpoint", path, "--train-src", f["train_src"], "--train-tgt", f["train_tgt"],
                    "--out", path, "--per-source", "3")  # fmt: skip

@@ -63,5 +63,5 @@ def tune_decoding(
     rows = tune_grid(translator, translator.source_ids(src), ref, beams, length_penalties)
     if out is not None:
         ckpt.config = with_decoding(ckpt.config, rows[0])
-        checkpoint.save_checkpoint(out, ckpt)
+        checkpoint.save(out, ckpt)
     return rows

@@ -47,6 +47,6 @@ def add_shortlist(
 
     tok = ckpt.tokenizer
     shortlist = Shortlist.of(build_lexicon(chunks(), tok.src_vocab_size, tok.tgt_vocab_size, per_source, frequent))
-    checkpoint.save_checkpoint(out, dataclasses.replace(ckpt, shortlist=shortlist.to_state()))
+    checkpoint.save(out, dataclasses.replace(ckpt, shortlist=shortlist.to_state()))
     log(f"wrote {out}: {per_source} target pieces per source piece, {frequent} most frequent")
     return shortlist
