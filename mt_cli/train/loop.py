@@ -42,7 +42,8 @@ def train(data: DataSpec, out: Path, cfg: Config, log: Log = print) -> TrainStat
     with ddp.process_group(dist, device):
         # 2. Prepare: the run folder, tokenizer, data, model, optimizer, and the state last.pt holds
         #    when there is one; the config resolved (vocabulary, batch size) and frozen from here on.
-        run = prepare(RunContext(TrainPaths(Path(out)), data, cfg, log if dist.main else _quiet, dist, device))
+        log = log if dist.main else _quiet  # one process reports
+        run = prepare(RunContext(TrainPaths(Path(out)), data, cfg, log, dist, device))
         t, paths, state = run.cfg.train, run.paths, run.state
         board = paths.tensorboard if t.tensorboard and dist.main else None
         with RunLog(paths.log if dist.main else None, board, state.step) as record, \
@@ -59,7 +60,6 @@ def train(data: DataSpec, out: Path, cfg: Config, log: Log = print) -> TrainStat
                         checkpoint.save(paths.last, last)
                     why = stop.requested or "a signal to another process"
                     raise MtError(f"{why} at step {state.step}: {paths.last} saved; rerun the same command to resume")
-            log = run.ctx.log  # quiet on ranks past 0
             if out_of_patience(state, t):
                 log(f"early stop: no better validation BLEU in {t.patience} validations")
             log(f"done: {state.step} steps; best validation BLEU {state.best_bleu:.2f} at step {state.best_step}")

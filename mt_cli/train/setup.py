@@ -106,7 +106,7 @@ class TrainPaths:
 class RunContext:
     """What every part of a run needs to know: where, with what config, how to log, which
     process of how many, on which device. `prepare` takes the context as given and hands the
-    run its resolved one (the vocabulary sizes, the batch size of --batch-tokens auto) before
+    run its resolved one (the vocabulary sizes, the batch size of train.batch_tokens auto) before
     the first step; nothing changes it after that."""
 
     paths: TrainPaths
@@ -196,7 +196,7 @@ def _start(ctx: RunContext) -> None:
 def prepare(given: RunContext) -> Run:
     """Tokenizer, data, model and optimizer; the run's own last.pt is resumed when there is one.
     The run gets the context resolved: the model sized to the tokenizer (or train.init's), the
-    batch size of --batch-tokens auto probed (or taken from last.pt)."""
+    batch size of train.batch_tokens auto probed (or taken from last.pt)."""
     t, d, log, device = given.cfg.train, given.dist, given.log, given.device
     set_threads(t.threads)
     _start(given)
@@ -267,10 +267,10 @@ def _init_checkpoint(ctx: RunContext) -> Checkpoint | None:
     t = ctx.cfg.train
     if not t.init:
         if t.freeze_embeddings or t.freeze_encoder:
-            raise MtError("--freeze-embeddings and --freeze-encoder fine-tune a model: give --init CKPT")
+            raise MtError("train.freeze_embeddings and train.freeze_encoder fine-tune a model: give train.init CKPT")
         return None
     if ctx.data.tokenizer is not None:
-        raise MtError("--init brings its checkpoint's tokenizer: drop --tokenizer")
+        raise MtError("train.init brings its checkpoint's tokenizer: drop --tokenizer")
     ckpt = checkpoint.load(Path(t.init))
     ctx.log(
         f"fine-tuning {t.init}: its model ({ckpt.config.model.d_model}-d, {ckpt.config.model.enc_layers}+"

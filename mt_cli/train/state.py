@@ -38,7 +38,7 @@ class TrainState:
     log_loss: float = 0.0  # summed loss and target tokens since the last log entry, which averages them
     log_tokens: int = 0
     nonfinite_in_a_row: int = 0  # skipped steps (loss or gradient not finite) since the last good one
-    batch_tokens: int = 0  # the global batch the run trains with, as --batch-tokens auto resolved it
+    batch_tokens: int = 0  # the global batch the run trains with, as train.batch_tokens auto resolved it
     data: dict[str, str] = field(default_factory=dict)  # fingerprint of each split's data, checked on resume
     history: list[dict[str, Any]] = field(default_factory=list)
 
