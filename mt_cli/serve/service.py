@@ -22,9 +22,9 @@ from mt_cli.decode.hypothesis import Request, as_object, score_object
 from mt_cli.decode.request import check_nbest
 from mt_cli.decode.translator import Translator
 from mt_cli.errors import MtError
+from mt_cli.model import attention_maps
 from mt_cli.serve.batcher import Job
 from mt_cli.serve.telemetry import Telemetry
-from mt_cli.tools.heatmap import record_attention
 
 
 @dataclass(frozen=True)
@@ -134,7 +134,10 @@ class Service:
         return objects if job.full else [o["score"] for o in objects]
 
     def _attention(self, job: Attention) -> dict[str, Any]:
-        maps = record_attention(self.translator, job.text, job.target)
+        tr = self.translator
+        attention_maps.check_one_model(tr.model)  # before translating: an ensemble is refused at once
+        target = job.target if job.target is not None else tr.translate([job.text])[0]
+        maps = attention_maps.record(tr.model, tr.tokenizer, job.text, target)
         cross = maps.maps["decoder-cross"]  # per layer (H, queries, keys)
         # Row i is the decoder position that predicts output piece i (the last one </s>).
         rows = maps.tgt_pieces[1:] + ["</s>"]

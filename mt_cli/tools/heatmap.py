@@ -1,67 +1,25 @@
-"""Attention heat maps: the model's own attention probabilities for one sentence pair, every
-layer and head, drawn as one figure per layer with a grid of heads.
-
-The probabilities come from the real forward pass: each MultiHeadAttention keeps what its
-softmax gave (`record`) while the model reads the pair with teacher forcing, so the maps are
-what the model computed, not a re-derivation.
+"""Attention heat maps: the model's own attention probabilities for one sentence pair
+(model/attention_maps.py), every layer and head, drawn as one figure per layer with a grid of heads.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from pathlib import Path
-
-import torch
-from torch import Tensor
 
 from mt_cli.decode.translator import Translator
 from mt_cli.errors import MtError
 from mt_cli.files import atomic_open
-from mt_cli.model.transformer import Transformer
-
-KINDS = {
-    "encoder": "encoder self-attention",
-    "decoder-self": "decoder self-attention (causal)",
-    "decoder-cross": "encoder-decoder attention",
-}
-
-
-@dataclass
-class AttentionMaps:
-    src_pieces: list[str]  # the encoder's positions (source pieces and </s>)
-    tgt_pieces: list[str]  # the decoder's input positions: the start token, then the target pieces
-    target: str  # the target text drawn: the reference given, or the model's own translation
-    maps: dict[str, list[Tensor]]  # kind -> per layer (H, queries, keys)
+from mt_cli.model import attention_maps
+from mt_cli.model.attention_maps import KINDS, AttentionMaps
 
 
 def record_attention(translator: Translator, src: str, tgt: str | None) -> AttentionMaps:
     """Attention probabilities of the translator's model reading src -> tgt (or its own translation of src)."""
-    model, tokenizer = translator.model, translator.tokenizer
-    if not isinstance(model, Transformer):
-        raise MtError("attention maps are drawn for one model, not an ensemble")
-    model.eval()
+    attention_maps.check_one_model(translator.model)
     if tgt is None:
         tgt = translator.translate([src])[0]
-    src_ids, tgt_ids = tokenizer.encode_src([src])[0], tokenizer.encode_tgt([tgt])[0]
-    layers = model.attention_modules()
-    kept: dict[str, list[list[Tensor]]] = {kind: [] for kind in layers}
-    for kind, modules in layers.items():
-        for m in modules:
-            m.record = []
-            kept[kind].append(m.record)
-    try:
-        with torch.no_grad():
-            model(torch.tensor([src_ids]), torch.tensor([[model.start_token] + tgt_ids]))
-        maps = {
-            kind: [record[0][0] for record in records] for kind, records in kept.items()
-        }  # (1, H, q, k) -> (H, q, k)
-    finally:
-        for modules in layers.values():
-            for m in modules:
-                m.record = None
-    tgt_pieces = ["<start>"] + tokenizer.tgt_pieces(tgt_ids)
-    return AttentionMaps(tokenizer.src_pieces(src), tgt_pieces, tgt, maps)
+    return attention_maps.record(translator.model, translator.tokenizer, src, tgt)
 
 
 def draw(maps: AttentionMaps, out_dir: Path) -> list[Path]:
