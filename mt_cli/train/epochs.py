@@ -14,9 +14,11 @@ class Epochs:
     """The batches of the current epoch, made when first asked for (a few numpy arrays, however
     large the corpus), and made anew when the epoch changes."""
 
+    batches: list[np.ndarray]
+
     def __init__(self, data: TokenCorpus, batch_tokens: int, seed: int) -> None:
         self.data, self.batch_tokens, self.seed = data, batch_tokens, seed
-        self.epoch, self.batches = -1, [np.zeros(0, dtype=np.int64)]
+        self.epoch, self.batches = -1, []  # no epoch's batches made yet
 
     def of(self, epoch: int) -> list[np.ndarray]:
         if epoch != self.epoch:
