@@ -27,8 +27,8 @@ from results import PAGES, RESULTS, ROOT, append_section, commit, replace_sectio
 
 from mt_cli.config import Config, build_config
 from mt_cli.files import atomic_write_text
-from mt_cli.metrics import score_files
 from mt_cli.model import checkpoint
+from mt_cli.tools.evaluate import score_files
 from mt_cli.tools.translate_files import translate_file
 from mt_cli.train.inputs import DataSpec
 from mt_cli.train.loop import train

@@ -27,8 +27,9 @@ import sacrebleu
 import torch
 from results import append_section, commit, copy_newest
 
+from mt_cli.data.lexicon import build_lexicon, pair_chunks
 from mt_cli.data.pairs import Pairs
-from mt_cli.decode.shortlist import Shortlist, build_shortlist, pair_chunks
+from mt_cli.decode.shortlist import Shortlist
 from mt_cli.decode.translator import Translator
 from mt_cli.model import checkpoint
 
@@ -81,8 +82,9 @@ def main() -> None:
     tok = ckpt.tokenizer
     train = Pairs(tok.encode_src(read("train", args.src)), tok.encode_tgt(read("train", args.tgt)))
     start = time.perf_counter()
-    full = build_shortlist(pair_chunks(train), tok.src_vocab_size, tok.tgt_vocab_size,
-                           max(k for k, _ in GRID), max(f for _, f in GRID))  # fmt: skip
+    lexicon = build_lexicon(pair_chunks(train), tok.src_vocab_size, tok.tgt_vocab_size,
+                            max(k for k, _ in GRID), max(f for _, f in GRID))  # fmt: skip
+    full = Shortlist.of(lexicon)
     build_s = time.perf_counter() - start
     base = Translator.from_checkpoint(ckpt, "cpu", batch_size=64, precision="fp32")
     settings: dict[str, Shortlist | None] = {

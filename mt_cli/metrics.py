@@ -1,16 +1,16 @@
-"""Corpus-level scores with sacreBLEU, always with sacreBLEU's signature, and paired significance tests."""
+"""Corpus-level scores with sacreBLEU, always with sacreBLEU's signature, and paired significance
+tests, over lines of text (tools/evaluate.py reads them from files)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from sacrebleu.metrics import BLEU, CHRF, TER
 
 from mt_cli.config import DEFAULT_METRICS
-from mt_cli.data.text import check_aligned, is_mostly_cjk, read_lines
 from mt_cli.errors import MtError
+from mt_cli.scripts import is_mostly_cjk
 
 METRICS = ("bleu", "chrf", "ter")
 
@@ -39,16 +39,6 @@ def score(
     return result
 
 
-def score_files(
-    hyp_path: Path, ref_paths: list[Path], metrics: tuple[str, ...] = DEFAULT_METRICS, tokenize: str | None = None
-) -> dict[str, Any]:
-    hyps = read_lines(hyp_path)
-    refs = [read_lines(p) for p in ref_paths]
-    for path, ref in zip(ref_paths, refs):
-        check_aligned(hyp_path, hyps, path, ref)
-    return score(hyps, refs, metrics, tokenize)
-
-
 def format_report(result: dict[str, Any]) -> str:
     """One line per metric: score text and signature, as `sacrebleu` prints them."""
     names = [m for m in METRICS if m in result]
@@ -56,21 +46,17 @@ def format_report(result: dict[str, Any]) -> str:
 
 
 def paired_bootstrap(
-    hyp_paths: list[Path], ref_paths: list[Path], tokenize: str | None = None, samples: int = 1000
+    hyps: list[tuple[str, list[str]]], refs: list[list[str]], tokenize: str | None = None, samples: int = 1000
 ) -> dict[str, Any]:
-    """BLEU of each system against the first (the baseline), with sacrebleu's paired bootstrap
-    resampling: p is the chance that the difference is luck, given these test sentences."""
+    """BLEU of each system (`hyps`: its name and hypotheses) against the first (the baseline), with
+    sacrebleu's paired bootstrap resampling: p is the chance that the difference is luck, given
+    these test sentences."""
     from sacrebleu.significance import PairedTest
 
-    if len(hyp_paths) < 2:
-        raise MtError("--significance compares systems: give --hyp BASELINE --hyp SYSTEM (or more)")
-    hyps = [read_lines(p) for p in hyp_paths]
-    refs = [read_lines(p) for p in ref_paths]
-    for path, hyp in zip(hyp_paths, hyps):
-        for ref_path, ref in zip(ref_paths, refs):
-            check_aligned(path, hyp, ref_path, ref)
+    if len(hyps) < 2:
+        raise MtError("a paired test compares systems: give a baseline and at least one other")
     metric = BLEU(tokenize=tokenize or bleu_tokenizer(refs[0]))
-    named: list[tuple[str, Sequence[str]]] = [(str(p), h) for p, h in zip(hyp_paths, hyps)]
+    named: list[tuple[str, Sequence[str]]] = list(hyps)
     signatures, scores = PairedTest(named, {"BLEU": metric}, refs, test_type="bs", n_samples=samples)()
     results: list[Any] = list(scores["BLEU"])  # sacrebleu's Result objects, baseline first
     base, *others = results

@@ -12,7 +12,7 @@ from mt_cli.model import checkpoint
 def _save(tmp_path, model, tokenizer, name="model.pt"):
     path = tmp_path / name
     cfg = Config(model=model.cfg)
-    checkpoint.save(path, cfg, tokenizer, model.state_dict())
+    checkpoint.save(path, checkpoint.Checkpoint(cfg, tokenizer, model.state_dict(), None))
     return path
 
 

@@ -110,7 +110,8 @@ def test_an_ensemble_of_a_model_with_itself_is_that_model(translator):
 
 def test_an_ensemble_of_models_with_different_vocabularies_is_one_clear_error(tmp_path, tokenizer, tiny_model):
     other = tmp_path / "other.pt"  # the session tokenizer has 117 pieces, the fixture's 100
-    checkpoint.save(other, Config(model=tiny_model.cfg), tokenizer, tiny_model.state_dict())
+    weights = checkpoint.Checkpoint(Config(model=tiny_model.cfg), tokenizer, tiny_model.state_dict(), None)
+    checkpoint.save(other, weights)
     with pytest.raises(MtError, match=r"model.pt and .*other.pt have different target vocabularies \(100 and 117"):
         Translator.load([FIXTURE, other], device="cpu")
 

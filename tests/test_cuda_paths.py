@@ -18,8 +18,8 @@ from mt_cli.errors import MtError
 from mt_cli.train import distributed as ddp
 from mt_cli.train.hardware import _fits_on, largest_fitting
 from mt_cli.train.inputs import DataSpec
-from mt_cli.train.loop import train_step
 from mt_cli.train.setup import RunContext, TrainPaths, prepare
+from mt_cli.train.step import train_step
 
 
 def _run(corpus_files, tmp_path):
@@ -44,10 +44,11 @@ def test_an_fp16_step_with_a_non_finite_loss_updates_the_scaler_so_the_next_step
 
     run.objective.forward = overflowing
     batch = np.arange(8)
-    loss, _, _, _, _ = train_step(run, batch)
+    loss = train_step(run, batch).loss
     assert not np.isfinite(loss) and run.scaler.get_scale() == 2.0**7  # the overflow lowered the scale
     before = [p.detach().clone() for p in run.model.parameters()]
-    loss, _, _, norm, _ = train_step(run, batch)  # raised "unscale_() has already been called" before the fix
+    result = train_step(run, batch)  # raised "unscale_() has already been called" before the fix
+    loss, norm = result.loss, result.grad_norm
     assert np.isfinite(loss) and np.isfinite(norm)
     assert any(not torch.equal(a, p) for a, p in zip(before, run.model.parameters()))  # this one updated
 

@@ -2,7 +2,8 @@ import pytest
 
 from conftest import write_lines
 from mt_cli.errors import MtError
-from mt_cli.metrics import bleu_tokenizer, format_report, score, score_files
+from mt_cli.metrics import bleu_tokenizer, format_report, score
+from mt_cli.tools.evaluate import score_files
 
 
 def test_a_file_scored_against_itself_gives_bleu_100(tmp_path, corpus):

@@ -205,7 +205,7 @@ def test_fine_tuning_an_imported_model_starts_from_its_weights_keeps_frozen_part
         assert torch.equal(tuned.model_state[name], w) == frozen, name
     train(spec, run, build_config(sets=[*sets, "train.max_steps=30"]), log=lambda *_: None)  # the same command, resumed
     assert checkpoint.load(run / "last.pt").train_state["step"] == 30
-    with pytest.raises(MtError, match="give --init CKPT"):
+    with pytest.raises(MtError, match="give train.init CKPT"):
         train(spec, tmp_path / "r2", build_config(sets=["train.freeze_encoder=true", "train.max_steps=1"]))
 
 

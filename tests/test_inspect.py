@@ -97,8 +97,9 @@ def test_curves_and_a_report_are_drawn_from_a_real_log(trained, tmp_path):
 
 def test_paired_bootstrap_says_a_trained_system_beats_a_barely_trained_one(trained, corpus_files, tmp_path):
     from mt_cli.config import build_config
-    from mt_cli.metrics import format_significance, paired_bootstrap
+    from mt_cli.metrics import format_significance
     from mt_cli.model import checkpoint
+    from mt_cli.tools.evaluate import significance
     from mt_cli.train.inputs import DataSpec
     from mt_cli.train.loop import train
 
@@ -119,17 +120,17 @@ def test_paired_bootstrap_says_a_trained_system_beats_a_barely_trained_one(train
         hyps = Translator(c.build_model(), c.tokenizer, replace(c.config.decode, beam=1)).translate(src)
         outputs[name] = tmp_path / f"{name}.txt"
         outputs[name].write_text("".join(h + "\n" for h in hyps))
-    result = paired_bootstrap([outputs["weak"], outputs["strong"]], [f["valid_tgt"]])
+    result = significance([outputs["weak"], outputs["strong"]], [f["valid_tgt"]])
     strong = result["systems"][0]
     assert strong["bleu"] > result["baseline"]["bleu"] and strong["p_value"] < 0.05 and strong["better"]
     assert "better than the baseline" in format_significance(result)
-    same = paired_bootstrap([outputs["strong"], outputs["strong"]], [f["valid_tgt"]])
+    same = significance([outputs["strong"], outputs["strong"]], [f["valid_tgt"]])
     assert not same["systems"][0]["better"]
     assert "not significantly different from the baseline" in format_significance(same)
-    backwards = paired_bootstrap([outputs["strong"], outputs["weak"]], [f["valid_tgt"]])
+    backwards = significance([outputs["strong"], outputs["weak"]], [f["valid_tgt"]])
     assert "worse than the baseline" in format_significance(backwards)
     with pytest.raises(Exception, match="give --hyp BASELINE --hyp SYSTEM"):
-        paired_bootstrap([outputs["weak"]], [f["valid_tgt"]])
+        significance([outputs["weak"]], [f["valid_tgt"]])
 
 
 def test_tensorboard_events_hold_the_logged_scalars(corpus_files, tmp_path):

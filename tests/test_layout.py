@@ -14,16 +14,20 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "mt_cli"
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "decode"
 
-# Lower layers never import higher ones: data -> model -> decode -> train -> interop/tools -> cli.
+# Lower layers never import higher ones: data -> model -> decode -> train -> interop/tools/serve -> cli
+# (/work/shared/DESIGN.md; layer 0 is config, errors, files, device and metrics, with their helpers).
 LAYERS = {
     "mt_cli.errors": 0, "mt_cli.files": 0, "mt_cli.config": 0, "mt_cli.config_files": 0,
-    "mt_cli.data": 1, "mt_cli.device": 1,
-    "mt_cli.model": 2, "mt_cli.metrics": 2,
+    "mt_cli.device": 0, "mt_cli.metrics": 0, "mt_cli.scripts": 0,
+    "mt_cli.data": 1,
+    "mt_cli.model": 2,
     "mt_cli.decode": 3,
     "mt_cli.train": 4,
     "mt_cli.interop": 5, "mt_cli.tools": 5, "mt_cli.serve": 5,
     "mt_cli.cli": 6, "mt_cli.__main__": 6,
 }  # fmt: skip
+# Packages of one layer that must not import each other either: what both need lives below them.
+APART = [("mt_cli.serve", "mt_cli.tools")]
 
 
 def _modules() -> dict[str, Path]:
@@ -70,6 +74,20 @@ def test_imports_point_down_the_layers_and_decoding_never_imports_training():
             ):
                 wrong.append(f"{name} imports {target}")
     assert not wrong, "\n".join(wrong)
+
+
+def test_serve_and_tools_do_not_import_each_other():
+    def package(module: str) -> str:
+        return next((p for pair in APART for p in pair if module == p or module.startswith(p + ".")), "")
+
+    modules = _modules()
+    sideways = []
+    for name, path in modules.items():
+        for target in _imports(path, top_level_only=False):
+            here, there = package(name), package(target)
+            if here and there and here != there:
+                sideways.append(f"{name} imports {target}")
+    assert not sideways, "\n".join(sideways)
 
 
 def test_module_level_imports_have_no_cycles():

@@ -69,8 +69,9 @@ def test_the_matmul_peak_shrinks_its_product_where_the_dtype_is_slow_instead_of_
 def test_the_gradient_scaler_state_is_saved_in_last_pt_and_resumed(tokenizer, tmp_path):
     from conftest import tiny_config
     from mt_cli.config import Config
+    from mt_cli.model import checkpoint
     from mt_cli.model.transformer import build_model
-    from mt_cli.train.state import TrainState, resume, write_checkpoint
+    from mt_cli.train.state import TrainState, make_checkpoint, resume
 
     cfg = Config(model=tiny_config(tokenizer))
     model = build_model(cfg.model)
@@ -78,7 +79,8 @@ def test_the_gradient_scaler_state_is_saved_in_last_pt_and_resumed(tokenizer, tm
     scaler = torch.amp.GradScaler("cpu", init_scale=1024.0, growth_interval=7)
     scaler.scale(torch.ones(()))  # the scale exists from its first use
     scaler.update(new_scale=256.0)
-    write_checkpoint(tmp_path / "last.pt", cfg, tokenizer, model, optimizer, TrainState(step=3), scaler=scaler)
+    last = make_checkpoint(cfg, tokenizer, model, optimizer, TrainState(step=3), scaler=scaler)
+    checkpoint.save(tmp_path / "last.pt", last)
     fresh = torch.amp.GradScaler("cpu")
     resume(tmp_path / "last.pt", cfg, model, optimizer, None, lambda m: None, scaler=fresh)
     assert fresh.get_scale() == 256.0 and fresh.get_growth_interval() == 7

@@ -14,11 +14,12 @@ from conftest import make_pairs, scripted, write_lines
 from mt_cli import Translator
 from mt_cli.cli import app
 from mt_cli.config import DecodeConfig
+from mt_cli.data.lexicon import build_lexicon, pair_chunks
 from mt_cli.data.pairs import Pairs
 from mt_cli.data.tokenizer import EOS
 from mt_cli.decode.precision import quantize_int8
 from mt_cli.decode.search import beam_search, greedy_search, search_batch
-from mt_cli.decode.shortlist import SPECIALS, Shortlist, build_shortlist, pair_chunks
+from mt_cli.decode.shortlist import SPECIALS, Shortlist
 from mt_cli.model import checkpoint
 from mt_cli.tools.shortlist import add_shortlist
 
@@ -27,12 +28,12 @@ def test_each_source_piece_keeps_the_target_pieces_it_co_occurs_with_most_strong
     # Source 10 always comes with target 20; 11 with 21; target 30 is in every sentence (frequent).
     src = [[10, 5, EOS], [10, 6, EOS], [11, 5, EOS], [11, 6, EOS], [10, 11, EOS]]
     tgt = [[20, 30], [20, 30], [21, 30], [21, 30], [20, 21, 30]]
-    short = build_shortlist(pair_chunks(Pairs(src, tgt), size=2), 40, 40, per_source=2, frequent=1)
+    short = build_lexicon(pair_chunks(Pairs(src, tgt), size=2), 40, 40, per_source=2, frequent=1)
     assert short.table[10].tolist()[0] == 20 and short.table[11].tolist()[0] == 21
     assert short.table[7].tolist() == [-1, -1]  # never seen: nothing of its own
     assert short.frequent.tolist() == [30]
     # Counting in chunks of 2 and in one chunk gives the same lexicon.
-    whole = build_shortlist(pair_chunks(Pairs(src, tgt)), 40, 40, per_source=2, frequent=1)
+    whole = build_lexicon(pair_chunks(Pairs(src, tgt)), 40, 40, per_source=2, frequent=1)
     assert torch.equal(whole.table, short.table)
 
 
@@ -107,7 +108,7 @@ def test_mt_shortlist_adds_one_to_a_checkpoint_and_translate_uses_it(trained, co
     ckpt, d = trained
     assert ckpt.shortlist is not None  # mt train built one from its training pairs
     bare = tmp_path / "bare.pt"
-    checkpoint.save(bare, ckpt.config, ckpt.tokenizer, ckpt.model_state)
+    checkpoint.save(bare, checkpoint.Checkpoint(ckpt.config, ckpt.tokenizer, ckpt.model_state, None))
     out = tmp_path / "listed.pt"
     add_shortlist(bare, corpus_files["train_src"], corpus_files["train_tgt"], out, 5, 10, log=lambda _: None)
     listed = checkpoint.load(out)
@@ -129,7 +130,7 @@ def run_cli(*args):
 def test_the_cli_adds_a_shortlist_in_place_and_translate_can_turn_it_off(trained, corpus_files, tmp_path):
     ckpt, _ = trained
     path = tmp_path / "model.pt"
-    checkpoint.save(path, ckpt.config, ckpt.tokenizer, ckpt.model_state)
+    checkpoint.save(path, checkpoint.Checkpoint(ckpt.config, ckpt.tokenizer, ckpt.model_state, None))
     f = corpus_files
     done = run_cli("shortlist", "--checkpoint", path, "--train-src", f["train_src"], "--train-tgt", f["train_tgt"],
                    "--out", path, "--per-source", "3")  # fmt: skip
@@ -151,7 +152,8 @@ def test_ctranslate2_with_the_exported_vocabulary_map_translates_as_mt_with_the_
     tok = ckpt.tokenizer
     # A tight shortlist (1 target piece per source piece, none frequent), so that it bites.
     pairs = Pairs(tok.encode_src(corpus[0]), tok.encode_tgt(corpus[1]))
-    short = build_shortlist(pair_chunks(pairs), tok.src_vocab_size, tok.tgt_vocab_size, per_source=1, frequent=0)
+    lexicon = build_lexicon(pair_chunks(pairs), tok.src_vocab_size, tok.tgt_vocab_size, per_source=1, frequent=0)
+    short = Shortlist.of(lexicon)
     ckpt = dataclasses.replace(ckpt, shortlist=short.to_state())
     lines = make_pairs(24, seed=7)[0]
     greedy = dataclasses.replace(ckpt.config.decode, beam=1)

@@ -1,9 +1,9 @@
 import pytest
 
 from mt_cli.config import TokenizerConfig
-from mt_cli.data.text import is_mostly_cjk
 from mt_cli.data.tokenizer import EOS, Tokenizer, train_tokenizer
 from mt_cli.errors import MtError
+from mt_cli.scripts import is_mostly_cjk
 
 
 def test_tokenizer_training_handles_mostly_chinese_text():

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from conftest import tiny_config
-from mt_cli.config import Config, DecodeConfig, TrainConfig, build_config
+from mt_cli.config import Config, DecodeConfig, build_config
 from mt_cli.data.collate import collate
 from mt_cli.data.pairs import Pairs
 from mt_cli.decode.search import search_ids
@@ -17,7 +17,7 @@ from mt_cli.model.loss import label_smoothed_loss, output_layer_loss
 from mt_cli.model.transformer import build_model
 from mt_cli.train.inputs import DataSpec
 from mt_cli.train.loop import train
-from mt_cli.train.schedule import budget_progress, lr_at
+from mt_cli.train.schedule import lr_at
 
 
 def test_lr_warms_up_linearly_to_its_peak_then_decays_as_inverse_square_root():
@@ -50,14 +50,6 @@ def test_wsd_lr_holds_its_peak_then_falls_linearly_to_zero_over_the_cooldown():
     assert lr_at(3000, peak, warmup, "wsd", progress=0.9, cooldown=0.2) == pytest.approx(peak / 2)
     assert lr_at(3000, peak, warmup, "wsd", progress=1.0, cooldown=0.2) == pytest.approx(0.0)
     assert lr_at(3000, peak, warmup, "wsd", progress=1.2, cooldown=0.2) == pytest.approx(0.0)
-
-
-def test_budget_progress_is_the_most_spent_of_the_limits_that_are_set():
-    assert budget_progress(500, 60.0, 1.0, TrainConfig()) == 0.0
-    assert budget_progress(500, 60.0, 1.0, TrainConfig(max_steps=1000)) == 0.5
-    assert budget_progress(500, 60.0, 1.0, TrainConfig(max_steps=1000, max_minutes=4)) == 0.5
-    assert budget_progress(500, 180.0, 1.0, TrainConfig(max_steps=1000, max_minutes=4)) == 0.75
-    assert budget_progress(500, 60.0, 2.5, TrainConfig(max_steps=1000, max_epochs=5)) == 0.5
 
 
 def test_a_cosine_run_logs_a_falling_lr_that_ends_near_zero(corpus_files, tmp_path):
@@ -186,6 +178,28 @@ def test_max_epochs_stops_after_whole_passes(corpus_files, tmp_path):
     assert state.epoch == 1 and state.batch_in_epoch == 0 and state.step > 1
 
 
+def test_each_epoch_is_shuffled_with_its_own_seed_as_a_resumed_run_shuffles_it(corpus_files, tmp_path, monkeypatch):
+    """Epoch e trains on make_batches(..., seed + e): the order a run resumed in epoch e replays.
+    (Every epoch after the first used to repeat the first one's order, unless the run was resumed.)"""
+    import mt_cli.train.loop as loop
+    from mt_cli.data.pairs import make_batches
+
+    seen, real_step, lens = [], loop.train_step, []
+
+    def spy(run, batch, *args, **kwargs):
+        seen.append(batch.tolist())
+        lens[:] = [run.train_data.src_lens, run.train_data.tgt_lens]
+        return real_step(run, batch, *args, **kwargs)
+
+    monkeypatch.setattr(loop, "train_step", spy)
+    cfg = _tiny_run_config(max_epochs=2, valid_every=1000)
+    state = train(*_paths(corpus_files, tmp_path / "run"), cfg, log=lambda m: None)
+    t = cfg.train
+    epochs = [make_batches(*lens, t.batch_tokens, seed=t.seed + e) for e in (0, 1)]
+    assert state.step == len(seen) == len(epochs[0]) + len(epochs[1])
+    assert seen == [b.tolist() for b in epochs[0] + epochs[1]]
+
+
 def test_config_defaults_are_sane_for_the_small_preset():
     cfg = build_config("small")
     assert (cfg.model.d_model, cfg.model.enc_layers, cfg.model.dec_layers) == (256, 3, 3)
@@ -224,7 +238,7 @@ def test_early_stopping_ends_the_run_after_patience_validations_without_improvem
 
 
 def test_ema_update_moves_each_weight_a_fixed_fraction_toward_the_model(tokenizer):
-    from mt_cli.train.loop import ema_update
+    from mt_cli.train.step import ema_update
 
     torch.manual_seed(0)
     model, ema = build_model(tiny_config(tokenizer)), build_model(tiny_config(tokenizer))

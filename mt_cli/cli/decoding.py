@@ -98,11 +98,12 @@ def evaluate(
     options: dict[str, dict[str, Any]] | None = None,  # decoding, with --checkpoint
 ) -> None:
     """Score hypotheses against references with sacrebleu (BLEU, chrF; TER via --metrics)."""
-    from mt_cli.metrics import format_report, format_significance, paired_bootstrap
+    from mt_cli.metrics import format_report, format_significance
     from mt_cli.tools.evaluate import evaluate_run
+    from mt_cli.tools.evaluate import significance as compare
 
     if significance:
-        result = paired_bootstrap(hyp or [], ref, tokenize)
+        result = compare(hyp or [], ref, tokenize)
         typer.echo(json.dumps(result) if as_json else format_significance(result))
         return
     if hyp is not None and len(hyp) > 1:

@@ -89,10 +89,9 @@ def average(
     out: Annotated[Path, typer.Option(help="Where to write the averaged checkpoint.")],
 ) -> None:
     """Average the weights of several checkpoints of one run into one checkpoint."""
-    from mt_cli.model.checkpoint import average as average_checkpoints
-    from mt_cli.model.checkpoint import save_checkpoint
+    from mt_cli.model import checkpoint
 
-    save_checkpoint(out, average_checkpoints(checkpoints))
+    checkpoint.save(out, checkpoint.average(checkpoints))
     err(f"averaged {len(checkpoints)} checkpoints into {out}")
 
 

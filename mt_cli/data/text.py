@@ -6,7 +6,6 @@ Kept free of torch, so that the processes that tokenize a corpus start light.
 from __future__ import annotations
 
 import gzip
-import unicodedata
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO, cast
@@ -78,17 +77,3 @@ def check_aligned(path_a: Path, lines_a: list[str], path_b: Path, lines_b: list[
         raise MtError(
             f"{path_a} has {len(lines_a)} lines but {path_b} has {len(lines_b)}; the files must be line-aligned"
         )
-
-
-def is_mostly_cjk(lines: Iterable[str], sample_chars: int = 200_000) -> bool:
-    """True when over a third of the letters are CJK; those scripts need coverage below 1.0."""
-    cjk = letters = 0
-    for line in lines:
-        for ch in line:
-            if ch.isalpha():
-                letters += 1
-                name = unicodedata.name(ch, "")
-                cjk += name.startswith(("CJK", "HIRAGANA", "KATAKANA", "HANGUL"))
-        if letters >= sample_chars:
-            break
-    return letters > 0 and cjk / letters > 1 / 3

@@ -9,9 +9,9 @@ from typing import Any
 import sentencepiece as spm
 
 from mt_cli.config import TokenizerConfig
-from mt_cli.data.text import is_mostly_cjk
 from mt_cli.errors import MtError
 from mt_cli.files import atomic_write_bytes
+from mt_cli.scripts import is_mostly_cjk
 
 # Fixed special ids, the same in every mt tokenizer, so the model never has to look them up.
 PAD, UNK, BOS, EOS = 0, 1, 2, 3

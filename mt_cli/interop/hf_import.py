@@ -43,7 +43,7 @@ def import_hf(folder: Path, out: Path) -> Path:
         decode=DecodeConfig(beam=beam),
     )
     state = mt_state_dict(load_weights(folder), hf, tokenizer, model_cfg)
-    checkpoint.save(out, cfg, tokenizer, state)
+    checkpoint.save(out, checkpoint.Checkpoint(cfg, tokenizer, state, None))
     return out
 
 

@@ -44,28 +44,21 @@ class Checkpoint:
         return model.to(device).eval()
 
 
-def save(
-    path: Path,
-    cfg: Config,
-    tokenizer: Tokenizer,
-    model_state: dict[str, torch.Tensor],
-    train_state: dict[str, Any] | None = None,
-    shortlist: dict[str, Any] | None = None,
-    origin: dict[str, Any] | None = None,
-) -> None:
-    """Write atomically: a kill mid-save leaves the previous file whole."""
+def save(path: Path, ckpt: Checkpoint) -> None:
+    """The one way a checkpoint reaches the disk. Written atomically: a kill mid-save leaves the
+    previous file whole."""
     payload: dict[str, Any] = {
         "format": FORMAT_VERSION,
-        "config": to_dict(cfg),
-        "tokenizer": tokenizer.to_state(),
-        "model": {k: v.detach().cpu() for k, v in model_state.items()},
+        "config": to_dict(ckpt.config),
+        "tokenizer": ckpt.tokenizer.to_state(),
+        "model": {k: v.detach().cpu() for k, v in ckpt.model_state.items()},
     }
-    if train_state is not None:
-        payload["train_state"] = train_state
-    if shortlist is not None:
-        payload["shortlist"] = shortlist
-    if origin is not None:
-        payload["origin"] = origin
+    if ckpt.train_state is not None:
+        payload["train_state"] = ckpt.train_state
+    if ckpt.shortlist is not None:
+        payload["shortlist"] = ckpt.shortlist
+    if ckpt.origin is not None:
+        payload["origin"] = ckpt.origin
     with atomic_open(Path(path), "wb") as f:
         torch.save(payload, f)
 
@@ -126,7 +119,3 @@ def average(paths: list[Path]) -> Checkpoint:
             total[k] += v.double()
     mean = {k: (v / len(paths)).to(first.model_state[k].dtype) for k, v in total.items()}
     return Checkpoint(first.config, first.tokenizer, mean, None, first.shortlist, {"averaged": [p.name for p in paths]})
-
-
-def save_checkpoint(path: Path, ckpt: Checkpoint) -> None:
-    save(path, ckpt.config, ckpt.tokenizer, ckpt.model_state, ckpt.train_state, ckpt.shortlist, ckpt.origin)

@@ -134,7 +134,7 @@ class Service:
         return objects if job.full else [o["score"] for o in objects]
 
     def _attention(self, job: Attention) -> dict[str, Any]:
-        maps = record_attention(self.translator, job.text, job.target)
+        maps = record_attention(self.translator, job.text, job.target)  # an ensemble is refused before translating
         cross = maps.maps["decoder-cross"]  # per layer (H, queries, keys)
         # Row i is the decoder position that predicts output piece i (the last one </s>).
         rows = maps.tgt_pieces[1:] + ["</s>"]

@@ -1,4 +1,5 @@
-"""`mt evaluate --checkpoint` (translate, then score) and `mt tune-decoding` (beam x length penalty)."""
+"""`mt evaluate`: score files (or translate with a checkpoint, then score), compare systems for
+significance; `mt tune-decoding` (beam x length penalty)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,34 @@ from mt_cli.data.text import check_aligned, read_lines
 from mt_cli.decode.translator import Translator
 from mt_cli.decode.tuning import tune_grid, with_decoding
 from mt_cli.errors import MtError
-from mt_cli.metrics import score, score_files
+from mt_cli.metrics import paired_bootstrap, score
 from mt_cli.model import checkpoint
+
+
+def score_files(
+    hyp_path: Path, ref_paths: list[Path], metrics: tuple[str, ...] = DEFAULT_METRICS, tokenize: str | None = None
+) -> dict[str, Any]:
+    """Score a hypothesis file against line-aligned reference files."""
+    hyps = read_lines(hyp_path)
+    refs = [read_lines(p) for p in ref_paths]
+    for path, ref in zip(ref_paths, refs):
+        check_aligned(hyp_path, hyps, path, ref)
+    return score(hyps, refs, metrics, tokenize)
+
+
+def significance(
+    hyp_paths: list[Path], ref_paths: list[Path], tokenize: str | None = None, samples: int = 1000
+) -> dict[str, Any]:
+    """`mt evaluate --significance`: each hypothesis file after the first against the first (the
+    baseline), by paired bootstrap resampling (metrics.paired_bootstrap)."""
+    if len(hyp_paths) < 2:
+        raise MtError("--significance compares systems: give --hyp BASELINE --hyp SYSTEM (or more)")
+    hyps = [read_lines(p) for p in hyp_paths]
+    refs = [read_lines(p) for p in ref_paths]
+    for path, hyp in zip(hyp_paths, hyps):
+        for ref_path, ref in zip(ref_paths, refs):
+            check_aligned(path, hyp, ref_path, ref)
+    return paired_bootstrap([(str(p), h) for p, h in zip(hyp_paths, hyps)], refs, tokenize, samples)
 
 
 def evaluate_run(
@@ -63,5 +90,5 @@ def tune_decoding(
     rows = tune_grid(translator, translator.source_ids(src), ref, beams, length_penalties)
     if out is not None:
         ckpt.config = with_decoding(ckpt.config, rows[0])
-        checkpoint.save_checkpoint(out, ckpt)
+        checkpoint.save(out, ckpt)
     return rows

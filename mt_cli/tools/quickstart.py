@@ -15,7 +15,7 @@ from mt_cli.config import QuickstartConfig, build_config
 from mt_cli.config_files import merge
 from mt_cli.errors import MtError
 from mt_cli.files import atomic_write_text
-from mt_cli.metrics import score_files
+from mt_cli.tools.evaluate import score_files
 from mt_cli.tools.translate_files import translate_file
 from mt_cli.train.inputs import DataSpec
 from mt_cli.train.loop import train

@@ -10,12 +10,12 @@ import dataclasses
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from mt_cli.config import CORPUS_CHUNK_LINES
+from mt_cli.data.lexicon import IdPairs, build_lexicon
 from mt_cli.data.sources import read_parallel
-from mt_cli.decode.shortlist import IdPairs, Shortlist, build_shortlist
+from mt_cli.decode.shortlist import Shortlist
 from mt_cli.errors import MtError
 from mt_cli.model import checkpoint
-
-CHUNK = 20_000  # lines tokenized and counted at a time
 
 
 def add_shortlist(
@@ -39,13 +39,14 @@ def add_shortlist(
     log(f"{src_file} / {tgt_file}: {len(corpus.src)} pairs")
 
     def chunks() -> Iterator[IdPairs]:
-        for start in range(0, len(corpus.src), CHUNK):
-            yield (ckpt.tokenizer.encode_src(corpus.src[start : start + CHUNK]),
-                   ckpt.tokenizer.encode_tgt(corpus.tgt[start : start + CHUNK]))  # fmt: skip
-            log(f"  counted {min(start + CHUNK, len(corpus.src))} pairs")
+        step = CORPUS_CHUNK_LINES  # lines tokenized and counted at a time
+        for start in range(0, len(corpus.src), step):
+            yield (ckpt.tokenizer.encode_src(corpus.src[start : start + step]),
+                   ckpt.tokenizer.encode_tgt(corpus.tgt[start : start + step]))  # fmt: skip
+            log(f"  counted {min(start + step, len(corpus.src))} pairs")
 
     tok = ckpt.tokenizer
-    shortlist = build_shortlist(chunks(), tok.src_vocab_size, tok.tgt_vocab_size, per_source, frequent)
-    checkpoint.save_checkpoint(out, dataclasses.replace(ckpt, shortlist=shortlist.to_state()))
+    shortlist = Shortlist.of(build_lexicon(chunks(), tok.src_vocab_size, tok.tgt_vocab_size, per_source, frequent))
+    checkpoint.save(out, dataclasses.replace(ckpt, shortlist=shortlist.to_state()))
     log(f"wrote {out}: {per_source} target pieces per source piece, {frequent} most frequent")
     return shortlist

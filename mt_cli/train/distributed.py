@@ -83,7 +83,7 @@ def process_group(d: Dist, device: torch.device) -> Iterator[None]:
             raise
         raise MtError(
             f"rank {d.rank}: lost contact with the other processes ({_first_line(e)}). If one died, its own "
-            f"error is printed above; if one hung, the job gave up after {d.timeout_s:.0f} s (--dist-timeout)"
+            f"error is printed above; if one hung, the job gave up after {d.timeout_s:.0f} s (train.dist_timeout_s)"
         ) from None
     finally:
         dist.destroy_process_group()

@@ -33,7 +33,7 @@ def average_last(run: Run, record: Record, log: Log) -> None:
         log(f"not averaging: only {len(paths)} numbered checkpoint(s) in {run.paths.out}")
         return
     averaged = checkpoint.average(paths)
-    checkpoint.save_checkpoint(run.paths.averaged, averaged)
+    checkpoint.save(run.paths.averaged, averaged)
     model = averaged.build_model(run.device)
     v = validate(model, run.tokenizer, run.valid_pairs, run.valid_refs, run.cfg, run.device, run.amp, run.shortlist)
     best = run.state.best_bleu
@@ -46,8 +46,8 @@ def average_last(run: Run, record: Record, log: Log) -> None:
     if chosen:
         current = checkpoint.load(run.paths.best)
         if not (current.origin or {}).get("averaged"):  # a rerun must not overwrite the step with an average
-            checkpoint.save_checkpoint(run.paths.best_step, current)
-        checkpoint.save_checkpoint(run.paths.best, averaged)
+            checkpoint.save(run.paths.best_step, current)
+        checkpoint.save(run.paths.best, averaged)
 
 
 def tune_best(run: Run, record: Record, log: Log) -> None:
@@ -59,7 +59,7 @@ def tune_best(run: Run, record: Record, log: Log) -> None:
     translator = Translator.from_checkpoint(ckpt, str(run.device))
     rows = tune_grid(translator, run.valid_pairs.src, run.valid_refs, beams, penalties)
     ckpt.config = with_decoding(ckpt.config, rows[0])
-    checkpoint.save_checkpoint(run.paths.best, ckpt)
+    checkpoint.save(run.paths.best, ckpt)
     record({"step": run.state.step, "tuned": rows})
     top = ", ".join(f"beam {r['beam']} lp {r['length_penalty']:g}: {r['bleu']:.2f}" for r in rows[:3])
     log(f"tuned decoding on the validation set ({len(rows)} settings): {top}; best.pt decodes with the first")

@@ -91,7 +91,7 @@ def auto_batch_tokens(
     objective: nn.Module, device: torch.device, amp: torch.dtype | None, data: Any, cfg: Config, d: Dist,
     log: Callable[[str], None],
 ) -> int:  # fmt: skip
-    """--batch-tokens auto: on CUDA, 80% of the largest batch that fits (probed on rank 0, the same
+    """train.batch_tokens auto (0): on CUDA, 80% of the largest batch that fits (probed on rank 0, the same
     for every rank) times processes and shares; elsewhere the default."""
     t = cfg.train
     default = TrainConfig.batch_tokens

@@ -1,125 +1,135 @@
-"""The training loop: one readable pass over shuffled token batches, validating as it goes.
+"""Training, top to bottom: prepare the run, train until its budget is spent, finish.
 
-One process, or several under torchrun: each global batch is cut into shares, every process
-trains on its own, and DistributedDataParallel sums the gradients, so the update is the same
-for any number of processes (and of --accumulate shares).
+`train` is the whole story in four numbered steps; `train_loop` is the loop of step 3, one
+update at a time. One process, or several under torchrun: each trains its share of every
+global batch and the update is the same for any number of processes (train/step.py).
 """
 
 from __future__ import annotations
 
-import contextlib
-import math
 import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import torch
-
 from mt_cli.config import Config, TrainConfig
-from mt_cli.data.collate import collate
-from mt_cli.data.pairs import make_batches
-from mt_cli.device import autocast, resolve_device, set_deterministic
+from mt_cli.device import resolve_device, set_deterministic
 from mt_cli.errors import MtError
+from mt_cli.model import checkpoint
 from mt_cli.train import distributed as ddp
+from mt_cli.train.budget import Budget
+from mt_cli.train.epochs import Epochs
 from mt_cli.train.finish import finish
-from mt_cli.train.hardware import CompiledOrEager
 from mt_cli.train.inputs import DataSpec, Log
 from mt_cli.train.progress import Record, RunLog, TrainProgress
-from mt_cli.train.schedule import budget_progress, lr_at
 from mt_cli.train.setup import Run, RunContext, TrainPaths, prepare
 from mt_cli.train.signals import StopSignals
-from mt_cli.train.state import TrainState, rng_state, write_checkpoint
-from mt_cli.train.throughput import linear_flops
+from mt_cli.train.state import TrainState
+from mt_cli.train.step import StepResult, train_step
+from mt_cli.train.throughput import Throughput
 from mt_cli.train.validation import validate
 
 
-def _done(state: TrainState, cfg: Config) -> bool:
-    t = cfg.train
-    return (
-        (t.patience > 0 and state.validations_since_best >= t.patience)
-        or (t.max_steps > 0 and state.step >= t.max_steps)
-        or (t.max_epochs > 0 and state.epoch >= t.max_epochs)
-        or (t.max_minutes > 0 and state.elapsed_s >= t.max_minutes * 60)
-    )
+def train(data: DataSpec, out: Path, cfg: Config, log: Log = print) -> TrainState:
+    """Train a model into the run folder `out`: best.pt, last.pt, log.jsonl, config.yaml, tokenizer/.
+    The same call again resumes from last.pt. Under torchrun every process calls this; only rank 0
+    logs and writes."""
+    # 1. Processes and device: the ranks torchrun gave (rank 0 of 1 without it), one device each.
+    dist = ddp.from_env(cfg.train.dist_timeout_s)
+    if cfg.train.deterministic:
+        set_deterministic()
+        log("deterministic algorithms on (train.deterministic)")
+    device = ddp.device_for(dist, resolve_device(cfg.train.device))
+    with ddp.process_group(dist, device):
+        # 2. Prepare: the run folder, tokenizer, data, model, optimizer, and the state last.pt holds
+        #    when there is one; the config resolved (vocabulary, batch size) and frozen from here on.
+        log = log if dist.main else _quiet  # one process reports
+        run = prepare(RunContext(TrainPaths(Path(out)), data, cfg, log, dist, device))
+        t, paths, state = run.cfg.train, run.paths, run.state
+        board = paths.tensorboard if t.tensorboard and dist.main else None
+        with RunLog(paths.log if dist.main else None, board, state.step) as record, \
+                TrainProgress(Budget.of(t).limited, enabled=dist.main) as progress:  # fmt: skip
+            # 3. Train until the budget is spent or patience runs out. A first Ctrl-C or SIGTERM
+            #    stops after a whole step and saves it; a second stops at once, saving nothing.
+            with StopSignals() as stop:
+                try:
+                    finished = train_loop(run, record, progress, stop)
+                except KeyboardInterrupt:
+                    raise MtError(f"stopped at once, mid-step; {paths.last} holds the last saved state") from None
+                if not finished:
+                    if (last := run.resumable()) is not None:
+                        checkpoint.save(paths.last, last)
+                    why = stop.requested or "a signal to another process"
+                    raise MtError(f"{why} at step {state.step}: {paths.last} saved; rerun the same command to resume")
+            if out_of_patience(state, t):
+                log(f"early stop: no better validation BLEU in {t.patience} validations")
+            log(f"done: {state.step} steps; best validation BLEU {state.best_bleu:.2f} at step {state.best_step}")
+            # 4. Finish (rank 0): best.pt becomes the validated choice, averaged and with tuned decoding.
+            if dist.main:
+                finish(run, record, log)
+    return state
 
 
-def shares(batch: np.ndarray, n: int) -> list[np.ndarray]:
-    """A global batch cut into n disjoint shares of nearly equal size (some empty if it is tiny)."""
-    return [batch[i::n] for i in range(n)]
+def train_loop(run: Run, record: Record, progress: TrainProgress, stop: StopSignals | None = None) -> bool:
+    """Updates on shuffled batches, epoch after epoch, validating every train.valid_every steps.
+    Returns False when a signal stopped it (after a whole step, on every rank alike)."""
+    t, state = run.cfg.train, run.state
+    budget, epochs = Budget.of(t), Epochs(run.train_data, t.batch_tokens, t.seed)
+    started, elapsed_before = time.perf_counter(), state.elapsed_s
+    meter = Throughput(run.model, run.peak_flops, run.dist.world, started)  # this process's tokens/s and MFU
+    last_valid = state.history[-1]["step"] if state.history else -1
+    run.model.train()
+    while True:
+        # a. The fraction of the budget spent says whether to go on, and sets the next learning rate.
+        spent = budget.spent(state.step, state.elapsed_s, epochs.position(state))
+        if spent >= 1.0 or out_of_patience(state, t):
+            break
+        # b. One update on the epoch's next batch.
+        asked = stop is not None and stop.requested is not None
+        result = train_step(run, epochs.next_batch(state), spent, asked)
+        state.step, state.batch_in_epoch = state.step + 1, state.batch_in_epoch + 1
+        now = time.perf_counter()
+        state.elapsed_s = elapsed_before + (now - started)
+        # c. Count it towards the log line, or report it skipped (its loss or gradient not finite).
+        if count_nonfinite(state, result, t, run.paths.last):
+            record({"step": state.step, "skipped": "loss or gradient not finite"})
+            progress.note(f"step {state.step}: loss {result.loss}, gradient norm {result.grad_norm}: update skipped")
+        else:
+            state.log_loss, state.log_tokens = state.log_loss + result.loss, state.log_tokens + result.tokens
+            meter.count(result.src_tokens, result.tokens)
+        # d. A log line every train.log_every steps: mean loss, learning rate, speed.
+        if state.step % t.log_every == 0 and state.log_tokens:
+            entry = log_entry(state, result, *meter.read(now))
+            record(entry)
+            progress.update(entry, budget.spent(state.step, state.elapsed_s, epochs.position(state)))
+            state.log_loss, state.log_tokens = 0.0, 0
+        # e. An epoch's last batch: the next epoch is shuffled anew.
+        if epochs.ended(state):
+            state.epoch, state.batch_in_epoch = state.epoch + 1, 0
+        # f. A signal: stop here, with the state whole (train() saves it).
+        if result.stop:
+            return False
+        # g. Validate every train.valid_every steps (saving last.pt), or only save every train.save_every.
+        if state.step % t.valid_every == 0:
+            run_validation(run, record, progress)
+            last_valid, now = state.step, time.perf_counter()
+            meter.restart(now)  # validation is not training
+            state.elapsed_s = elapsed_before + (now - started)
+        elif t.save_every and state.step % t.save_every == 0:
+            if (last := run.resumable()) is not None:
+                checkpoint.save(run.paths.last, last)
+    if last_valid != state.step:
+        run_validation(run, record, progress)
+    return True
 
 
-def _forward_backward(run: Run, batch: np.ndarray, n_tokens: int) -> float:
-    """Forward and backward passes over this rank's shares of the batch; returns their summed loss."""
-    t, d, data = run.cfg.train, run.dist, run.train_data
-    mine = shares(batch, d.world * t.accumulate)[d.rank * t.accumulate : (d.rank + 1) * t.accumulate]
-    # DDP averages gradients over ranks; scaled so, the update follows the mean over the global batch.
-    scale = d.world / n_tokens
-    loss_sum = 0.0
-    for k, share in enumerate(mine):
-        # A rank whose share is empty still runs a batch (weighted 0): DDP needs every rank's gradients.
-        weight = 1.0 if len(share) else 0.0
-        src, tgt_in, tgt_out = collate(*data.take(share if len(share) else batch[:1]), run.model.start_token)
-        last_share = k == len(mine) - 1
-        no_sync = run.objective.no_sync() if d.active and not last_share else contextlib.nullcontext()
-        with no_sync:
-            with autocast(run.amp, run.device):
-                loss = run.objective(src.to(run.device), tgt_in.to(run.device), tgt_out.to(run.device))
-            run.scaler.scale(loss * (weight * scale)).backward()
-        loss_sum += loss.item() * weight
-    return loss_sum
+def out_of_patience(state: TrainState, t: TrainConfig) -> bool:
+    """Early stopping: train.patience validations in a row without a better BLEU."""
+    return t.patience > 0 and state.validations_since_best >= t.patience
 
 
-def train_step(
-    run: Run, batch: np.ndarray, progress: float = 0.0, stop: bool = False
-) -> tuple[float, int, float, float, bool]:
-    """One update on one global batch. Returns (summed loss, target tokens, learning rate,
-    gradient norm, whether any rank asked to stop), all the same on every rank.
-
-    `progress` is the spent fraction of the budget, which the cosine and wsd schedules decay over.
-    """
-    t, d = run.cfg.train, run.dist
-    n_tokens = int((run.train_data.tgt_lens[batch] + 1).sum())  # every target token and its EOS, in all shares
-    try:
-        loss_sum = _forward_backward(run, batch, n_tokens)
-    except Exception as e:  # compiled code fails in many types, in the forward or (lazily) the backward pass
-        ddp_wrapped = isinstance(run.objective, torch.nn.parallel.DistributedDataParallel)
-        compiled = run.objective.module if ddp_wrapped else run.objective
-        if not (isinstance(compiled, CompiledOrEager) and compiled.give_up(e)):
-            raise
-        run.optimizer.zero_grad(set_to_none=True)
-        loss_sum = _forward_backward(run, batch, n_tokens)  # the same step again, eager
-    loss_sum, stops = ddp.all_sum([loss_sum, float(stop)], d)
-    run.scaler.unscale_(run.optimizer)  # clip the true gradients, not the fp16-scaled ones
-    # With clipping off the norm is still measured (an infinite bound never clips), for the log.
-    grad_norm = torch.nn.utils.clip_grad_norm_(run.model.parameters(), t.clip_norm if t.clip_norm > 0 else math.inf)
-    lr = lr_at(run.state.step + 1, t.lr, t.warmup_steps, t.lr_schedule, progress, t.lr_cooldown)
-    norm = float(grad_norm)
-    if run.scaler.is_enabled() and not math.isfinite(norm):
-        norm = 0.0  # fp16 overflow: the scaler skips this update and lowers its scale; that is its job
-    if math.isfinite(loss_sum) and math.isfinite(norm):  # else no update: one bad batch must not wreck the weights
-        for group in run.optimizer.param_groups:
-            group["lr"] = lr
-        run.scaler.step(run.optimizer)
-        if run.ema is not None:
-            ema_update(run.ema, run.model, t.ema_decay)
-    # After unscale_, always: a skipped step too, or the next step's unscale_ raises (and the
-    # fp16 scale would not fall after an overflow). A no-op without fp16.
-    run.scaler.update()
-    run.optimizer.zero_grad(set_to_none=True)
-    return loss_sum, n_tokens, lr, norm, stops > 0
-
-
-def ema_update(ema: torch.nn.Module, model: torch.nn.Module, decay: float) -> None:
-    """ema <- decay * ema + (1 - decay) * model, parameter by parameter."""
-    with torch.no_grad():
-        for e, p in zip(ema.parameters(), model.parameters(), strict=True):
-            e.lerp_(p, 1.0 - decay)
-
-
-def count_nonfinite(state: TrainState, loss: float, grad_norm: float, cfg: TrainConfig, last: Path) -> bool:
+def count_nonfinite(state: TrainState, result: StepResult, cfg: TrainConfig, last: Path) -> bool:
     """True when the step was skipped; too many in a row stop the run with what to do."""
-    if math.isfinite(loss) and math.isfinite(grad_norm):
+    if result.finite:
         state.nonfinite_in_a_row = 0
         return False
     state.nonfinite_in_a_row += 1
@@ -132,13 +142,17 @@ def count_nonfinite(state: TrainState, loss: float, grad_norm: float, cfg: Train
     return True
 
 
-def save_last(run: Run) -> None:
-    """RUN/last.pt: everything the next step depends on. Under torchrun every rank calls it (to
-    hand in its RNG states) and rank 0 writes."""
-    rngs = ddp.gather(rng_state(), run.dist)
-    if run.dist.main:
-        write_checkpoint(run.paths.last, run.cfg, run.tokenizer, run.model, run.optimizer,
-                         run.state, run.ema, rngs, run.scaler, run.shortlist)  # fmt: skip
+def log_entry(state: TrainState, result: StepResult, tokens_per_s: float, mfu: float) -> dict[str, Any]:
+    return {
+        "step": state.step,
+        "epoch": state.epoch + 1,
+        "loss": state.log_loss / state.log_tokens,
+        "lr": result.lr,
+        "grad_norm": result.grad_norm,
+        "tokens_per_s": tokens_per_s,
+        "mfu": mfu,
+        "elapsed_s": round(state.elapsed_s, 1),
+    }
 
 
 def run_validation(run: Run, record: Record, progress: TrainProgress) -> None:
@@ -155,120 +169,21 @@ def run_validation(run: Run, record: Record, progress: TrainProgress) -> None:
         improved = v.bleu > state.best_bleu
         if improved:
             state.best_bleu, state.best_step, state.validations_since_best = v.bleu, state.step, 0
-            write_checkpoint(paths.best, run.cfg, run.tokenizer, scored, shortlist=run.shortlist)
+            checkpoint.save(paths.best, run.weights(scored))
         else:
             state.validations_since_best += 1
         keep = max(run.cfg.train.keep_last, run.cfg.train.average_last)
         if keep > 0:
-            write_checkpoint(paths.step(state.step), run.cfg, run.tokenizer, scored, shortlist=run.shortlist)
+            checkpoint.save(paths.step(state.step), run.weights(scored))
             for old in paths.numbered()[:-keep]:
                 old.unlink()
         best = " (best, saved)" if improved else f" (best {state.best_bleu:.2f} at step {state.best_step})"
         progress.note(f"step {state.step}: valid loss {v.loss:.3f}, BLEU {v.bleu:.2f}{best}")
     verdict = (state.best_bleu, state.best_step, state.validations_since_best, state.history)
     state.best_bleu, state.best_step, state.validations_since_best, state.history = ddp.broadcast(verdict, run.dist)
-    save_last(run)
+    if (last := run.resumable()) is not None:
+        checkpoint.save(paths.last, last)
 
 
-def log_entry(state: TrainState, lr: float, grad_norm: float, tokens_per_s: float, mfu: float) -> dict[str, Any]:
-    return {
-        "step": state.step,
-        "epoch": state.epoch + 1,
-        "loss": state.log_loss / state.log_tokens,
-        "lr": lr,
-        "grad_norm": grad_norm,
-        "tokens_per_s": tokens_per_s,
-        "mfu": mfu,
-        "elapsed_s": round(state.elapsed_s, 1),
-    }
-
-
-def train_loop(run: Run, record: Record, progress: TrainProgress, stop: StopSignals | None = None) -> bool:
-    """Epochs of shuffled token batches until a limit is reached, validating every `valid_every`
-    steps. Returns False when a signal stopped it (after a whole step, on every rank alike)."""
-    t, state, data = run.cfg.train, run.state, run.train_data
-    started, elapsed_before = time.perf_counter(), state.elapsed_s
-    timed_tokens, timed_flops, window_start = 0, 0.0, started  # for tokens/s and MFU, in this process only
-    flops_per_src, flops_per_tgt = linear_flops(run.model, 1, 0), linear_flops(run.model, 0, 1)
-    last_valid = state.history[-1]["step"] if state.history else -1
-    run.model.train()
-    while not _done(state, run.cfg):
-        batches = make_batches(data.src_lens, data.tgt_lens, t.batch_tokens, seed=t.seed + state.epoch)
-        while state.batch_in_epoch < len(batches) and not _done(state, run.cfg):
-            epochs = state.epoch + state.batch_in_epoch / len(batches)
-            spent = budget_progress(state.step, state.elapsed_s, epochs, t)
-            asked = stop is not None and stop.requested is not None
-            batch = batches[state.batch_in_epoch]
-            loss_sum, n_tokens, lr, grad_norm, stopping = train_step(run, batch, spent, asked)
-            state.step += 1
-            state.batch_in_epoch += 1
-            now = time.perf_counter()
-            state.elapsed_s = elapsed_before + (now - started)
-            if count_nonfinite(state, loss_sum, grad_norm, t, run.paths.last):
-                record({"step": state.step, "skipped": "loss or gradient not finite"})
-                progress.note(f"step {state.step}: loss {loss_sum}, gradient norm {grad_norm}: update skipped")
-            else:
-                state.log_loss, state.log_tokens = state.log_loss + loss_sum, state.log_tokens + n_tokens
-                timed_tokens += n_tokens
-                timed_flops += flops_per_src * int(data.src_lens[batch].sum()) + flops_per_tgt * n_tokens
-            if state.step % t.log_every == 0 and state.log_tokens:
-                seconds = max(now - window_start, 1e-9)
-                # MFU over all processes: each did the same work in the same time.
-                mfu = timed_flops / seconds / (run.peak_flops * run.dist.world)
-                entry = log_entry(state, lr, grad_norm, timed_tokens / seconds, mfu)
-                record(entry)
-                progress.update(state, entry)
-                state.log_loss, state.log_tokens, timed_tokens, timed_flops, window_start = 0.0, 0, 0, 0.0, now
-            if state.batch_in_epoch >= len(batches):
-                state.epoch, state.batch_in_epoch = state.epoch + 1, 0
-            if stopping:
-                return False  # the state is whole; train() saves it
-            if state.step % t.valid_every == 0:
-                run_validation(run, record, progress)
-                last_valid = state.step
-                timed_tokens, timed_flops, window_start = 0, 0.0, time.perf_counter()  # validation is not training
-                state.elapsed_s = elapsed_before + (window_start - started)
-            elif t.save_every and state.step % t.save_every == 0:
-                save_last(run)
-    if last_valid != state.step:
-        run_validation(run, record, progress)
-    return True
-
-
-def train(data: DataSpec, out: Path, cfg: Config, log: Log = print) -> TrainState:
-    """Train a model into the run folder `out`: best.pt, last.pt, log.jsonl, config.yaml, tokenizer/.
-
-    Under torchrun every process calls this; only rank 0 logs and writes.
-    """
-    d = ddp.from_env(cfg.train.dist_timeout_s)
-    if cfg.train.deterministic:
-        set_deterministic()
-        log("deterministic algorithms on (train.deterministic)")
-    device = ddp.device_for(d, resolve_device(cfg.train.device))
-    with ddp.process_group(d, device):
-        ctx = RunContext(TrainPaths(Path(out)), data, cfg, log if d.main else (lambda *_: None), d, device)
-        return _train(ctx)
-
-
-def _train(ctx: RunContext) -> TrainState:
-    run = prepare(ctx)
-    paths, main, log = ctx.paths, ctx.dist.main, ctx.log
-    board = paths.tensorboard if run.cfg.train.tensorboard and main else None
-    with RunLog(paths.log if main else None, board, run.state.step) as record, \
-            TrainProgress(run.cfg, enabled=main) as progress:  # fmt: skip
-        with StopSignals() as stop:
-            try:
-                finished = train_loop(run, record, progress, stop)
-            except KeyboardInterrupt:
-                raise MtError(f"stopped at once, mid-step; {paths.last} holds the last saved state") from None
-            if not finished:
-                save_last(run)
-                why = stop.requested or "a signal to another process"
-                raise MtError(f"{why} at step {run.state.step}: {paths.last} saved; rerun the same command to resume")
-        state = run.state
-        if state.validations_since_best >= run.cfg.train.patience > 0:
-            log(f"early stop: no better validation BLEU in {run.cfg.train.patience} validations")
-        log(f"done: {state.step} steps; best validation BLEU {state.best_bleu:.2f} at step {state.best_step}")
-        if main:
-            finish(run, record, log)
-    return state
+def _quiet(*_: Any) -> None:
+    """The log of torchrun's ranks past 0: one process reports."""

@@ -11,16 +11,15 @@ from typing import IO, Any
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from mt_cli.config import Config
 from mt_cli.errors import MtError
-from mt_cli.train.state import TrainState
 
 UNITS = 1000  # the bar runs in thousandths of whichever limit (steps, epochs, minutes) ends the run first
 
 
 class TrainProgress:
-    def __init__(self, cfg: Config, enabled: bool = True) -> None:
-        self.cfg = cfg
+    """`limited`: the run has a budget (train/budget.py), so the bar shows the fraction of it used."""
+
+    def __init__(self, limited: bool, enabled: bool = True) -> None:
         self.enabled = enabled  # off on torchrun ranks past 0: one process reports
         self.console = Console(stderr=True)
         self.live = self.console.is_terminal and enabled
@@ -33,30 +32,16 @@ class TrainProgress:
             console=self.console,
             disable=not self.live,
         )
-        self.task = self.bar.add_task("starting", total=UNITS if self._has_limit() else None)
+        self.task = self.bar.add_task("starting", total=UNITS if limited else None)
 
-    def _has_limit(self) -> bool:
-        t = self.cfg.train
-        return t.max_steps > 0 or t.max_epochs > 0 or t.max_minutes > 0
-
-    def fraction(self, state: TrainState) -> float:
-        t = self.cfg.train
-        parts = []
-        if t.max_steps:
-            parts.append(state.step / t.max_steps)
-        if t.max_minutes:
-            parts.append(state.elapsed_s / (t.max_minutes * 60))
-        if t.max_epochs:
-            parts.append(state.epoch / t.max_epochs)
-        return min(max(parts, default=0.0), 1.0)
-
-    def update(self, state: TrainState, entry: dict[str, Any]) -> None:
+    def update(self, entry: dict[str, Any], spent: float) -> None:
+        """A log entry, with the fraction of the budget `spent` (which passes 1 by a little at the end)."""
         text = (
             f"step {entry['step']} | epoch {entry['epoch']} | loss {entry['loss']:.3f} | "
             f"lr {entry['lr']:.2e} | {entry['tokens_per_s']:.0f} tok/s | MFU {100 * entry.get('mfu', 0):.1f}%"
         )
         if self.live:
-            self.bar.update(self.task, completed=self.fraction(state) * UNITS, description=text)
+            self.bar.update(self.task, completed=min(spent, 1.0) * UNITS, description=text)
         elif self.enabled:
             self.console.print(text, highlight=False)
 
@@ -113,5 +98,5 @@ def _tensorboard_writer(folder: Path, resumed_at: int) -> Any:
     try:
         from torch.utils.tensorboard import SummaryWriter
     except ImportError:
-        raise MtError("--tensorboard needs the tensorboard package: pip install tensorboard") from None
+        raise MtError("train.tensorboard needs the tensorboard package: pip install tensorboard") from None
     return SummaryWriter(str(folder), purge_step=resumed_at + 1 if resumed_at else None)

@@ -1,4 +1,5 @@
-"""The learning-rate schedule, as pure functions of the step and the spent budget."""
+"""The learning-rate schedule, a pure function of the step and the fraction of the budget spent
+(train/budget.py)."""
 
 from __future__ import annotations
 
@@ -32,18 +33,3 @@ def lr_at(
     if warmup == 0:
         return peak
     return peak * min(warm, math.sqrt(warmup / step))
-
-
-def budget_progress(step: int, elapsed_s: float, epochs: float, cfg: TrainConfig) -> float:
-    """The spent fraction of the run's budget: the largest over the limits that are set (0 if none).
-
-    `epochs` counts fractionally (2.5 = halfway through the third epoch).
-    """
-    fractions = [0.0]
-    if cfg.max_steps > 0:
-        fractions.append(step / cfg.max_steps)
-    if cfg.max_minutes > 0:
-        fractions.append(elapsed_s / (cfg.max_minutes * 60))
-    if cfg.max_epochs > 0:
-        fractions.append(epochs / cfg.max_epochs)
-    return max(fractions)

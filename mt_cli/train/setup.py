@@ -14,11 +14,12 @@ from typing import Any
 import torch
 
 from mt_cli import __version__
-from mt_cli.config import Config, TrainConfig, to_yaml
+from mt_cli.config import Config, ModelConfig, TrainConfig, to_yaml
 from mt_cli.data.cache import TokenCorpus
+from mt_cli.data.lexicon import build_lexicon, pair_chunks
 from mt_cli.data.pairs import Pairs
 from mt_cli.data.tokenizer import Tokenizer
-from mt_cli.decode.shortlist import Shortlist, build_shortlist, pair_chunks
+from mt_cli.decode.shortlist import Shortlist
 from mt_cli.device import amp_dtype, set_threads
 from mt_cli.errors import MtError
 from mt_cli.files import atomic_write_text
@@ -26,6 +27,7 @@ from mt_cli.model import checkpoint
 from mt_cli.model.checkpoint import Checkpoint
 from mt_cli.model.loss import TranslationLoss
 from mt_cli.model.transformer import Transformer, build_model
+from mt_cli.train import distributed as ddp
 from mt_cli.train.distributed import Dist
 from mt_cli.train.hardware import CompiledOrEager, auto_batch_tokens
 from mt_cli.train.inputs import (
@@ -37,7 +39,15 @@ from mt_cli.train.inputs import (
     load_valid_data,
     wait_for_path,
 )
-from mt_cli.train.state import TrainState, check_data, clear_leftovers, resume, trim_log
+from mt_cli.train.state import (
+    TrainState,
+    check_data,
+    clear_leftovers,
+    make_checkpoint,
+    resume,
+    rng_state,
+    trim_log,
+)
 from mt_cli.train.throughput import peak_flops
 
 
@@ -92,11 +102,12 @@ class TrainPaths:
         return sorted(found, key=lambda p: int(p.stem[4:]))
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunContext:
     """What every part of a run needs to know: where, with what config, how to log, which
-    process of how many, on which device. `cfg` gains the vocabulary sizes and the resolved
-    batch size while the run is set up."""
+    process of how many, on which device. `prepare` takes the context as given and hands the
+    run its resolved one (the vocabulary sizes, the batch size of train.batch_tokens auto) before
+    the first step; nothing changes it after that."""
 
     paths: TrainPaths
     data: DataSpec
@@ -108,7 +119,8 @@ class RunContext:
 
 @dataclass
 class Run:
-    """Everything one training run works with, gathered once by `prepare`."""
+    """Everything one training run works with, gathered once by `prepare`: the frozen context and
+    the live objects (model, optimizer, state) that training changes."""
 
     ctx: RunContext
     amp: torch.dtype | None  # autocast dtype, None for fp32
@@ -141,6 +153,19 @@ class Run:
     def device(self) -> torch.device:
         return self.ctx.device
 
+    def weights(self, model: torch.nn.Module) -> Checkpoint:
+        """A checkpoint of `model`'s weights as the run has them (best.pt, step<N>.pt)."""
+        return make_checkpoint(self.cfg, self.tokenizer, model, shortlist=self.shortlist)
+
+    def resumable(self) -> Checkpoint | None:
+        """last.pt: everything the next step depends on. Every rank calls it (each hands in its RNG
+        states under torchrun); rank 0 gets the checkpoint to save, the others None."""
+        rngs = ddp.gather(rng_state(), self.dist)
+        if not self.dist.main:
+            return None
+        return make_checkpoint(self.cfg, self.tokenizer, self.model, self.optimizer, self.state, self.ema, rngs,
+                               self.scaler, self.shortlist)  # fmt: skip
+
 
 def make_optimizer(model: torch.nn.Module, t: TrainConfig, device: torch.device) -> torch.optim.Optimizer:
     """AdamW; weight decay, when on, applies to weight matrices only, not to biases and LayerNorm
@@ -168,20 +193,17 @@ def _start(ctx: RunContext) -> None:
         check_first(ctx.data.sources(), log)
 
 
-def prepare(ctx: RunContext) -> Run:
-    """Tokenizer, data, model and optimizer; the run's own last.pt is resumed when there is one."""
-    t, d, log, device = ctx.cfg.train, ctx.dist, ctx.log, ctx.device
+def prepare(given: RunContext) -> Run:
+    """Tokenizer, data, model and optimizer; the run's own last.pt is resumed when there is one.
+    The run gets the context resolved: the model sized to the tokenizer (or train.init's), the
+    batch size of train.batch_tokens auto probed (or taken from last.pt)."""
+    t, d, log, device = given.cfg.train, given.dist, given.log, given.device
     set_threads(t.threads)
-    _start(ctx)
-    sources = ctx.data.sources()
-    init = _init_checkpoint(ctx)
-    tokenizer = init.tokenizer if init else get_tokenizer(ctx.data, ctx.paths.tokenizer, ctx.cfg, log, d)
-    if init is not None:  # the checkpoint's model, as it was built
-        ctx.cfg = replace(ctx.cfg, model=init.config.model)
-    else:
-        src_v, tgt_v, joint = tokenizer.src_vocab_size, tokenizer.tgt_vocab_size, tokenizer.joint
-        ctx.cfg = replace(ctx.cfg, model=replace(ctx.cfg.model, src_vocab_size=src_v, tgt_vocab_size=tgt_v,
-                                                 shared_vocab=joint))  # fmt: skip
+    _start(given)
+    sources = given.data.sources()
+    init = _init_checkpoint(given)
+    tokenizer = init.tokenizer if init else get_tokenizer(given.data, given.paths.tokenizer, given.cfg, log, d)
+    ctx = replace(given, cfg=replace(given.cfg, model=_model_config(given.cfg, init, tokenizer)))
     fingerprints = {role: s.fingerprint() for role, s in sources.items()}  # sha256 of each file, read once
     train_data = load_train_data(ctx.data, fingerprints["train"], tokenizer, t, log, d)
     valid_pairs, valid_refs = load_valid_data(sources["valid"], tokenizer, t, log)
@@ -204,7 +226,7 @@ def prepare(ctx: RunContext) -> Run:
     )
     state.data = check_data(fingerprints, state.data, {r: s.describe() for r, s in sources.items()}, last)
     objective: torch.nn.Module = TranslationLoss(model, t.label_smoothing)
-    _resolve_batch_tokens(ctx, state, objective, amp, train_data)
+    ctx = replace(ctx, cfg=_resolve_batch_tokens(ctx, state, objective, amp, train_data))
     if d.main:
         if dropped := trim_log(ctx.paths.log, state.step):
             log(f"{ctx.paths.log}: dropped {dropped} entries past step {state.step}, which will be redone")
@@ -221,14 +243,23 @@ def prepare(ctx: RunContext) -> Run:
                valid_refs, state, shortlist)  # fmt: skip
 
 
+def _model_config(cfg: Config, init: Checkpoint | None, tokenizer: Tokenizer) -> ModelConfig:
+    """The model a run builds: train.init's, as it was built; else the config's, sized to the tokenizer."""
+    if init is not None:
+        return init.config.model
+    return replace(cfg.model, src_vocab_size=tokenizer.src_vocab_size, tgt_vocab_size=tokenizer.tgt_vocab_size,
+                   shared_vocab=tokenizer.joint)  # fmt: skip
+
+
 def _shortlist(t: TrainConfig, data: TokenCorpus, tokenizer: Tokenizer, log: Log) -> Shortlist | None:
     """The vocabulary shortlist of train.shortlist_*, counted over the training pairs (rebuilt
     the same on resume: it depends on the data and the sizes only)."""
     if t.shortlist_per_source == 0:
         return None
     log(f"vocabulary shortlist: counting {len(data)} training pairs")
-    return build_shortlist(pair_chunks(data), tokenizer.src_vocab_size, tokenizer.tgt_vocab_size,
-                           t.shortlist_per_source, t.shortlist_frequent)  # fmt: skip
+    lexicon = build_lexicon(pair_chunks(data), tokenizer.src_vocab_size, tokenizer.tgt_vocab_size,
+                            t.shortlist_per_source, t.shortlist_frequent)  # fmt: skip
+    return Shortlist.of(lexicon)
 
 
 def _init_checkpoint(ctx: RunContext) -> Checkpoint | None:
@@ -236,10 +267,10 @@ def _init_checkpoint(ctx: RunContext) -> Checkpoint | None:
     t = ctx.cfg.train
     if not t.init:
         if t.freeze_embeddings or t.freeze_encoder:
-            raise MtError("--freeze-embeddings and --freeze-encoder fine-tune a model: give --init CKPT")
+            raise MtError("train.freeze_embeddings and train.freeze_encoder fine-tune a model: give train.init CKPT")
         return None
     if ctx.data.tokenizer is not None:
-        raise MtError("--init brings its checkpoint's tokenizer: drop --tokenizer")
+        raise MtError("train.init brings its checkpoint's tokenizer: drop --tokenizer")
     ckpt = checkpoint.load(Path(t.init))
     ctx.log(
         f"fine-tuning {t.init}: its model ({ckpt.config.model.d_model}-d, {ckpt.config.model.enc_layers}+"
@@ -260,18 +291,19 @@ def freeze(model: Transformer, t: TrainConfig) -> Transformer:
 
 def _resolve_batch_tokens(
     ctx: RunContext, state: TrainState, objective: torch.nn.Module, amp: torch.dtype | None, train_data: TokenCorpus
-) -> None:
-    """--batch-tokens auto is resolved once: probed on a fresh run, then kept in last.pt (and
-    config.yaml), so a resumed run batches as it did, without probing again."""
-    t = ctx.cfg.train
+) -> Config:
+    """The config with train.batch_tokens auto (0) resolved, once: probed on a fresh run, then kept
+    in last.pt (and config.yaml), so a resumed run batches as it did, without probing again."""
+    cfg, t = ctx.cfg, ctx.cfg.train
     if t.batch_tokens == 0:
         if state.batch_tokens > 0:
             ctx.log(f"batch_tokens auto: {state.batch_tokens}, as resolved when the run started")
             tokens = state.batch_tokens
         else:
-            tokens = auto_batch_tokens(objective, ctx.device, amp, train_data, ctx.cfg, ctx.dist, ctx.log)
-        ctx.cfg = replace(ctx.cfg, train=replace(t, batch_tokens=tokens))
-    state.batch_tokens = ctx.cfg.train.batch_tokens
+            tokens = auto_batch_tokens(objective, ctx.device, amp, train_data, cfg, ctx.dist, ctx.log)
+        cfg = replace(cfg, train=replace(t, batch_tokens=tokens))
+    state.batch_tokens = cfg.train.batch_tokens
+    return cfg
 
 
 def _wrapped(ctx: RunContext, objective: torch.nn.Module) -> torch.nn.Module:

@@ -38,7 +38,7 @@ class TrainState:
     log_loss: float = 0.0  # summed loss and target tokens since the last log entry, which averages them
     log_tokens: int = 0
     nonfinite_in_a_row: int = 0  # skipped steps (loss or gradient not finite) since the last good one
-    batch_tokens: int = 0  # the global batch the run trains with, as --batch-tokens auto resolved it
+    batch_tokens: int = 0  # the global batch the run trains with, as train.batch_tokens auto resolved it
     data: dict[str, str] = field(default_factory=dict)  # fingerprint of each split's data, checked on resume
     history: list[dict[str, Any]] = field(default_factory=list)
 
@@ -57,8 +57,7 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def write_checkpoint(
-    path: Path,
+def make_checkpoint(
     cfg: Config,
     tokenizer: Tokenizer,
     model: torch.nn.Module,
@@ -68,7 +67,7 @@ def write_checkpoint(
     rng_ranks: list[dict[str, Any]] | None = None,
     scaler: torch.amp.GradScaler | None = None,
     shortlist: Shortlist | None = None,
-) -> None:
+) -> checkpoint.Checkpoint:
     """A model checkpoint; with `state` (and the optimizer and EMA) a resumable one, like last.pt.
 
     `rng_ranks`: under torchrun, every rank's RNG states (rank 0's are also kept as "rng").
@@ -84,7 +83,7 @@ def write_checkpoint(
         if scaler is not None and scaler.is_enabled():
             train_state["scaler"] = scaler.state_dict()
     listed = shortlist.to_state() if shortlist is not None else None
-    checkpoint.save(path, cfg, tokenizer, model.state_dict(), train_state, listed)
+    return checkpoint.Checkpoint(cfg, tokenizer, model.state_dict(), train_state, listed)
 
 
 def resume(

@@ -1,4 +1,5 @@
-"""Model FLOPs per step and the device's peak, so the training log can give MFU next to tokens/s."""
+"""The training log's speed: tokens/s and MFU (model FLOPs per second against the device's peak)
+over the steps since the last log line, measured in this process."""
 
 from __future__ import annotations
 
@@ -19,6 +20,33 @@ CUDA_PEAKS = {
     "V100": (125e12, 15.7e12),
     "T4": (65e12, 8.1e12),
 }
+
+
+class Throughput:
+    """Counts the tokens (and so the FLOPs) of the updates since the window started; `read` gives
+    their rate and restarts the window. Under torchrun every process does the same work in the same
+    time, so MFU against one device's peak times the process count is the job's."""
+
+    def __init__(self, model: Any, peak_flops: float, processes: int, now: float) -> None:
+        self.per_src, self.per_tgt = linear_flops(model, 1, 0), linear_flops(model, 0, 1)
+        self.peak = peak_flops * processes
+        self.restart(now)
+
+    def restart(self, now: float) -> None:
+        """A new window from `now`: after validation, say, which is not training."""
+        self.tokens, self.flops, self.start = 0, 0.0, now
+
+    def count(self, src_tokens: int, tgt_tokens: int) -> None:
+        """One update's tokens: the target tokens are what tokens/s counts."""
+        self.tokens += tgt_tokens
+        self.flops += self.per_src * src_tokens + self.per_tgt * tgt_tokens
+
+    def read(self, now: float) -> tuple[float, float]:
+        """(target tokens per second, MFU) over the window, which then restarts at `now`."""
+        seconds = max(now - self.start, 1e-9)
+        rates = self.tokens / seconds, self.flops / seconds / self.peak
+        self.restart(now)
+        return rates
 
 
 def linear_flops(model: Any, n_src: int, n_tgt: int, out: int | None = None) -> float:

@@ -1,0 +1,21 @@
+"""Writing systems (Unicode scripts) of text: Chinese, Japanese and Korean text needs a
+SentencePiece character coverage below 1.0 and sacreBLEU's zh tokenizer."""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Iterable
+
+
+def is_mostly_cjk(lines: Iterable[str], sample_chars: int = 200_000) -> bool:
+    """True when over a third of the letters are CJK; those scripts need coverage below 1.0."""
+    cjk = letters = 0
+    for line in lines:
+        for ch in line:
+            if ch.isalpha():
+                letters += 1
+                name = unicodedata.name(ch, "")
+                cjk += name.startswith(("CJK", "HIRAGANA", "KATAKANA", "HANGUL"))
+        if letters >= sample_chars:
+            break
+    return letters > 0 and cjk / letters > 1 / 3
