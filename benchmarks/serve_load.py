@@ -24,6 +24,7 @@ import argparse
 import datetime
 import http.client
 import json
+import os
 import re
 import socket
 import statistics
@@ -60,10 +61,14 @@ print(json.dumps({"seconds": time.perf_counter() - start}))
 class Server:
     """`mt serve` in a process of its own, stopped with SIGTERM."""
 
+    options: tuple[str, ...] = ()  # --serve-option: given to every server this run starts
+    env: dict[str, str] = {}  # --serve-env: set in every server's environment
+
     def __init__(self, checkpoint: Path, *options: str) -> None:
         mt = str(Path(sys.executable).parent / "mt")
-        cmd = [mt, "serve", "--checkpoint", str(checkpoint), "--port", "0", "--device", "cpu", *options]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        cmd = [mt, "serve", "--checkpoint", str(checkpoint), "--port", "0", "--device", "cpu", *self.options, *options]
+        env = {**os.environ, **self.env}
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
         first = self.proc.stdout.readline()  # type: ignore[union-attr]
         found = re.search(r"http://127\.0\.0\.1:(\d+)", first)
         if not found:
@@ -220,7 +225,9 @@ def soak_row(args, lines: list[str]) -> dict:
 
 
 def report(args, offline: float, rows: list[dict], over: dict | None, soak: dict | None) -> str:
-    out = [f"`benchmarks/serve_load.py`: `mt serve --checkpoint {args.checkpoint.parent.name}/{args.checkpoint.name}` "
+    served = f"{args.checkpoint.parent.name}/{args.checkpoint.name}" + "".join(f" {o}" for o in args.serve_option)
+    env = "".join(f"{kv} " for kv in args.serve_env)
+    out = [f"`benchmarks/serve_load.py`: `{env}mt serve --checkpoint {served}` "
            f"(its stored decoding settings), single lines of the first {len(args.lines)} of {args.src_file.name}, "
            f"clients on keep-alive connections in another process, {args.rounds} rounds per level, best kept; "
            f"offline `Translator.translate` on the same lines in a process of its own: {offline:.1f} lines/s.\n",
@@ -260,9 +267,15 @@ def main() -> None:
     p.add_argument("--soak-minutes", type=float, default=10)
     p.add_argument("--soak-clients", type=int, default=16)
     p.add_argument("--soak-every", type=float, default=30, help="seconds between memory samples")
+    p.add_argument(
+        "--serve-option", action="append", default=[], help="an option for mt serve, e.g. --serve-option=--threads=1"
+    )
+    p.add_argument("--serve-env", action="append", default=[], help="NAME=VALUE in mt serve's environment (repeat)")
     p.add_argument("--no-append", action="store_true")
     args = p.parse_args()
     args.checkpoint = args.checkpoint.resolve()
+    Server.options = tuple(args.serve_option)
+    Server.env = dict(kv.split("=", 1) for kv in args.serve_env)
     measured = commit()
     args.lines = args.src_file.read_text(encoding="utf-8").splitlines()[: args.n]
     with tempfile.TemporaryDirectory() as tmp:

@@ -54,6 +54,7 @@ class ServeConfig:
     section = "serve"
     host: str = option("127.0.0.1", "Address to listen on; loopback unless told otherwise.", cli=True)
     port: int = option(8000, "Port to listen on (0: any free one; the URL printed says which).", cli=True)
+    threads: int = option(0, "CPU threads decoding uses (0: PyTorch's default, one per core).", cli=True)
     max_batch_tokens: int = option(2048, "Source tokens merged into one decoding batch, across requests.", cli=True)
     max_wait_ms: float = option(50.0, "At most this long a batch waits for other requests to join it.", cli=True)
     batch_gap_ms: float = option(2.0, "A batch starts sooner once no request has come for this long.", cli=True)
@@ -69,6 +70,7 @@ class ServeConfig:
             _check(getattr(self, name) >= 1, f"serve.{name} must be at least 1, not {getattr(self, name)}")
         _check(self.max_wait_ms >= 0, "serve.max_wait_ms must not be negative")
         _check(self.batch_gap_ms >= 0, "serve.batch_gap_ms must not be negative")
+        _check(self.threads >= 0, "serve.threads must be 0 (PyTorch's default) or more")
         _check(
             self.max_queue_lines >= self.max_request_lines,
             "serve.max_queue_lines must be at least serve.max_request_lines, or a full request could never wait",

@@ -17,6 +17,7 @@ from typing import Any
 
 from mt_cli.config import DEVICE, ServeConfig
 from mt_cli.decode.translator import Translator
+from mt_cli.device import set_threads
 from mt_cli.errors import MtError
 from mt_cli.serve.app import create_app
 
@@ -51,6 +52,7 @@ def serve(checkpoints: Sequence[Path], cfg: ServeConfig = ServeConfig(), device:
     name = ", ".join(str(p) for p in paths)
 
     def load() -> Translator:
+        set_threads(cfg.threads)  # for every thread: torch's thread count is process-wide
         return Translator.load(paths, device, **overrides).for_target(target_lang)  # several: an ensemble
 
     app = create_app(load, name, cfg)
