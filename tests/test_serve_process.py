@@ -60,6 +60,17 @@ def test_sigterm_finishes_the_requests_in_flight_and_exits_0(trained, corpus):
         socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1])), timeout=2)
 
 
+def test_threads_sets_how_many_cpu_threads_the_server_decodes_with(trained):
+    proc, url = start(trained[1] / "run" / "best.pt", "--threads", "1")
+    try:
+        status, _, body = call(url, "GET", "/health")
+        assert status == 200 and body["threads"] == 1
+        assert call(url, "POST", "/translate", {"text": ["Ein Hund."]})[0] == 200
+    finally:
+        proc.terminate()
+        proc.wait(15)
+
+
 def test_serve_errors_are_one_line(tmp_path, trained):
     missing = subprocess.run([sys.executable, "-m", "mt_cli", "serve", "--checkpoint", str(tmp_path / "no.pt")],
                              capture_output=True, text=True)  # fmt: skip

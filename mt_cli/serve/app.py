@@ -17,6 +17,7 @@ from contextlib import asynccontextmanager
 from importlib import resources
 from typing import Any
 
+import torch
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
@@ -126,7 +127,8 @@ def create_app(load: Callable[[], Translator], name: str, cfg: ServeConfig = Ser
         if model.service is None:
             status = "failed" if model.error else "loading"
             return JSONResponse({"status": status, "model": name, "error": model.error}, status_code=503)
-        return JSONResponse({"status": "ok", "model": name, "uptime_s": round(time.monotonic() - model.started, 3)})
+        uptime = round(time.monotonic() - model.started, 3)
+        return JSONResponse({"status": "ok", "model": name, "uptime_s": uptime, "threads": torch.get_num_threads()})
 
     @app.post("/translate")
     async def translate(req: TranslateRequest) -> dict[str, Any]:
