@@ -29,7 +29,8 @@ try:
     runpy.run_module("mt_cli", run_name="__main__")
 except SystemExit:
     pass
-heavy = sorted(m for m in sys.modules if m.startswith(("mt_cli.train", "mt_cli.tools")) or
+translating = ("mt_cli.tools", "mt_cli.tools.translate_files", "mt_cli.tools.line_inputs", "mt_cli.tools.progress")
+heavy = sorted(m for m in sys.modules if m.startswith(("mt_cli.train", "mt_cli.tools")) and m not in translating or
                m.split(".")[0] in ("datasets", "matplotlib", "transformers"))
 print("HEAVY:" + ",".join(heavy), file=sys.stderr)
 """
