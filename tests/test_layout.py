@@ -23,7 +23,7 @@ LAYERS = {
     "mt_cli.model": 2,
     "mt_cli.decode": 3,
     "mt_cli.train": 4,
-    "mt_cli.interop": 5, "mt_cli.tools": 5, "mt_cli.serve": 5,
+    "mt_cli.interop": 5, "mt_cli.tools": 5, "mt_cli.serve": 5, "mt_cli.documents": 5,
     "mt_cli.cli": 6, "mt_cli.__main__": 6,
 }  # fmt: skip
 # Packages of one layer that must not import each other either: what both need lives below them.
