@@ -25,6 +25,14 @@ def check_nbest(nbest: int, cfg: DecodeConfig) -> None:
         )
 
 
+def source_ids(tokenizer: Tokenizer, lines: Sequence[str], limit: int, target_token: str = "") -> list[list[int]]:
+    """Source ids ending in EOS, an over-long line cut to `limit` (the model's positions less one);
+    a multi-target model's `target_token` (>>xx<<) before each line that carries none."""
+    if target_token:
+        lines = [line if line.startswith(">>") else f"{target_token} {line}" for line in lines]
+    return [ids if len(ids) <= limit else ids[: limit - 1] + [EOS] for ids in tokenizer.encode_src(list(lines))]
+
+
 class Requests:
     """Lines with their prefixes and terms as search requests: encoded, checked, keyed by line
     (`first_line` + index: sampling seeds by it, so a line draws the same in any batch)."""
@@ -46,18 +54,11 @@ class Requests:
     def build(self, lines: Sequence[str]) -> list[Request | None]:
         """A request per line; None for a blank line (it gets an empty translation, no search)."""
         todo = [i for i, line in enumerate(lines) if line.strip()]
-        src = self.source_ids([lines[i] for i in todo])
+        src = source_ids(self.tokenizer, [lines[i] for i in todo], self.limit, self.target_token)
         out: list[Request | None] = [None] * len(lines)
         for i, ids in zip(todo, src):
             out[i] = self.of(i, ids)
         return out
-
-    def source_ids(self, lines: Sequence[str]) -> list[list[int]]:
-        """Source ids ending in EOS, an over-long line cut to what the model can read."""
-        if self.target_token:
-            lines = [line if line.startswith(">>") else f"{self.target_token} {line}" for line in lines]
-        cut = self.limit
-        return [ids if len(ids) <= cut else ids[: cut - 1] + [EOS] for ids in self.tokenizer.encode_src(list(lines))]
 
     def of(self, i: int, src: Sequence[int] = ()) -> Request:
         """Line i's request; its prefix and terms checked against the model, naming the line."""

@@ -27,7 +27,7 @@ from mt_cli.decode.ensemble import Ensemble
 from mt_cli.decode.hypothesis import Hypothesis, Request, Searchable
 from mt_cli.decode.precision import quantize_int8
 from mt_cli.decode.processors import DEFAULT_PROCESSORS, Processor
-from mt_cli.decode.request import Requests, check_nbest
+from mt_cli.decode.request import Requests, check_nbest, source_ids
 from mt_cli.decode.scoring import align, force
 from mt_cli.decode.search import Search
 from mt_cli.decode.shortlist import Shortlist
@@ -135,11 +135,9 @@ class Translator:
         """Each line as search takes it, built and checked once (None for a blank line): source
         ids, a target prefix the output starts with, target terms it must contain (beam search
         only). `first_line`: the index of lines[0] in a longer input (sampling seeds by it)."""
-        limit = self.model.cfg.max_positions - 1
-        n = len(lines)
-        return Requests(self.tokenizer, self.cfg, limit, n, prefixes, constraints, first_line, self.target_lang).build(
-            lines
-        )
+        requests = Requests(self.tokenizer, self.cfg, self._limit, len(lines), prefixes, constraints, first_line,
+                            self.target_lang)  # fmt: skip
+        return requests.build(lines)
 
     def search_requests(
         self, requests: Sequence[Request | None], nbest: int | None = None, alignment: bool = False,
@@ -203,16 +201,20 @@ class Translator:
 
     def source_ids(self, lines: Sequence[str]) -> list[list[int]]:
         """Source ids ending in EOS, an over-long line cut to what the model can read."""
-        limit = self.model.cfg.max_positions - 1
-        return Requests(self.tokenizer, self.cfg, limit, len(lines), target_token=self.target_lang).source_ids(lines)
+        return source_ids(self.tokenizer, lines, self._limit, self.target_lang)
+
+    @property
+    def _limit(self) -> int:
+        """The most source or target pieces the model reads, EOS included."""
+        return self.model.cfg.max_positions - 1
 
     def score(self, src_lines: list[str], tgt_lines: list[str]) -> list[Hypothesis]:
         """Forced decoding: each target's tokens with their log-probabilities given its source; the
         score is their plain sum, EOS included (decode/scoring.py)."""
         if len(src_lines) != len(tgt_lines):
             raise MtError(f"{len(src_lines)} sources but {len(tgt_lines)} targets: give one target per source")
-        limit = self.model.cfg.max_positions - 1
         tgt_ids = self.tokenizer.encode_tgt(tgt_lines)
+        limit = self._limit
         long = next((i for i, ids in enumerate(tgt_ids) if len(ids) + 1 > limit), None)
         if long is not None:
             raise MtError(f"target line {long + 1}: {len(tgt_ids[long])} pieces, more than the model's {limit - 1}")

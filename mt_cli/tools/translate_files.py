@@ -30,7 +30,6 @@ def translate_stream(
 ) -> int:  # fmt: skip
     """Translate lines as they come, a chunk at a time, one output line (text or JSON) for each,
     with each line's prefix and terms from `side`; returns how many were written."""
-    check_nbest(output.nbest, tr.cfg)
     nbest = output.nbest if output.format == "jsonl" else 1
     count = 0
     it = iter(lines)
