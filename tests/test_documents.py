@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from mt_cli import Translator
+from mt_cli.documents.engine import Aligned
 from mt_cli.documents.sentences import split
 from mt_cli.documents.text import paragraphs, translate_text
 from mt_cli.errors import MtError
@@ -70,8 +71,8 @@ class Scripted:
     def __init__(self, answers: dict[str, str]) -> None:
         self.answers = answers
 
-    def translate(self, lines: list[str]) -> list[str]:
-        return [self.answers[line] for line in lines]
+    def translate_aligned(self, lines, terms=None, alignment=False) -> list[Aligned]:
+        return [Aligned(self.answers[line]) for line in lines]
 
 
 def test_sentences_written_without_spaces_get_one_in_a_spaced_script_and_lose_it_the_other_way():

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 import typer
 
 from mt_cli.cli.app import DECODE, Device, app, config_options, err, friendly
-from mt_cli.config import DEFAULT_METRICS, DEVICE, DecodeConfig, OutputConfig, TrainConfig, TuningConfig
+from mt_cli.config import DEFAULT_METRICS, DEVICE, DecodeConfig, DocumentConfig, OutputConfig, TrainConfig, TuningConfig
 from mt_cli.errors import MtError
 
 # translate's options: one alias each, so the command reads as a list of them.
@@ -33,7 +33,7 @@ TargetLang = Annotated[
 
 @app.command(rich_help_panel=DECODE)
 @friendly
-@config_options(DecodeConfig, OutputConfig)
+@config_options(DecodeConfig, OutputConfig, DocumentConfig)
 def translate(
     checkpoint: Checkpoints,
     input: Input = None,
@@ -45,14 +45,15 @@ def translate(
     device: Device = DEVICE,
     options: dict[str, dict[str, Any]] | None = None,
 ) -> None:
-    """Translate a file (or stdin) line by line: one output line for every input line."""
+    """Translate a file (or stdin): line by line, one output line for every input line, or a
+    document (text, HTML, Markdown, subtitles, PO) with its structure kept (--input-type)."""
     from mt_cli.tools.line_inputs import LineInputs
     from mt_cli.tools.translate_files import translate_file
 
     given = options or {}
     inputs = LineInputs(prefix_file, constraints_file, glossary, target_lang)
     n = translate_file(checkpoint, input, output, device, OutputConfig(**given.get("output", {})), inputs,
-                       **given.get("decode", {}))  # fmt: skip
+                       DocumentConfig(**given.get("document", {})), **given.get("decode", {}))  # fmt: skip
     if output is not None:
         err(f"translated {n} lines into {output}")
 

@@ -9,7 +9,14 @@ the flag the user gave when it prints one.
 """
 
 from mt_cli.config.build import PRESETS, Config, build_config, from_dict, to_dict, to_yaml
-from mt_cli.config.commands import DoctorConfig, OutputConfig, QuickstartConfig, ServeConfig, TuningConfig
+from mt_cli.config.commands import (
+    DoctorConfig,
+    DocumentConfig,
+    OutputConfig,
+    QuickstartConfig,
+    ServeConfig,
+    TuningConfig,
+)
 from mt_cli.config.fields import (
     ACTIVATIONS,
     CORPUS_CHUNK_LINES,
@@ -30,6 +37,7 @@ SECTIONS: dict[str, type] = {
         TrainConfig,
         DecodeConfig,
         OutputConfig,
+        DocumentConfig,
         ServeConfig,
         DoctorConfig,
         TuningConfig,
@@ -39,7 +47,7 @@ SECTIONS: dict[str, type] = {
 
 __all__ = [
     "ACTIVATIONS", "CORPUS_CHUNK_LINES", "DEFAULT_METRICS", "DEVICE", "IMPORTED_BEAM", "PRESETS", "SECTIONS",
-    "Config", "DecodeConfig", "DoctorConfig", "ModelConfig", "OutputConfig", "QuickstartConfig", "ServeConfig",
-    "TokenizerConfig", "TrainConfig", "TuningConfig", "build_config", "describe", "from_dict", "option", "to_dict",
-    "to_yaml",
+    "Config", "DecodeConfig", "DocumentConfig", "DoctorConfig", "ModelConfig", "OutputConfig", "QuickstartConfig",
+    "ServeConfig", "TokenizerConfig", "TrainConfig", "TuningConfig", "build_config", "describe", "from_dict", "option",
+    "to_dict", "to_yaml",
 ]  # fmt: skip

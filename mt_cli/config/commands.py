@@ -38,6 +38,38 @@ class OutputConfig:
         )
 
 
+DOCUMENT_TYPES = ("auto", "lines", "text", "html", "markdown", "srt", "vtt", "po")
+
+
+@dataclass(frozen=True)
+class DocumentConfig:
+    """How `mt translate`, the Python API and the server read a document (docs/documents.md)."""
+
+    section = "document"
+    input_type: str = option(
+        "auto",
+        "auto (by extension: .html/.htm, .md, .srt, .vtt, .po; else lines), lines (one sentence per line),"
+        " text (paragraphs at blank lines, split into sentences), html, markdown, srt, vtt or po.",
+        cli=True,
+    )
+    protect: bool = option(
+        True,
+        "Carry placeholders (%s, {name}), URLs, e-mail addresses and protect_pattern through untranslated.",
+        cli=True,
+    )
+    protect_pattern: str = option("", "A regular expression whose matches are protected too.", cli=True)
+    overwrite: bool = option(False, "po: translate entries that already have a translation too.", cli=True)
+    source_lang: str = option(
+        "", "The source language's code (de, zh), whose rules split sentences; default: the checkpoint's.", cli=True
+    )
+
+    def __post_init__(self) -> None:
+        _check(
+            self.input_type in DOCUMENT_TYPES,
+            f"document.input_type {self.input_type!r} is not a document type; use one of {', '.join(DOCUMENT_TYPES)}",
+        )
+
+
 @dataclass(frozen=True)
 class DoctorConfig:
     """`mt doctor`'s limits (and those of the checks `mt train` runs first)."""

@@ -19,6 +19,8 @@ WHERE = {
     "decode": "saved in checkpoints as their defaults; options of `mt translate`, `mt serve` and `mt evaluate`;"
     " keywords of `Translator.load`",
     "output": "options of `mt translate`",
+    "document": "options of `mt translate` (and of `mt serve`, for its LibreTranslate API); keywords of"
+    " `Translator.translate_document`",
     "serve": "options of `mt serve`",
     "doctor": "options of `mt doctor`",
     "tuning": "options of `mt tune-decoding`",

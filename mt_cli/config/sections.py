@@ -34,6 +34,14 @@ class ModelConfig:
     activation: str = option("relu", "The feed-forward activation: relu, gelu or swish (SiLU, as OPUS-MT uses).")
     output_bias: bool = option(False, "A bias on the output layer (imported Marian models have one).")
     scale_embedding: bool = option(True, "Scale embeddings by sqrt(d_model), as the paper does.")
+    # Not shape, but what the weights mean: the server's /languages and sentence splitting read them.
+    source_langs: tuple[str, ...] = option(
+        (),
+        "Languages the model reads (codes: de, or de,fr); mt train takes them from --src-lang or the data's suffixes.",
+    )
+    target_langs: tuple[str, ...] = option(
+        (), "Languages the model writes (codes); mt train takes them from --tgt-lang or the data files' suffixes."
+    )
 
     def __post_init__(self) -> None:
         for name in ("d_model", "n_heads", "ffn_dim", "enc_layers", "dec_layers", "max_positions"):

@@ -8,6 +8,7 @@ training (and the server) all decode through it:
     tr.translate(["Ein Mann fährt Fahrrad.", ""])               # one string per line, always
     tr.search(["Ein Mann fährt Fahrrad."])[0][0].score          # hypotheses per line, best first
     tr.search(lines, nbest=3, prefixes=[...], constraints=[["Hund"], ...])
+    tr.translate_document(html, "html")                         # a document, its structure kept
     Translator.load(["a.pt", "b.pt"])                           # an ensemble
 """
 
@@ -21,8 +22,8 @@ from typing import Any, cast
 
 import torch
 
-from mt_cli.config import DEVICE, DecodeConfig
-from mt_cli.data.tokenizer import Tokenizer
+from mt_cli.config import DEVICE, DecodeConfig, DocumentConfig
+from mt_cli.data.tokenizer import UNK, Tokenizer
 from mt_cli.decode.ensemble import Ensemble
 from mt_cli.decode.hypothesis import Hypothesis, Request, Searchable
 from mt_cli.decode.precision import quantize_int8
@@ -32,6 +33,7 @@ from mt_cli.decode.scoring import align, force
 from mt_cli.decode.search import Search
 from mt_cli.decode.shortlist import Shortlist
 from mt_cli.device import autocast, resolve_device
+from mt_cli.documents.engine import Aligned, piece_spans
 from mt_cli.errors import MtError
 from mt_cli.model import checkpoint
 from mt_cli.model.transformer import Transformer
@@ -225,6 +227,47 @@ class Translator:
     def translate(self, lines: Sequence[str]) -> list[str]:
         """The best translation of each line: exactly one string per line."""
         return [hyps[0].text for hyps in self.search(lines)]
+
+    @property
+    def source_lang(self) -> str:
+        """The language the model reads, as its checkpoint records it ("" when it does not)."""
+        return next(iter(self.model.cfg.source_langs), "")
+
+    def translate_document(self, text: str, kind: str = "text", **options: Any) -> str:
+        """A document (kind: lines, text, html, markdown, srt, vtt or po) translated with its
+        structure kept; `options` are DocumentConfig's fields (protect, protect_pattern, overwrite,
+        source_lang). Sentences are split by the source language's rules: source_lang, else the
+        checkpoint's, else generic ones."""
+        from mt_cli.documents import translate_document
+
+        cfg = DocumentConfig(**{"input_type": kind, **options})
+        return translate_document(self, text, kind, cfg, cfg.source_lang or self.source_lang or "en")
+
+    def translate_aligned(
+        self, lines: Sequence[str], terms: Sequence[Sequence[str]] | None = None, alignment: bool = False
+    ) -> list[Aligned]:
+        """documents/'s way in (documents/engine.py): the best translation of each line and, with
+        `alignment`, where each of its pieces lies and which source span it attends to most.
+        `terms` are forced where beam search can write them; elsewhere they are left to the caller."""
+        found = self.search(lines, constraints=self.forceable(terms), alignment=alignment)
+        return [self._spans(line, hyps[0]) if alignment else Aligned(hyps[0].text) for line, hyps in zip(lines, found)]
+
+    def forceable(self, terms: Sequence[Sequence[str]] | None) -> list[list[str]] | None:
+        """Of each line's terms, those the search can force: with beam search, the ones the target
+        vocabulary can spell; with greedy search or sampling, none."""
+        if terms is None or self.cfg.search_method != "beam":
+            return None
+        return [[t for t in ts if UNK not in self.tokenizer.encode_tgt([t])[0]] for ts in terms]
+
+    def _spans(self, line: str, h: Hypothesis) -> Aligned:
+        """A hypothesis's alignment as character spans of the line and of its text."""
+        if not h.tokens:
+            return Aligned(h.text)
+        src = piece_spans(self.tokenizer.src_pieces(line)[:-1], line) + [(len(line), len(line))]  # + EOS
+        skip = len(self.source_ids([line])[0]) - len(src)  # a >>xx<< token before the line, read too
+        tgt = piece_spans(self.tokenizer.tgt_pieces(h.tokens), h.text) + [(len(h.text), len(h.text))]
+        links = [src[min(max(k - skip, 0), len(src) - 1)] for k in h.alignment]
+        return Aligned(h.text, tgt, links)
 
 
 def _check_same_vocabulary(first: Path, a: Tokenizer, other: Path, b: Tokenizer) -> None:

@@ -5,6 +5,7 @@ appears only when complete, so an interrupted run never leaves half a file."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import json
 import sys
@@ -12,12 +13,14 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import IO
 
-from mt_cli.config import DEVICE, OutputConfig
+from mt_cli.config import DEVICE, DocumentConfig, OutputConfig
 from mt_cli.decode.hypothesis import Hypothesis, as_object, pair_score, score_object
 from mt_cli.decode.request import check_nbest
 from mt_cli.decode.translator import Translator
+from mt_cli.documents import kind_of
+from mt_cli.documents.protect import Masked, Protector
 from mt_cli.errors import MtError
-from mt_cli.files import atomic_open
+from mt_cli.files import atomic_open, atomic_write_text
 from mt_cli.tools.line_inputs import LineInputs, SideInputs, count_lines, input_lines
 from mt_cli.tools.progress import Progress
 
@@ -26,17 +29,23 @@ CHUNK_LINES = 10_000  # lines read, decoded and written at a time: memory stays 
 
 def translate_stream(
     tr: Translator, lines: Iterable[str], out: IO[str], output: OutputConfig = OutputConfig(),
-    side: SideInputs | None = None, progress: Progress | None = None,
+    side: SideInputs | None = None, progress: Progress | None = None, protector: Protector | None = None,
 ) -> int:  # fmt: skip
     """Translate lines as they come, a chunk at a time, one output line (text or JSON) for each,
-    with each line's prefix and terms from `side`; returns how many were written."""
+    with each line's prefix and terms from `side` and its protected spans carried through;
+    returns how many were written."""
     nbest = output.nbest if output.format == "jsonl" else 1
     count = 0
     it = iter(lines)
     while chunk := list(itertools.islice(it, CHUNK_LINES)):
         prefixes, terms = side.for_chunk(chunk) if side is not None else (None, None)
-        requests = tr.requests(chunk, prefixes, terms, first_line=count)
+        masked = [protector.mask(line) for line in chunk] if protector is not None else []
+        if masked:
+            terms = _with_markers(tr, terms, masked)
+        requests = tr.requests([m.text for m in masked] if masked else chunk, prefixes, terms, first_line=count)
         found = tr.search_requests(requests, nbest, output.alignment, progress.advance if progress else None)
+        if masked:
+            found = [_restored(protector, hyps, m) for hyps, m in zip(found, masked)]  # type: ignore[arg-type]
         for line, hyps in zip(chunk, found):
             out.write(render(hyps, not line.strip(), output, tr.tokenizer.tgt_pieces) + "\n")
         count += len(chunk)
@@ -47,22 +56,69 @@ def translate_stream(
     return count
 
 
+def _with_markers(tr: Translator, terms: list[list[str]] | None, masked: list[Masked]) -> list[list[str]] | None:
+    """Each line's terms and its placeholders, which beam search is asked to write where it can
+    (the restore puts in what it did not)."""
+    markers = tr.forceable([m.markers for m in masked])
+    if not markers or not any(markers):
+        return terms
+    return [[*(terms[i] if terms else ()), *ms] for i, ms in enumerate(markers)]
+
+
+def _restored(protector: Protector, hyps: list[Hypothesis], masked: Masked) -> list[Hypothesis]:
+    if not masked.spans:
+        return hyps
+    return [dataclasses.replace(h, text=protector.restore(h.text, masked)) for h in hyps]
+
+
 def translate_file(
     checkpoint_path: Path | Sequence[Path], input_path: Path | None, output_path: Path | None, device: str = DEVICE,
-    output: OutputConfig = OutputConfig(), inputs: LineInputs = LineInputs(), **decoding: object,
+    output: OutputConfig = OutputConfig(), inputs: LineInputs = LineInputs(),
+    document: DocumentConfig = DocumentConfig(), **decoding: object,
 ) -> int:  # fmt: skip
     """`mt translate`: load the checkpoint (several: an ensemble) with any decoding settings
-    (DecodeConfig's fields), then translate INPUT (stdin when None) to OUTPUT (stdout when None),
-    one line for each line; returns how many."""
+    (DecodeConfig's fields), then translate INPUT (stdin when None) to OUTPUT (stdout when None):
+    one line for each line, or a document of another type as a whole; returns how many lines."""
+    kind = kind_of(input_path, document.input_type)
+    protector = Protector(document.protect_pattern) if document.protect else None
     tr = Translator.load(checkpoint_path, device, **decoding).for_target(inputs.target_lang)
+    if kind != "lines":
+        return _translate_whole(tr, input_path, output_path, output, inputs, document, kind)
     check_nbest(output.nbest, tr.cfg)  # before any file is opened
     side = SideInputs(inputs, input_path)
     lines = input_lines(input_path)  # read lazily
     progress = Progress.on_terminal(lambda: count_lines(input_path) if input_path and input_path.is_file() else None)
     if output_path is None:
-        return translate_stream(tr, lines, sys.stdout, output, side, progress)
+        return translate_stream(tr, lines, sys.stdout, output, side, progress, protector)
     with atomic_open(output_path, "w") as out:
-        return translate_stream(tr, lines, out, output, side, progress)
+        return translate_stream(tr, lines, out, output, side, progress, protector)
+
+
+def _translate_whole(
+    tr: Translator, input_path: Path | None, output_path: Path | None, output: OutputConfig, inputs: LineInputs,
+    document: DocumentConfig, kind: str,
+) -> int:  # fmt: skip
+    """A document read whole, translated with its structure kept, written whole."""
+    if output.format != "text" or inputs.prefix_file or inputs.constraints_file or inputs.glossary_file:
+        raise MtError(
+            f"a {kind} document is translated as a whole: output.format jsonl, n-best, prefixes, constraints and"
+            " glossaries need document.input_type lines"
+        )
+    where = str(input_path) if input_path is not None else "stdin"
+    try:
+        text = input_path.read_text(encoding="utf-8") if input_path is not None else sys.stdin.read()
+    except UnicodeDecodeError as e:
+        raise MtError(f"{where}: not UTF-8 text (byte {e.start}); convert it, e.g. with iconv -t UTF-8") from None
+    options = {k: v for k, v in dataclasses.asdict(document).items() if k != "input_type"}
+    try:
+        translated = tr.translate_document(text, kind, **options)
+    except MtError as e:
+        raise MtError(f"{where}: {e}") from None
+    if output_path is None:
+        sys.stdout.write(translated)
+    else:
+        atomic_write_text(output_path, translated)
+    return translated.count("\n")
 
 
 def score_file(

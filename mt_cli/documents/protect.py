@@ -1,0 +1,119 @@
+"""Protected spans: placeholders (`%s`, `%(name)s`, `%1$d`, `{count}`), URLs, e-mail addresses
+and what a user's pattern matches are never translated. Each is swapped for a placeholder the
+model copies, the placeholder is asked of the search as a term it must write (beam search can
+force it), and the span goes back where the placeholder came out. A placeholder the model dropped
+goes in where its source position says; one it wrote twice is kept once, so every protected span
+of the input is in the output exactly once (benchmarks/protect.py measures how often that repair
+is needed for each way of carrying them)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from mt_cli.errors import MtError
+
+# printf conversions (no space flag: "20% discount" is not "% d"), positional ones (%1$s) and
+# Python's named ones (%(name)s); brace placeholders ({count}, {0}, {}, {{name}}).
+PRINTF = r"%(?:\([A-Za-z_]\w*\)|\d+\$)?[-+#0]*(?:\d+|\*)?(?:\.\d+)?[sdifuxXoeEgGc]"
+BRACE = r"\{\{?[A-Za-z0-9_.:\[\]]*\}\}?"
+URL = r"\b(?:https?|ftp)://[^\s<>\"']*[^\s<>\"'.,;:!?)\]]|\bwww\.[^\s<>\"']*[^\s<>\"'.,;:!?)\]]"
+EMAIL = r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)*\.[A-Za-z]{2,}\b"
+BUILT_IN = (URL, EMAIL, PRINTF, BRACE)  # in this order: a URL's "%20" stays inside the URL
+
+
+# How a span is carried through the model: "number" swaps it for a number the model copies as it
+# is, "code" for a letter code, "verbatim" leaves it in the sentence (benchmarks/protect.py compares
+# them; numbers came through most often).
+STYLES = ("number", "code", "verbatim")
+
+
+def _markers(style: str, spans: list[str], text: str) -> list[str]:
+    """A placeholder per span, none of them found in the sentence otherwise."""
+    if style == "verbatim":
+        return spans
+    base = 7001
+    while True:
+        markers = [
+            str(base + k) if style == "number" else f"XZ{chr(65 + k % 26)}{k // 26 or ''}" for k in range(len(spans))
+        ]
+        if not any(m in text for m in markers):
+            return markers
+        base += 1000
+
+
+def compile_pattern(pattern: str) -> re.Pattern[str]:
+    try:
+        return re.compile(pattern)
+    except re.error as e:
+        raise MtError(f"document.protect_pattern {pattern!r} is not a regular expression: {e}") from None
+
+
+@dataclass(frozen=True)
+class Masked:
+    text: str  # the sentence with each span swapped for its placeholder
+    spans: tuple[str, ...]  # the spans, in order
+    markers: tuple[str, ...]  # their placeholders
+    where: tuple[float, ...]  # each placeholder's place in `text`, as a share of its length
+
+
+class Protector:
+    """Masks a sentence's protected spans and restores them in its translation."""
+
+    def __init__(self, pattern: str = "", style: str = "number") -> None:
+        self.style = style
+        parts = [*BUILT_IN, *([compile_pattern(pattern).pattern] if pattern else [])]
+        self.regex = re.compile("|".join(f"(?:{p})" for p in parts))
+
+    def mask(self, sentence: str) -> Masked:
+        found = [m for m in self.regex.finditer(sentence) if m.group()]
+        spans = [m.group() for m in found]
+        markers = _markers(self.style, spans, sentence)
+        out, where, end = [], [], 0
+        for m, marker in zip(found, markers):
+            out.append(sentence[end : m.start()])
+            where.append(len("".join(out)))
+            out.append(marker)
+            end = m.end()
+        out.append(sentence[end:])
+        text = "".join(out)
+        return Masked(text, tuple(spans), tuple(markers), tuple(w / max(len(text), 1) for w in where))
+
+    def restore(self, translation: str, masked: Masked) -> str:
+        """The translation with each placeholder replaced by its span, exactly once each."""
+        text = translation
+        for marker, share in zip(masked.markers, masked.where):
+            found = [m.start() for m in _marker_regex(marker).finditer(text)]
+            if len(found) > 1:  # keep the first; the rest were the model repeating itself
+                head = text[: found[0] + len(marker)]
+                text = head + re.sub(r"\s*" + _marker_regex(marker).pattern, "", text[len(head) :])
+            elif not found:
+                text = _insert(text, marker, share)
+        if self.style == "verbatim":
+            return text
+        # Each marker is now in the text once; put the spans in for them (in one pass, so a span
+        # that looks like a later marker is not replaced again).
+        spans = dict(zip(masked.markers, masked.spans))
+        return (
+            re.sub("|".join(_marker_regex(m).pattern for m in masked.markers), lambda m: spans[m.group()], text)
+            if spans
+            else text
+        )
+
+
+def _marker_regex(marker: str) -> re.Pattern[str]:
+    """The marker standing alone: not part of a longer number or word."""
+    before = r"(?<!\w)" if marker[:1].isalnum() else ""
+    after = r"(?!\w)" if marker[-1:].isalnum() else ""
+    return re.compile(before + re.escape(marker) + after)
+
+
+def _insert(text: str, marker: str, share: float) -> str:
+    """`marker` put in at the word boundary nearest `share` of the way through `text`."""
+    if not text.strip():
+        return marker
+    bounds = [0] + [m.end() for m in re.finditer(r"\s+", text)] + [len(text)]
+    at = min(bounds, key=lambda b: abs(b - share * len(text)))
+    if at >= len(text):
+        return text.rstrip() + " " + marker
+    return text[:at] + marker + " " + text[at:]
