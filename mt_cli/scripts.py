@@ -7,6 +7,11 @@ import unicodedata
 from collections.abc import Iterable
 
 
+def is_cjk(ch: str) -> bool:
+    """Is this a Chinese, Japanese or Korean character (written without spaces between words)?"""
+    return unicodedata.name(ch, "").startswith(("CJK", "HIRAGANA", "KATAKANA", "HANGUL"))
+
+
 def is_mostly_cjk(lines: Iterable[str], sample_chars: int = 200_000) -> bool:
     """True when over a third of the letters are CJK; those scripts need coverage below 1.0."""
     cjk = letters = 0
@@ -14,8 +19,7 @@ def is_mostly_cjk(lines: Iterable[str], sample_chars: int = 200_000) -> bool:
         for ch in line:
             if ch.isalpha():
                 letters += 1
-                name = unicodedata.name(ch, "")
-                cjk += name.startswith(("CJK", "HIRAGANA", "KATAKANA", "HANGUL"))
+                cjk += is_cjk(ch)
         if letters >= sample_chars:
             break
     return letters > 0 and cjk / letters > 1 / 3

@@ -47,6 +47,11 @@ Translate = Callable[..., str]
 
 def _translators() -> dict[str, Translate]:
     """Each type's translator, imported when a document of it comes (their parsers load slowly)."""
-    from mt_cli.documents import lines, text
+    from mt_cli.documents import html, lines, markdown, text
 
-    return {"lines": lines.translate_lines, "text": text.translate_text}
+    return {
+        "lines": lines.translate_lines,
+        "text": text.translate_text,
+        "html": html.translate_html,
+        "markdown": markdown.translate_markdown,
+    }

@@ -13,9 +13,10 @@ from dataclasses import dataclass
 
 from mt_cli.errors import MtError
 
-# printf conversions (no space flag: "20% discount" is not "% d"), positional ones (%1$s) and
-# Python's named ones (%(name)s); brace placeholders ({count}, {0}, {}, {{name}}).
-PRINTF = r"%(?:\([A-Za-z_]\w*\)|\d+\$)?[-+#0]*(?:\d+|\*)?(?:\.\d+)?[sdifuxXoeEgGc]"
+# printf conversions (no space flag: "20% discount" is not "% d"; none right after a digit:
+# German "100%ig" is not "%i"), positional ones (%1$s) and Python's named ones (%(name)s);
+# brace placeholders ({count}, {0}, {}, {{name}}).
+PRINTF = r"(?<![0-9])%(?:\([A-Za-z_]\w*\)|\d+\$)?[-+#0]*(?:\d+|\*)?(?:\.\d+)?[sdifuxXoeEgGc]"
 BRACE = r"\{\{?[A-Za-z0-9_.:\[\]]*\}\}?"
 URL = r"\b(?:https?|ftp)://[^\s<>\"']*[^\s<>\"'.,;:!?)\]]|\bwww\.[^\s<>\"']*[^\s<>\"'.,;:!?)\]]"
 EMAIL = r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)*\.[A-Za-z]{2,}\b"
@@ -28,7 +29,7 @@ BUILT_IN = (URL, EMAIL, PRINTF, BRACE)  # in this order: a URL's "%20" stays ins
 STYLES = ("number", "code", "verbatim")
 
 
-def _markers(style: str, spans: list[str], text: str) -> list[str]:
+def placeholders(style: str, spans: list[str], text: str) -> list[str]:
     """A placeholder per span, none of them found in the sentence otherwise."""
     if style == "verbatim":
         return spans
@@ -68,7 +69,7 @@ class Protector:
     def mask(self, sentence: str) -> Masked:
         found = [m for m in self.regex.finditer(sentence) if m.group()]
         spans = [m.group() for m in found]
-        markers = _markers(self.style, spans, sentence)
+        markers = placeholders(self.style, spans, sentence)
         out, where, end = [], [], 0
         for m, marker in zip(found, markers):
             out.append(sentence[end : m.start()])
@@ -83,10 +84,10 @@ class Protector:
         """The translation with each placeholder replaced by its span, exactly once each."""
         text = translation
         for marker, share in zip(masked.markers, masked.where):
-            found = [m.start() for m in _marker_regex(marker).finditer(text)]
+            found = [m.start() for m in marker_regex(marker).finditer(text)]
             if len(found) > 1:  # keep the first; the rest were the model repeating itself
                 head = text[: found[0] + len(marker)]
-                text = head + re.sub(r"\s*" + _marker_regex(marker).pattern, "", text[len(head) :])
+                text = head + re.sub(r"\s*" + marker_regex(marker).pattern, "", text[len(head) :])
             elif not found:
                 text = _insert(text, marker, share)
         if self.style == "verbatim":
@@ -95,13 +96,13 @@ class Protector:
         # that looks like a later marker is not replaced again).
         spans = dict(zip(masked.markers, masked.spans))
         return (
-            re.sub("|".join(_marker_regex(m).pattern for m in masked.markers), lambda m: spans[m.group()], text)
+            re.sub("|".join(marker_regex(m).pattern for m in masked.markers), lambda m: spans[m.group()], text)
             if spans
             else text
         )
 
 
-def _marker_regex(marker: str) -> re.Pattern[str]:
+def marker_regex(marker: str) -> re.Pattern[str]:
     """The marker standing alone: not part of a longer number or word."""
     before = r"(?<!\w)" if marker[:1].isalnum() else ""
     after = r"(?!\w)" if marker[-1:].isalnum() else ""
