@@ -23,6 +23,8 @@ PAGES = {
     "shortlist-table": DOCS / "speed.md",  # benchmarks/shortlist.py
     "serve-table": DOCS / "serving.md",  # benchmarks/serve_load.py
     "data-scale": DOCS / "training.md",  # benchmarks/data_scale.py --docs
+    "documents-table": DOCS / "documents.md",  # benchmarks/documents.py
+    "protect-table": DOCS / "documents.md",  # benchmarks/protect.py
 }
 
 

@@ -71,7 +71,7 @@ class Scripted:
     def __init__(self, answers: dict[str, str]) -> None:
         self.answers = answers
 
-    def translate_aligned(self, lines, terms=None, alignment=False) -> list[Aligned]:
+    def translate_aligned(self, lines, alignment=False) -> list[Aligned]:
         return [Aligned(self.answers[line]) for line in lines]
 
 

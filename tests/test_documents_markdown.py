@@ -26,7 +26,7 @@ class Reverse:
     def __init__(self) -> None:
         self.asked: list[str] = []
 
-    def translate_aligned(self, lines, terms=None, alignment=False):
+    def translate_aligned(self, lines, alignment=False):
         out = []
         for line in lines:
             self.asked.append(line)
@@ -81,7 +81,7 @@ def test_real_documents_keep_their_block_structure_code_and_link_targets(model, 
 def test_emphasis_links_and_table_cells_go_around_the_words_they_covered():
     source = (
         "# Ein *Hund* bellt\n\n"
-        "Ein **großer** Mann fährt [mit dem Rad](https://example.org/a_(b) \"T\") heim.\n\n"
+        'Ein **großer** Mann fährt [mit dem Rad](https://example.org/a_(b) "T") heim.\n\n'
         "| Spalte | Andere |\n|---|---|\n| Ein Hund | Zwei [Katzen][k] |\n\n"
         "[k]: https://katze.example\n"
     )
@@ -119,7 +119,7 @@ def test_code_html_front_matter_and_container_markers_stay_as_they_were():
 
 def test_a_translation_shorter_than_its_lines_drops_lines_but_stays_one_paragraph():
     class Short:
-        def translate_aligned(self, lines, terms=None, alignment=False):
+        def translate_aligned(self, lines, alignment=False):
             return [Aligned("Kurz.") for _ in lines]
 
     source = "- eins zwei\n  drei vier\n  fünf sechs\n- sieben\n"
@@ -130,7 +130,7 @@ def test_a_translation_shorter_than_its_lines_drops_lines_but_stays_one_paragrap
 
 def test_markdown_syntax_in_a_translation_is_escaped():
     class Starry:
-        def translate_aligned(self, lines, terms=None, alignment=False):
+        def translate_aligned(self, lines, alignment=False):
             return [Aligned("a *b* [c] `d`") for _ in lines]
 
     out = _markdown(Starry(), "Ein Satz.\n")

@@ -14,7 +14,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "mt_cli"
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "decode"
 
-# Lower layers never import higher ones: data (and documents, which knows formats, not models) -> model -> decode -> train -> interop/tools/serve -> cli
+# Lower layers never import higher ones: data (and documents, which knows formats, not
+# models) -> model -> decode -> train -> interop/tools/serve -> cli
 # (/work/shared/DESIGN.md; layer 0 is config, errors, files, device and metrics, with their helpers).
 LAYERS = {
     "mt_cli.errors": 0, "mt_cli.files": 0, "mt_cli.config": 0, "mt_cli.config_files": 0,

@@ -60,7 +60,7 @@ def test_gpu_peaks_match_the_whole_device_name_longest_model_first():
 
 
 # Import name -> distribution name, where they differ.
-DISTRIBUTIONS = {"yaml": "pyyaml"}
+DISTRIBUTIONS = {"yaml": "pyyaml", "markdown_it": "markdown-it-py", "lingua": "lingua-language-detector"}
 
 
 def test_every_package_mt_imports_is_declared_in_pyproject():

@@ -102,11 +102,7 @@ def test_the_web_page_translates_a_typed_sentence_as_the_api_does(trained, corpu
 
     translator = Translator.load(trained[1] / "run" / "best.pt", device="cpu")
     running = Running(create_app(lambda: translator, "best.pt"))
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1100,900"):
-        options.add_argument(arg)
-    browser = webdriver.Chrome(service=Service(executable_path=DRIVER), options=options)
+    browser = _chrome(webdriver, Service)
     try:
         browser.get(running.url + "/")
         sentence = corpus[0][0]
@@ -122,6 +118,57 @@ def test_the_web_page_translates_a_typed_sentence_as_the_api_does(trained, corpu
         assert int(rows) == len(drawn["target"]) and int(canvas.get_attribute("data-columns")) == len(drawn["source"])
         if os.environ.get("MT_SCREENSHOT"):  # the README's picture: MT_SCREENSHOT=docs/serve-page.png pytest ...
             browser.save_screenshot(os.environ["MT_SCREENSHOT"])
+    finally:
+        browser.quit()
+        running.stop()
+
+
+def _chrome(webdriver, service):
+    """Headless Chromium; `webdriver` and `service` are selenium's, imported by the test (it may skip)."""
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1100,900"):
+        options.add_argument(arg)
+    return webdriver.Chrome(service=service(executable_path=DRIVER), options=options)
+
+
+@pytest.mark.skipif(not (CHROMIUM and DRIVER), reason=NO_BROWSER)
+def test_the_web_pages_document_mode_translates_a_text_document_keeping_its_paragraphs(trained, corpus):
+    webdriver = pytest.importorskip("selenium.webdriver")
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    from mt_cli import Translator
+    from mt_cli.serve.app import create_app
+
+    translator = Translator.load(trained[1] / "run" / "best.pt", device="cpu")  # records de -> en (train.de, .en)
+    running = Running(create_app(lambda: translator, "best.pt"))
+    browser = _chrome(webdriver, Service)
+    try:
+        browser.get(running.url + "/")
+        browser.find_element(By.ID, "mode-document").click()
+        WebDriverWait(browser, 30).until(lambda b: Select(b.find_element(By.ID, "target")).options)
+        document = f"{corpus[0][0]} {corpus[0][1]}\n\n{corpus[0][2]}\n"
+        browser.find_element(By.ID, "doc").send_keys(document)
+        Select(browser.find_element(By.ID, "doc-type")).select_by_value("text")
+        browser.find_element(By.ID, "doc-translate").click()
+        shown = WebDriverWait(browser, 30).until(lambda b: b.find_element(By.ID, "doc-output").text)
+        expected = translator.translate_document(document, "text", source_lang="de")
+        assert shown == expected.strip() and "\n\n" in shown  # the paragraphs stay apart
+        assert browser.find_element(By.ID, "doc-preview").get_attribute("hidden") is not None  # HTML only
+        html = f"<p>{corpus[0][0]} <b>{corpus[0][1]}</b></p>"
+        # Before the server decodes: alignment reads the model's attention, one caller at a time.
+        expected = translator.translate_document(html, "html", source_lang="de")
+        browser.find_element(By.ID, "doc").clear()
+        browser.find_element(By.ID, "doc").send_keys(html)
+        Select(browser.find_element(By.ID, "doc-type")).select_by_value("html")
+        browser.find_element(By.ID, "doc-translate").click()
+        preview = browser.find_element(By.ID, "doc-preview")
+        WebDriverWait(browser, 30).until(lambda b: preview.get_attribute("srcdoc") == expected)
+        assert browser.find_element(By.ID, "doc-output").text == expected and preview.get_attribute("sandbox") == ""
+        if os.environ.get("MT_SCREENSHOT_DOCUMENT"):
+            browser.save_screenshot(os.environ["MT_SCREENSHOT_DOCUMENT"])
     finally:
         browser.quit()
         running.stop()

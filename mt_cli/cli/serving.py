@@ -3,7 +3,7 @@
 from typing import Any
 
 from mt_cli.cli.app import SERVE, Device, app, config_options, friendly
-from mt_cli.cli.decoding import Checkpoints, TargetLang
+from mt_cli.cli.decoding import Checkpoints
 from mt_cli.config import DEVICE, DecodeConfig, ServeConfig
 
 
@@ -12,14 +12,14 @@ from mt_cli.config import DEVICE, DecodeConfig, ServeConfig
 @config_options(ServeConfig, DecodeConfig)
 def serve(
     checkpoint: Checkpoints,
-    target_lang: TargetLang = None,
     device: Device = DEVICE,
     options: dict[str, dict[str, Any]] | None = None,
 ) -> None:
-    """Serve a checkpoint over HTTP: POST /translate and /score (JSON), GET /health, /metrics, and
-    a web page at /. Stops on Ctrl-C or SIGTERM, after finishing the requests in flight. The
-    decoding options set the server's defaults (the checkpoint's own where absent)."""
+    """Serve a checkpoint over HTTP: POST /translate and /score (JSON), GET /health, /metrics, a web
+    page at /, and LibreTranslate's API (/translate with q, /languages, /detect, /translate_file).
+    Stops on Ctrl-C or SIGTERM, after finishing the requests in flight. The decoding options set
+    the server's defaults (the checkpoint's own where absent)."""
     from mt_cli.serve.server import serve as run
 
     given = options or {}
-    run(checkpoint, ServeConfig(**given.get("serve", {})), device, target_lang, **given.get("decode", {}))
+    run(checkpoint, ServeConfig(**given.get("serve", {})), device, **given.get("decode", {}))

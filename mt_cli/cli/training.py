@@ -43,9 +43,10 @@ def train(
     train_split: Annotated[str, typer.Option(help="The dataset's training split.")] = "train",
     valid_split: Annotated[str, typer.Option(help="The dataset's validation split.")] = "validation",
     src_lang: Annotated[
-        str | None, typer.Option(help="Source column, or key of a 'translation' column (e.g. de).")
+        str | None,
+        typer.Option(help="Source column, or key of a 'translation' column (e.g. de; a language code is recorded)."),
     ] = None,
-    tgt_lang: Annotated[str | None, typer.Option(help="Target column or key (e.g. en).")] = None,
+    tgt_lang: Annotated[str | None, typer.Option(help="Target column or key (e.g. en; recorded likewise).")] = None,
     tokenizer: Annotated[
         Path | None, typer.Option(help="Tokenizer folder; without it one is trained into OUT/tokenizer.")
     ] = None,
@@ -63,6 +64,8 @@ def train(
 
     Data: text files (--train-src/--train-tgt, --valid-src/--valid-tgt), a table file per split
     (--train, --valid), or --dataset. Several processes: torchrun --nproc_per_node=N -m mt_cli train ...
+    The checkpoint records the languages the data names: the text files' suffixes (train.de,
+    train.en), or --src-lang/--tgt-lang when they are language codes (`mt serve` lists them).
 
     At the end, with train.average_last, best.pt becomes the average when it validates as well;
     with train.tune_beams / train.tune_length_penalties, the pair that validates best becomes its

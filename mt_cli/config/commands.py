@@ -3,6 +3,7 @@ tuning grid and the quickstart. Properties of a call, not of a model: never save
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from mt_cli.config.fields import option
@@ -95,10 +96,30 @@ class ServeConfig:
     max_beam: int = option(64, "Largest beam, and n-best, one request may ask for; more is refused with 422.", cli=True)
     max_queue_lines: int = option(4000, "Lines that may wait; past this requests get 503 with Retry-After.", cli=True)
     shutdown_s: float = option(8.0, "On SIGTERM: seconds the requests in flight get to finish.")
+    source_lang: str = option(
+        "", "The source language (a code: de) of a checkpoint that records none, for /languages.", cli=True
+    )
+    target_lang: str = option(
+        "",
+        "The target language (en): a multi-target model's >>en<< token goes before each line; for a checkpoint"
+        " that records none, what /languages offers.",
+        cli=True,
+    )
+    max_chars: int = option(
+        5000, "Characters one LibreTranslate text (q) may hold; more is refused with 400.", cli=True
+    )
+    api_keys: str = option(
+        "", "A file of API keys, one per line: LibreTranslate requests must then carry one (else 403).", cli=True
+    )
 
     def __post_init__(self) -> None:
         _check(0 <= self.port <= 65535, f"serve.port must be 0 (any free port) to 65535, not {self.port}")
-        for name in ("max_batch_tokens", "max_request_lines", "max_body_bytes", "max_beam", "max_queue_lines"):
+        for field in ("source_lang", "target_lang"):
+            code = getattr(self, field)
+            _check(not code or re.fullmatch(r"[A-Za-z0-9_-]+", code) is not None,
+                   f"serve.{field} {code!r} is not a language code; give one such as de, en or pt_BR")  # fmt: skip
+        for name in ("max_batch_tokens", "max_request_lines", "max_body_bytes", "max_beam", "max_queue_lines",
+                     "max_chars"):  # fmt: skip
             _check(getattr(self, name) >= 1, f"serve.{name} must be at least 1, not {getattr(self, name)}")
         _check(self.max_wait_ms >= 0, "serve.max_wait_ms must not be negative")
         _check(self.batch_gap_ms >= 0, "serve.batch_gap_ms must not be negative")

@@ -23,7 +23,7 @@ from typing import Any, cast
 import torch
 
 from mt_cli.config import DEVICE, DecodeConfig, DocumentConfig
-from mt_cli.data.tokenizer import UNK, Tokenizer
+from mt_cli.data.tokenizer import Tokenizer
 from mt_cli.decode.ensemble import Ensemble
 from mt_cli.decode.hypothesis import Hypothesis, Request, Searchable
 from mt_cli.decode.precision import quantize_int8
@@ -243,21 +243,11 @@ class Translator:
         cfg = DocumentConfig(**{"input_type": kind, **options})
         return translate_document(self, text, kind, cfg, cfg.source_lang or self.source_lang or "en")
 
-    def translate_aligned(
-        self, lines: Sequence[str], terms: Sequence[Sequence[str]] | None = None, alignment: bool = False
-    ) -> list[Aligned]:
+    def translate_aligned(self, lines: Sequence[str], alignment: bool = False) -> list[Aligned]:
         """documents/'s way in (documents/engine.py): the best translation of each line and, with
-        `alignment`, where each of its pieces lies and which source span it attends to most.
-        `terms` are forced where beam search can write them; elsewhere they are left to the caller."""
-        found = self.search(lines, constraints=self.forceable(terms), alignment=alignment)
+        `alignment`, where each of its pieces lies and which source span it attends to most."""
+        found = self.search(lines, alignment=alignment)
         return [self._spans(line, hyps[0]) if alignment else Aligned(hyps[0].text) for line, hyps in zip(lines, found)]
-
-    def forceable(self, terms: Sequence[Sequence[str]] | None) -> list[list[str]] | None:
-        """Of each line's terms, those the search can force: with beam search, the ones the target
-        vocabulary can spell; with greedy search or sampling, none."""
-        if terms is None or self.cfg.search_method != "beam":
-            return None
-        return [[t for t in ts if UNK not in self.tokenizer.encode_tgt([t])[0]] for ts in terms]
 
     def _spans(self, line: str, h: Hypothesis) -> Aligned:
         """A hypothesis's alignment as character spans of the line and of its text."""

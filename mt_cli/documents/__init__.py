@@ -47,11 +47,14 @@ Translate = Callable[..., str]
 
 def _translators() -> dict[str, Translate]:
     """Each type's translator, imported when a document of it comes (their parsers load slowly)."""
-    from mt_cli.documents import html, lines, markdown, text
+    from mt_cli.documents import html, lines, markdown, po, subtitles, text
 
     return {
         "lines": lines.translate_lines,
         "text": text.translate_text,
         "html": html.translate_html,
         "markdown": markdown.translate_markdown,
+        "srt": subtitles.translate_srt,
+        "vtt": subtitles.translate_vtt,
+        "po": po.translate_po,
     }

@@ -24,11 +24,8 @@ class Aligned:
 
 
 class Engine(Protocol):
-    def translate_aligned(
-        self, lines: Sequence[str], terms: Sequence[Sequence[str]] | None = None, alignment: bool = False
-    ) -> list[Aligned]:
-        """One translation per line (blank: ""). `terms`: per line, target strings the output
-        should keep as they are (a search that can force them does). `alignment`: fill the spans."""
+    def translate_aligned(self, lines: Sequence[str], alignment: bool = False) -> list[Aligned]:
+        """One translation per line (blank: ""); with `alignment`, its spans filled."""
         ...
 
 

@@ -34,9 +34,14 @@ INLINE_KEPT = frozenset("code kbd samp var svg math".split())
 BLOCK_KEPT = frozenset("script style pre textarea template".split())
 # Void elements inside running text (no end tag): carried as placeholders.
 INLINE_VOID = frozenset("br img wbr".split())
+# Elements whose end tag HTML lets one leave out.
+OPTIONAL_END = frozenset("p li dt dd option optgroup tr td th thead tbody tfoot rt rp".split())
 VOID = frozenset("area base br col embed hr img input link meta param source track wbr".split())
 TRANSLATED_ATTRIBUTES = ("alt", "title")
-_ATTRIBUTE = re.compile(r"""(\s(?:alt|title)\s*=\s*)("[^"]*"|'[^']*'|[^\s"'=<>`]+)""", re.IGNORECASE)
+# One attribute of a start tag, read in order from after the tag's name (so that "title=" inside
+# another attribute's quoted value is never taken for an attribute).
+_ATTRIBUTE = re.compile(r"""(\s*([^\s"'>/=]+)(?:\s*=\s*))("[^"]*"|'[^']*'|[^\s"'=<>`]+)|\s*[^\s"'>/=]+|\s*/""")
+_TAG_NAME = re.compile(r"<[^\s/>]+")
 SLOT = "\x00{}\x00"  # where a translated attribute value goes, filled in last
 
 
@@ -103,8 +108,12 @@ def tokens(source: str) -> list[tuple[str, str, str, dict[str, str | None]]]:
     if "\x00" in source:
         raise MtError("the document holds NUL characters, which HTML does not allow; remove them")
     reader = _Reader(source)
-    reader.feed(source)
-    reader.close()
+    try:
+        reader.feed(source)
+        reader.close()
+    except (AssertionError, ValueError) as e:  # html.parser gives up on some broken markup this way
+        line, col = reader.getpos()
+        raise MtError(f"line {line}, column {col + 1}: does not parse as HTML ({e})") from None
     offsets = [e[0] for e in reader.events] + [len(source)]
     out = [
         (kind, source[offsets[k] : offsets[k + 1]], name, attrs)
@@ -146,14 +155,21 @@ class _Builder:
 
     def attributes(self, raw: str) -> str:
         """A start tag with each alt and title value swapped for a slot its translation fills."""
-
-        def slot(m: re.Match[str]) -> str:
-            value = m.group(2)
-            quote = value[0] if value[0] in "\"'" else '"'
-            self.doc.attributes.append(html.unescape(value.strip("\"'") if value[0] in "\"'" else value))
-            return m.group(1) + quote + SLOT.format(len(self.doc.attributes) - 1) + quote
-
-        return _ATTRIBUTE.sub(slot, raw)
+        name = _TAG_NAME.match(raw)
+        if name is None:
+            return raw
+        out, pos = [raw[: name.end()]], name.end()
+        while (m := _ATTRIBUTE.match(raw, pos)) and m.end() > pos:
+            value = m.group(3)
+            if value is not None and m.group(2).lower() in TRANSLATED_ATTRIBUTES and value.strip("\"'"):
+                quoted = value[0] in "\"'"
+                self.doc.attributes.append(html.unescape(value[1:-1] if quoted else value))
+                quote = value[0] if quoted else '"'
+                out.append(m.group(1) + quote + SLOT.format(len(self.doc.attributes) - 1) + quote)
+            else:
+                out.append(m.group())
+            pos = m.end()
+        return "".join(out) + raw[pos:]
 
 
 def read(source: str) -> _Document:
@@ -187,16 +203,23 @@ def read(source: str) -> _Document:
 
 
 def _matching_end(toks: list[tuple[str, str, str, dict[str, str | None]]], k: int) -> int:
-    """The index after the end tag that closes the element opened at k (or the document's end)."""
+    """The index after the end tag that closes the element opened at k. An element whose end tag
+    HTML lets one leave out (<p>, <li>, <td>, ...) also ends where the next one of its kind, a
+    block, or its parent's end tag comes; any other runs to the document's end."""
     name, depth = toks[k][2], 0
     for j in range(k, len(toks)):
         kind, _, other, _ = toks[j]
         if other == name and kind == "start":
+            if depth and name in OPTIONAL_END:
+                return j
             depth += 1
         elif other == name and kind == "end":
             depth -= 1
             if depth == 0:
                 return j + 1
+        elif name in OPTIONAL_END and other not in INLINE and other not in INLINE_KEPT and other not in INLINE_VOID:
+            if kind == "end" or (kind == "start" and name == "p"):
+                return j  # a parent's end tag, or a block that closes a paragraph
     return len(toks)
 
 

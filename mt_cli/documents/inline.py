@@ -54,7 +54,9 @@ class _Unit:
     masked: Masked  # the source as the model reads it, placeholders in
     raws: list[str]  # what each placeholder stands for, written out
     tags: list[Tag]  # the tags placed by alignment (inside the unit, not covering it whole)
-    atoms: list[Atom]  # the atoms carried through the model (inside the unit or at its edges)
+    atoms: list[Atom]  # the atoms carried through the model
+    tag_src: dict[int, tuple[int, int]]  # id(tag) -> its range in the masked source, its atoms included
+    marker_src: list[tuple[int, int]]  # each placeholder's range in the masked source
 
 
 def units(run: Run, lang: str) -> list[tuple[int, int]]:
@@ -85,18 +87,28 @@ def translate_runs(
     plans, clamped = [], []
     for run in runs:
         spans = units(run, lang)
-        run = Run(run.text, [_clamped(t, spans) for t in run.tags], run.atoms)
-        clamped.append(run)
-        claimed: set[int] = set()  # an atom between two sentences that touch goes with the first
+        claimed: set[int] = set()  # an atom two sentences could take goes with the first
         plan = []
         for a, b in spans:
-            atoms = [x for x in run.atoms if a <= x.at <= b and id(x) not in claimed]
+            atoms = [x for x in run.atoms if id(x) not in claimed and _takes(run, a, b, x)]
             claimed.update(id(x) for x in atoms)
-            plan.append(_unit(run, a, b, atoms, protector, escape))
-        plans.append(plan)
+            plan.append((a, b, atoms))
+        run = Run(run.text, [_clamped(t, spans) for t in run.tags], run.atoms)
+        clamped.append(run)
+        plans.append([_unit(run, a, b, atoms, protector, escape) for a, b, atoms in plan])
     flat = [u for plan in plans for u in plan]
-    found = iter(engine.translate_aligned([u.masked.text for u in flat], [list(u.masked.markers) for u in flat], True))
+    found = iter(engine.translate_aligned([u.masked.text for u in flat], alignment=True))
     return [_write(run, [(u, next(found)) for u in plan], escape) for run, plan in zip(clamped, plans)]
+
+
+def _takes(run: Run, a: int, b: int, atom: Atom) -> bool:
+    """Does sentence [a, b) carry this atom through the model? Those inside it do; those at its
+    edges too, unless a tag starts or ends there (the source's order of the two then stands); and
+    those beside it that a tag with one end in the sentence holds (an icon at the end of a link)."""
+    if a < atom.at < b:
+        return True
+    held = any(t.order[0] < atom.order < t.order[1] and (a <= t.start < b or a < t.end <= b) for t in run.tags)
+    return held or (atom.at in (a, b) and not any(atom.at in (t.start, t.end) for t in run.tags))
 
 
 def _clamped(tag: Tag, spans: list[tuple[int, int]]) -> Tag:
@@ -120,25 +132,39 @@ def _unit(
     cut = {p for t in run.tags for p in (t.start - start, t.end - start)}
     spans = [] if protector is None else [m.span() for m in protector.regex.finditer(text) if m.group()]
     spans = [(a, b) for a, b in spans if not any(a < p < b for p in cut)]  # a span across a tag stays text
-    atoms = sorted(atoms, key=lambda a: (a.at, a.order))
+    # (position, kind, end, order, markup): atoms (kind 0, by their order) and spans (kind 1)
     items = sorted(
-        [(a.at - start, 0, a.at - start, a.raw) for a in atoms] + [(a, 1, b, escape(text[a:b])) for a, b in spans]
+        [(min(max(a.at - start, 0), len(text)), 0, 0, a.order, a.raw) for a in atoms]
+        + [(a, 1, b, 0, escape(text[a:b])) for a, b in spans]
     )
     avoid = text + "".join(t.open + t.close for t in run.tags) + "".join(a.raw for a in run.atoms)
-    markers = placeholders("number", [raw for *_, raw in items], avoid)
-    out, offsets, where, i = "", list[int](), list[int](), 0
-    for (a, _, b, _raw), marker in zip(items, markers):
+    markers = placeholders("number", [item[4] for item in items], avoid)
+    out, offsets, where, marker_src, i = "", list[int](), list[int](), list[tuple[int, int]](), 0
+    for (a, kind, b, _, _), marker in zip(items, markers):
+        b = b if kind else a
         out, offsets = _copy(text, i, a, out, offsets)
-        pad = " " if out and not out[-1].isspace() else ""
-        where.append(len(out) + len(pad))
-        out += pad + marker + (" " if a == b and a < len(text) and not text[a].isspace() else "")
-        offsets += [len(out)] * (b - a)  # inside a masked span: its placeholder's end
-        i = b
+        out += " " if out and not out[-1].isspace() else ""
+        where.append(len(out))
+        marker_src.append((len(out), len(out) + len(marker)))
+        out += marker
+        # A masked span's first character is its placeholder's start, the rest its end: a tag over
+        # the span alone covers the placeholder.
+        offsets += ([len(out) - len(marker)] + [len(out)] * (b - a - 1)) if b > a else []
+        out += " " if a == b and a < len(text) and not text[a].isspace() else ""
+        i = max(i, b)
     out, offsets = _copy(text, i, len(text), out, offsets)
     offsets.append(len(out))
     inner = [t for t in run.tags if start <= t.start and t.end <= end and not (t.start == start and t.end == end)]
-    masked = Masked(out, tuple(raw for *_, raw in items), tuple(markers), tuple(w / max(len(out), 1) for w in where))
-    return _Unit(start, end, offsets, masked, [raw for *_, raw in items], inner, atoms)
+    orders = [item[3] if item[1] == 0 else None for item in items]
+    tag_src = {}
+    for t in inner:
+        lo, hi = offsets[t.start - start], offsets[t.end - start]
+        for order, (ms, me) in zip(orders, marker_src):  # an atom inside the tag in the source
+            if order is not None and t.order[0] < order < t.order[1]:
+                lo, hi = min(lo, ms), max(hi, me)
+        tag_src[id(t)] = (lo, hi)
+    masked = Masked(out, tuple(item[4] for item in items), tuple(markers), tuple(w / max(len(out), 1) for w in where))
+    return _Unit(start, end, offsets, masked, [item[4] for item in items], inner, atoms, tag_src, marker_src)
 
 
 def _copy(text: str, i: int, j: int, out: str, offsets: list[int]) -> tuple[str, list[int]]:
@@ -177,38 +203,81 @@ def _write(run: Run, done: list[tuple[_Unit, Aligned]], escape: Callable[[str], 
 Links = list[tuple[tuple[int, int], tuple[int, int]]]  # (target piece span, source span it attends to most)
 
 
+@dataclass
+class _Node:
+    """A tag placed in a translation: its target range, its source range, what is inside it."""
+
+    tag: Tag | None  # None: the whole translation
+    s: int
+    e: int
+    src: tuple[int, int]  # its range in the masked source
+    children: list[_Node] = field(default_factory=list)
+    atoms: list[tuple[int, str]] = field(default_factory=list)  # (target position, markup)
+
+
 def place(u: _Unit, aligned: Aligned, escape: Callable[[str], str]) -> str:
     """One unit's translation written out: each placeholder replaced by what it stands for (put in
-    where the alignment says when the model dropped it), each tag around the words it covers."""
+    where the alignment says when the model dropped it), each tag around the words it covers and
+    the placeholders it held."""
     text, links = aligned.text, list(zip(aligned.tgt_spans[:-1], aligned.src_spans[:-1]))
     deleted: set[int] = set()
-    # (position, phase: closes / opens / atoms, depth (closes: inner first), empty before open, markup)
-    inserts: list[tuple[int, int, int, int, str]] = []
-    for k, (marker, raw) in enumerate(zip(u.masked.markers, u.raws)):
-        found = list(marker_regex(marker).finditer(text))
-        for m in found[1:]:  # the model repeated it: written once
+    found: dict[int, tuple[int, int]] = {}  # placeholder k -> where the model wrote it
+    for k, marker in enumerate(u.masked.markers):
+        hits = list(marker_regex(marker).finditer(text))
+        for m in hits[1:]:  # the model repeated it: written once
             deleted.update(range(m.start(), m.end()))
-        if found:
-            deleted.update(range(found[0].start(), found[0].end()))
-            inserts.append((found[0].start(), 2, k, 0, raw))
+        if hits:
+            found[k] = hits[0].span()
+            deleted.update(range(*hits[0].span()))
+    root = _Node(None, 0, len(text), (0, len(u.masked.text)))
+    nodes = _ranges(u, links, text, root, found)
+    for k, raw in enumerate(u.raws):
+        if k in found:
+            _innermost(nodes, *found[k]).atoms.append((found[k][0], raw))
             continue
-        at = _where(round(u.masked.where[k] * len(u.masked.text)), links, text, u.masked.where[k])
+        source_at = u.marker_src[k][0]
+        at = _where(source_at, links, text, u.masked.where[k])
+        # The deepest tag that held it in the source takes it back, at its nearer edge if need be;
+        # a tag that did not hold it does not.
+        holder = next(n for n in reversed(nodes) if n.src[0] <= source_at < n.src[1] or n.tag is None)
+        at = at if holder.s <= at <= holder.e else (holder.s if at < holder.s else holder.e)
+        node = _innermost(nodes, at, at)
+        while node is not holder and node.tag is not None and not node.src[0] <= source_at < node.src[1]:
+            at = node.s if at - node.s <= node.e - at else node.e
+            node = _innermost(nodes, at, at)
         pad = raw + " " if at < len(text) else (" " if text and not text[-1].isspace() else "") + raw
-        inserts.append((at, 2, k, 0, pad))
-    for tag, (s, e), depth in _ranges(u, links, text):
-        if s == e:
-            inserts.append((s, 1, depth, 0, tag.open + tag.close))
-        else:
-            inserts.append((s, 1, depth, 1, tag.open))
-            inserts.append((e, 0, -depth, 0, tag.close))
-    inserts.sort(key=lambda x: x[:4])
-    out, j = [], 0
-    for i in range(len(text) + 1):
-        while j < len(inserts) and inserts[j][0] == i:
-            out.append(inserts[j][4])
-            j += 1
-        if i < len(text) and i not in deleted:
-            out.append(escape(text[i]))
+        node.atoms.append((at, pad))
+    return _emit(root, text, deleted, escape)
+
+
+def _innermost(nodes: list[_Node], start: int, end: int) -> _Node:
+    """The deepest node holding target [start, end) (a point, start == end, strictly inside it);
+    nodes come parent first, and the root holds all."""
+    inside = (lambda n: n.s < start < n.e) if start == end else (lambda n: n.s <= start and end <= n.e)
+    return next(n for n in reversed(nodes) if n.tag is None or inside(n))
+
+
+def _emit(node: _Node, text: str, deleted: set[int], escape: Callable[[str], str]) -> str:
+    """A node written out: its text, its atoms where they go and its children, each wrapped in its
+    tag; an atom at a child's start goes before the child."""
+    out, pos = [], node.s
+    atoms = sorted(node.atoms, key=lambda a: a[0])
+
+    def upto(end: int, inclusive: bool) -> None:
+        nonlocal pos, atoms
+        for i in range(pos, end + 1):
+            while atoms and atoms[0][0] == i and (i < end or inclusive):
+                out.append(atoms.pop(0)[1])
+            if i < end and i not in deleted:
+                out.append(escape(text[i]))
+        pos = max(pos, end)
+
+    for child in sorted(node.children, key=lambda c: (c.s, c.e)):
+        upto(child.s, True)
+        assert child.tag is not None
+        out.append(child.tag.open + _emit(child, text, deleted, escape) + child.tag.close)
+        pos = child.e
+    upto(node.e, True)
     return "".join(out)
 
 
@@ -234,23 +303,29 @@ def _word_end(text: str, i: int) -> int:
     return i
 
 
-def _ranges(u: _Unit, links: Links, text: str) -> list[tuple[Tag, tuple[int, int], int]]:
-    """Each tag's target range and nesting depth: the words its source words' pieces align to,
-    inside its parent's range and off its siblings'."""
-    final: list[tuple[Tag, tuple[int, int], int]] = []
-    parents: list[int | None] = []
+def _ranges(u: _Unit, links: Links, text: str, root: _Node, found: dict[int, tuple[int, int]]) -> list[_Node]:
+    """Each tag as a node with its target range: the words its source words' pieces align to and
+    the placeholders it held, inside its parent's range and off its siblings'. Parents come first."""
+    nodes = [root]
     for tag in u.tags:
-        s, e = _aligned_range(u.offsets[tag.start - u.start], u.offsets[tag.end - u.start], links, text, u.masked.text)
+        a, b = u.tag_src[id(tag)]
+        s, e = _aligned_range(a, b, links, text, u.masked.text)
+        for k, (m0, m1) in found.items():  # a placeholder it held, where the model wrote it
+            ms, me = u.marker_src[k]
+            if a <= ms and me <= b:
+                s, e = (m0, m1) if s == e and not text[s:e] else (min(s, m0), max(e, m1))
         # Tags come parent first, so the last one containing this tag is its parent.
-        parent = next((k for k in range(len(final) - 1, -1, -1) if _contains(final[k][0], tag)), None)
-        lo, hi = (0, len(text)) if parent is None else final[parent][1]
-        s, e = min(max(s, lo), hi), max(min(e, hi), lo)
-        for k, (_, (os_, oe), _) in enumerate(final):
-            if parents[k] == parent and s < oe and e > os_:  # overlaps a sibling: keep its longer side
-                s, e = (s, min(e, os_)) if min(e, os_) - s >= e - max(s, oe) else (max(s, oe), e)
-        final.append((tag, (s, max(s, e)), 0 if parent is None else final[parent][2] + 1))
-        parents.append(parent)
-    return final
+        parent = next(n for n in reversed(nodes) if n.tag is None or _contains(n.tag, tag))
+        s, e = min(max(s, parent.s), parent.e), max(min(e, parent.e), parent.s)
+        for other in parent.children:
+            if s < other.e and e > other.s:  # overlaps a sibling: keep its longer side
+                s, e = (s, min(e, other.s)) if min(e, other.s) - s >= e - max(s, other.e) else (max(s, other.e), e)
+            elif s == e and other.s < s < other.e:
+                s = e = other.e
+        node = _Node(tag, s, max(s, e), (a, b))
+        parent.children.append(node)
+        nodes.append(node)
+    return nodes
 
 
 def _contains(outer: Tag, inner: Tag) -> bool:
@@ -259,7 +334,12 @@ def _contains(outer: Tag, inner: Tag) -> bool:
 
 def _aligned_range(a: int, b: int, links: Links, text: str, source: str) -> tuple[int, int]:
     """The target words whose pieces attend to source [a, b); all of it for a tag over the whole
-    source; in proportion when no piece attends there."""
+    source; in proportion when no piece attends there. An empty tag stays empty: after the word
+    aligned to the one before it."""
+    if a == b:
+        before = [te for (_, te), (ss, se) in links if ss < a <= se]
+        at = _word_end(text, max(before)) if before else _where(a, links, text, a / max(len(source), 1))
+        return at, at
     if not source[:a].strip() and not source[b:].strip():
         return 0, len(text)
     hit = [(ts, te) for (ts, te), (ss, se) in links if ss < b and se > a and te > ts]

@@ -17,8 +17,7 @@ def translate_sentences(engine: Engine, sentences: Sequence[str], protector: Pro
     if protector is None:
         return [a.text for a in engine.translate_aligned(sentences)]
     masked = [protector.mask(s) for s in sentences]
-    terms = [list(m.markers) for m in masked]
-    found = engine.translate_aligned([m.text for m in masked], terms if any(terms) else None)
+    found = engine.translate_aligned([m.text for m in masked])
     return [_restored(protector, a.text, m) for a, m in zip(found, masked)]
 
 

@@ -103,9 +103,12 @@ class Protector:
 
 
 def marker_regex(marker: str) -> re.Pattern[str]:
-    """The marker standing alone: not part of a longer number or word."""
-    before = r"(?<!\w)" if marker[:1].isalnum() else ""
-    after = r"(?!\w)" if marker[-1:].isalnum() else ""
+    """The marker standing alone: a number placeholder not part of a longer number (letters or CJK
+    around it are fine: "7001px", "见7001"), any other not part of a longer word."""
+    if marker.isdigit():
+        return re.compile(r"(?<!\d)" + marker + r"(?!\d)")
+    before = r"(?<![A-Za-z0-9])" if marker[:1].isalnum() else ""
+    after = r"(?![A-Za-z0-9])" if marker[-1:].isalnum() else ""
     return re.compile(before + re.escape(marker) + after)
 
 

@@ -12,12 +12,15 @@ layer norm on the embeddings, learned positions) is refused in one line.
 from __future__ import annotations
 
 import json
+import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from mt_cli.config import IMPORTED_BEAM, Config, DecodeConfig, ModelConfig, TokenizerConfig
+from mt_cli.data.languages import language_code
 from mt_cli.data.marian_vocab import MarianVocab, mt_order
 from mt_cli.data.tokenizer import PAD
 from mt_cli.errors import MtError
@@ -29,12 +32,14 @@ ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "swish": "swish", "silu": "swish"
 
 def import_hf(folder: Path, out: Path) -> Path:
     """Read a MarianMTModel folder and write it as an mt checkpoint at `out`."""
-    folder = resolve_folder(str(folder))
+    name = str(folder)
+    folder = resolve_folder(name)
     hf = _json(folder / "config.json")
     if hf.get("model_type") != "marian":
         raise MtError(f"{folder / 'config.json'}: model_type is {hf.get('model_type')!r}; only marian models import")
     tokenizer = read_tokenizer(folder, hf)
-    model_cfg = model_config(hf, tokenizer, folder / "config.json")
+    src, tgt = languages(name, hf, folder, tokenizer)
+    model_cfg = replace(model_config(hf, tokenizer, folder / "config.json"), source_langs=src, target_langs=tgt)
     generation = _json(folder / "generation_config.json") if (folder / "generation_config.json").is_file() else {}
     beam = int(generation.get("num_beams", hf.get("num_beams", IMPORTED_BEAM)) or IMPORTED_BEAM)
     cfg = Config(
@@ -98,6 +103,31 @@ def read_tokenizer(folder: Path, hf: dict[str, Any]) -> MarianVocab:
             raise MtError(f"{folder / 'config.json'}: {key} {hf[key]} is {tgt[int(hf[key])]!r} in the vocabulary, "
                           f"not {piece!r} as tokenizer_config.json says")  # fmt: skip
     return tok
+
+
+def languages(name: str, hf: dict[str, Any], folder: Path, tok: MarianVocab) -> tuple[tuple[str, ...], ...]:
+    """The languages the model reads and writes, best effort, each side () when nothing says:
+    tokenizer_config.json's source_lang and target_lang (OPUS-MT's carry them); else the model's
+    name (the hub id, config.json's _name_or_path, or the folder's name: opus-mt-de-en, several
+    codes joined by _ or +). A multi-target model's >>xx<< tokens are its target languages, as
+    they are spelt. Only ISO 639-1 codes are taken: group names (ROMANCE, mul, gem) say nothing."""
+    tc = _json(folder / "tokenizer_config.json") if (folder / "tokenizer_config.json").is_file() else {}
+    sides = [language_code(str(tc.get(k) or "")) for k in ("source_lang", "target_lang")]
+    found: list[tuple[str, ...]] = [(c,) if c else () for c in sides]
+    for candidate in (name, str(hf.get("_name_or_path") or ""), folder.name):
+        named = _named(candidate)
+        found = [have or more for have, more in zip(found, named)]
+    tokens = tuple(p[2:-2] for p in tok.src_vocab if p.startswith(">>") and p.endswith("<<") and len(p) > 4)
+    return found[0], tokens or found[1]
+
+
+def _named(name: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The languages an OPUS-MT-style name gives: opus-mt-de-en, opus-mt-tc-big-en-fr, opus-mt-fi_sv-en."""
+    found = re.search(r"opus-mt-(?:tc-(?:big|base)-|tc-)?([^-/]+)-([^-/]+)$", name.rstrip("/"))
+    if not found:
+        return (), ()
+    codes = [tuple(c for c in re.split(r"[_+]", side) if language_code(c)) for side in found.groups()]
+    return codes[0], codes[1]
 
 
 def _bytes(path: Path) -> bytes:

@@ -1,4 +1,6 @@
-"""The HTTP API (FastAPI): /translate, /score, /attention, /health, /metrics, and the web page at /.
+"""The HTTP API (FastAPI): /translate, /score, /attention, /health, /metrics, the web page at /, and
+LibreTranslate's API (libretranslate.py), whose POST /translate shares the path: a form body, or
+a JSON object with q, source or target (fields the JSON API refuses), is LibreTranslate's.
 
 Handlers never decode: they check a request, queue it with the batcher, and await its future, so
 the event loop stays free while the decoding thread works. Every error is one JSON object,
@@ -21,13 +23,17 @@ import torch
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
+from pydantic import ValidationError
 
 from mt_cli.config import OutputConfig, ServeConfig
 from mt_cli.decode.translator import Translator
 from mt_cli.errors import MtError
 from mt_cli.serve.batcher import Batcher, Overloaded
+from mt_cli.serve.documents import Tasks
 from mt_cli.serve.guard import ApiError, Guard
-from mt_cli.serve.schemas import AttentionRequest, ScoreRequest, TranslateRequest
+from mt_cli.serve.languages import Languages, resolve
+from mt_cli.serve.libretranslate import LibreTranslate, fields, is_form, is_libretranslate
+from mt_cli.serve.schemas import AttentionRequest, LibreTranslateRequest, ScoreRequest, TranslateRequest
 from mt_cli.serve.service import Service, Work
 from mt_cli.serve.telemetry import Telemetry
 
@@ -40,6 +46,7 @@ class Model:
         self.name, self.cfg, self.telemetry = name, cfg, telemetry
         self.service: Service | None = None
         self.batcher: Batcher | None = None
+        self.languages: Languages | None = None
         self.error: str | None = None
         self.on_error: Callable[[], None] | None = None  # `mt serve` stops when loading fails
         self.started = time.monotonic()
@@ -50,14 +57,15 @@ class Model:
 
     def _load(self, load: Callable[[], Translator]) -> None:
         try:
-            service = Service(load(), self.telemetry, self.cfg.max_batch_tokens)
+            translator, self.languages = resolve(load(), self.cfg)
+            service = Service(translator, self.telemetry, self.cfg.max_batch_tokens)
         except Exception as e:  # noqa: BLE001 - reported by /health and by `mt serve`, which exits
             self.error = str(e) if isinstance(e, MtError) else f"{type(e).__name__}: {e}"
             if self.on_error is not None:
                 self.on_error()
             return
         cfg = self.cfg
-        batcher = Batcher(service.run, cfg.max_batch_tokens, cfg.max_wait_ms / 1000, cfg.batch_gap_ms / 1000,
+        batcher = Batcher(Tasks(service).run, cfg.max_batch_tokens, cfg.max_wait_ms / 1000, cfg.batch_gap_ms / 1000,
                           cfg.max_queue_lines, self.telemetry.batch)  # fmt: skip
         self.telemetry.queued.set_function(lambda: batcher.queued_lines)  # read at each scrape
         self.batcher, self.service = batcher, service
@@ -106,6 +114,32 @@ def _check_beam(req: TranslateRequest, cfg: ServeConfig) -> None:
                            kind="invalid")  # fmt: skip
 
 
+async def _translate(request: Request, model: Model, libre: LibreTranslate) -> dict[str, Any]:
+    body = await fields(request)
+    if is_libretranslate(request, body):
+        return await libre.translate(body, is_form(request))
+    try:  # as FastAPI checks a declared body, so errors read as for /score
+        req = TranslateRequest.model_validate(body)
+    except ValidationError as e:
+        raise RequestValidationError(e.errors(include_url=False)) from None
+    lines = _lines(req.text, "text", model.cfg)
+    _check_beam(req, model.cfg)
+    if req.format == "text" and (req.nbest > 1 or req.token_scores or req.alignment):
+        raise ApiError(422, 'nbest, token_scores and alignment need "format": "full"', kind="invalid")
+    prefixes: list[str | None] | None = [req.prefix] if isinstance(req.prefix, str) else req.prefix
+    output = OutputConfig("jsonl" if req.format == "full" else "text", req.nbest, req.token_scores, req.alignment)
+    found = await decode(model, lambda s: s.translation(lines, req.beam, output, req.glossary, prefixes))
+    return {"translations": found}
+
+
+# POST /translate reads its body itself (two APIs share the path); the OpenAPI docs show both.
+TRANSLATE_BODY = {"requestBody": {"required": True, "content": {
+    "application/json": {"schema": {"oneOf": [TranslateRequest.model_json_schema(),
+                                              LibreTranslateRequest.model_json_schema()]}},
+    "application/x-www-form-urlencoded": {"schema": LibreTranslateRequest.model_json_schema()},
+}}}  # fmt: skip
+
+
 def create_app(load: Callable[[], Translator], name: str, cfg: ServeConfig = ServeConfig()) -> FastAPI:
     """The app; `load` builds the Translator (in a thread, once the server runs)."""
     telemetry = Telemetry()
@@ -130,17 +164,13 @@ def create_app(load: Callable[[], Translator], name: str, cfg: ServeConfig = Ser
         uptime = round(time.monotonic() - model.started, 3)
         return JSONResponse({"status": "ok", "model": name, "uptime_s": uptime, "threads": torch.get_num_threads()})
 
-    @app.post("/translate")
-    async def translate(req: TranslateRequest) -> dict[str, Any]:
-        """Translate lines; with format full, each line's object as `mt translate --format jsonl` writes it."""
-        lines = _lines(req.text, "text", cfg)
-        _check_beam(req, cfg)
-        if req.format == "text" and (req.nbest > 1 or req.token_scores or req.alignment):
-            raise ApiError(422, 'nbest, token_scores and alignment need "format": "full"', kind="invalid")
-        prefixes: list[str | None] | None = [req.prefix] if isinstance(req.prefix, str) else req.prefix
-        output = OutputConfig("jsonl" if req.format == "full" else "text", req.nbest, req.token_scores, req.alignment)
-        found = await decode(model, lambda s: s.translation(lines, req.beam, output, req.glossary, prefixes))
-        return {"translations": found}
+    libre = LibreTranslate(model, cfg)
+
+    @app.post("/translate", openapi_extra=TRANSLATE_BODY)
+    async def translate(request: Request) -> dict[str, Any]:
+        """Translate lines ({"text": ...}); with format full, each line's object as `mt translate
+        --format jsonl` writes it. Or LibreTranslate's request (q, source, target: JSON or a form)."""
+        return await _translate(request, model, libre)
 
     @app.post("/score")
     async def score(req: ScoreRequest) -> dict[str, Any]:
@@ -158,6 +188,7 @@ def create_app(load: Callable[[], Translator], name: str, cfg: ServeConfig = Ser
     async def metrics() -> Response:
         return Response(telemetry.text(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
+    libre.routes(app)
     page = resources.files("mt_cli.serve").joinpath("page.html").read_text(encoding="utf-8")
 
     @app.get("/", response_class=HTMLResponse)

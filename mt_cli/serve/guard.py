@@ -15,7 +15,8 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[MutableMapping[str, Any], Receive, Send], Awaitable[None]]
 
-ENDPOINTS = ("/", "/translate", "/score", "/attention", "/health", "/metrics", "/docs", "/openapi.json")
+ENDPOINTS = ("/", "/translate", "/score", "/attention", "/health", "/metrics", "/docs", "/openapi.json",
+             "/languages", "/detect", "/translate_file", "/frontend/settings")  # fmt: skip
 
 
 class ApiError(Exception):

@@ -1,5 +1,6 @@
-"""The JSON API's request bodies. Strict: a field of the wrong type is refused, not coerced
-("5" is not a beam), and an unknown field is an error, not silently ignored."""
+"""The request bodies. The JSON API's are strict: a field of the wrong type is refused, not
+coerced ("5" is not a beam), and an unknown field is an error, not silently ignored.
+LibreTranslate's (libretranslate.py) is as lenient as LibreTranslate."""
 
 from __future__ import annotations
 
@@ -37,3 +38,19 @@ class AttentionRequest(BaseModel):
 
     text: str = Field(description="one source line")
     target: str | None = Field(None, description="the target to read; the model's own translation when absent")
+
+
+class LibreTranslateRequest(BaseModel):
+    """LibreTranslate's POST /translate, as JSON or a form. Not strict, as LibreTranslate is not: a
+    form's values are strings ("3" alternatives), and fields it does not know are ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    q: str | list[str] = Field(description="the text to translate (one paragraph or document), or a list of them")
+    source: str = Field(description="the source language's code, or auto to detect it")
+    target: str = Field(description="the target language's code")
+    format: str = Field(
+        "text", description="text or html; mt also reads markdown, srt, vtt, po and lines (each q a document)"
+    )
+    alternatives: int = Field(0, description="this many more translations of each text, next best first")
+    api_key: str | None = Field(None, description="required when the server runs with --api-keys")

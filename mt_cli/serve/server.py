@@ -40,9 +40,11 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve(checkpoints: Sequence[Path], cfg: ServeConfig = ServeConfig(), device: str = DEVICE,
-          target_lang: str | None = None, **overrides: Any) -> None:  # fmt: skip
-    """Serve the checkpoint (several: an ensemble) until SIGINT or SIGTERM."""
+def serve(
+    checkpoints: Sequence[Path], cfg: ServeConfig = ServeConfig(), device: str = DEVICE, **overrides: Any
+) -> None:
+    """Serve the checkpoint (several: an ensemble) until SIGINT or SIGTERM; serve.target_lang (a
+    multi-target model's >>xx<< token) and serve.source_lang are applied once it loads (app.py)."""
     import uvicorn
 
     for path in checkpoints:
@@ -53,7 +55,7 @@ def serve(checkpoints: Sequence[Path], cfg: ServeConfig = ServeConfig(), device:
 
     def load() -> Translator:
         set_threads(cfg.threads)  # for every thread: torch's thread count is process-wide
-        return Translator.load(paths, device, **overrides).for_target(target_lang)  # several: an ensemble
+        return Translator.load(paths, device, **overrides)  # several: an ensemble
 
     app = create_app(load, name, cfg)
     sock = bind(cfg.host, cfg.port)

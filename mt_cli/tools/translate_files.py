@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import io
 import itertools
 import json
 import sys
@@ -20,7 +21,7 @@ from mt_cli.decode.translator import Translator
 from mt_cli.documents import kind_of
 from mt_cli.documents.protect import Masked, Protector
 from mt_cli.errors import MtError
-from mt_cli.files import atomic_open, atomic_write_text
+from mt_cli.files import atomic_open
 from mt_cli.tools.line_inputs import LineInputs, SideInputs, count_lines, input_lines
 from mt_cli.tools.progress import Progress
 
@@ -40,8 +41,6 @@ def translate_stream(
     while chunk := list(itertools.islice(it, CHUNK_LINES)):
         prefixes, terms = side.for_chunk(chunk) if side is not None else (None, None)
         masked = [protector.mask(line) for line in chunk] if protector is not None else []
-        if masked:
-            terms = _with_markers(tr, terms, masked)
         requests = tr.requests([m.text for m in masked] if masked else chunk, prefixes, terms, first_line=count)
         found = tr.search_requests(requests, nbest, output.alignment, progress.advance if progress else None)
         if masked:
@@ -54,15 +53,6 @@ def translate_stream(
     if progress is not None:
         progress.close()
     return count
-
-
-def _with_markers(tr: Translator, terms: list[list[str]] | None, masked: list[Masked]) -> list[list[str]] | None:
-    """Each line's terms and its placeholders, which beam search is asked to write where it can
-    (the restore puts in what it did not)."""
-    markers = tr.forceable([m.markers for m in masked])
-    if not markers or not any(markers):
-        return terms
-    return [[*(terms[i] if terms else ()), *ms] for i, ms in enumerate(markers)]
 
 
 def _restored(protector: Protector, hyps: list[Hypothesis], masked: Masked) -> list[Hypothesis]:
@@ -106,7 +96,12 @@ def _translate_whole(
         )
     where = str(input_path) if input_path is not None else "stdin"
     try:
-        text = input_path.read_text(encoding="utf-8") if input_path is not None else sys.stdin.read()
+        # newline="": a document's line endings (CRLF in subtitles and PO files) come out as they were.
+        if input_path is not None:
+            with input_path.open(encoding="utf-8", newline="") as f:
+                text = f.read()
+        else:
+            text = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", newline="").read()
     except UnicodeDecodeError as e:
         raise MtError(f"{where}: not UTF-8 text (byte {e.start}); convert it, e.g. with iconv -t UTF-8") from None
     options = {k: v for k, v in dataclasses.asdict(document).items() if k != "input_type"}
@@ -115,9 +110,10 @@ def _translate_whole(
     except MtError as e:
         raise MtError(f"{where}: {e}") from None
     if output_path is None:
-        sys.stdout.write(translated)
+        sys.stdout.buffer.write(translated.encode("utf-8"))
     else:
-        atomic_write_text(output_path, translated)
+        with atomic_open(output_path, "w") as f:  # writes "\r\n" as it is
+            f.write(translated)
     return translated.count("\n")
 
 

@@ -16,8 +16,10 @@ import torch
 from mt_cli import __version__
 from mt_cli.config import Config, ModelConfig, TrainConfig, to_yaml
 from mt_cli.data.cache import TokenCorpus
+from mt_cli.data.languages import language_code, suffix_language
 from mt_cli.data.lexicon import build_lexicon, pair_chunks
 from mt_cli.data.pairs import Pairs
+from mt_cli.data.sources import HubDataset, Source, Table, TextPair
 from mt_cli.data.tokenizer import Tokenizer
 from mt_cli.decode.shortlist import Shortlist
 from mt_cli.device import amp_dtype, set_threads
@@ -203,7 +205,7 @@ def prepare(given: RunContext) -> Run:
     sources = given.data.sources()
     init = _init_checkpoint(given)
     tokenizer = init.tokenizer if init else get_tokenizer(given.data, given.paths.tokenizer, given.cfg, log, d)
-    ctx = replace(given, cfg=replace(given.cfg, model=_model_config(given.cfg, init, tokenizer)))
+    ctx = replace(given, cfg=replace(given.cfg, model=_model_config(given.cfg, init, tokenizer, sources["train"])))
     fingerprints = {role: s.fingerprint() for role, s in sources.items()}  # sha256 of each file, read once
     train_data = load_train_data(ctx.data, fingerprints["train"], tokenizer, t, log, d)
     valid_pairs, valid_refs = load_valid_data(sources["valid"], tokenizer, t, log)
@@ -243,12 +245,27 @@ def prepare(given: RunContext) -> Run:
                valid_refs, state, shortlist)  # fmt: skip
 
 
-def _model_config(cfg: Config, init: Checkpoint | None, tokenizer: Tokenizer) -> ModelConfig:
-    """The model a run builds: train.init's, as it was built; else the config's, sized to the tokenizer."""
+def _model_config(cfg: Config, init: Checkpoint | None, tokenizer: Tokenizer, train: Source) -> ModelConfig:
+    """The model a run builds: train.init's, as it was built; else the config's, sized to the
+    tokenizer, with the training data's languages where the config names none."""
     if init is not None:
         return init.config.model
+    src, tgt = _languages(train)
     return replace(cfg.model, src_vocab_size=tokenizer.src_vocab_size, tgt_vocab_size=tokenizer.tgt_vocab_size,
-                   shared_vocab=tokenizer.joint)  # fmt: skip
+                   shared_vocab=tokenizer.joint, source_langs=cfg.model.source_langs or src,
+                   target_langs=cfg.model.target_langs or tgt)  # fmt: skip
+
+
+def _languages(train: Source) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """What the training data says its languages are, each side (), when it says nothing: a table's
+    or dataset's --src-lang/--tgt-lang when they are language codes (not column names such as
+    source), text files' suffixes (train.de, train.en.gz)."""
+    src = tgt = None
+    if isinstance(train, TextPair):
+        src, tgt = suffix_language(train.src), suffix_language(train.tgt)
+    elif isinstance(train, (Table, HubDataset)):
+        src, tgt = (language_code(c) if c else None for c in (train.src_lang, train.tgt_lang))
+    return (src,) if src else (), (tgt,) if tgt else ()
 
 
 def _shortlist(t: TrainConfig, data: TokenCorpus, tokenizer: Tokenizer, log: Log) -> Shortlist | None:

@@ -6,6 +6,7 @@ ends with a last.pt whose tensors are bitwise those of a run that was never inte
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import shutil
@@ -16,7 +17,7 @@ from typing import Any
 
 import torch
 
-from mt_cli.config import Config
+from mt_cli.config import Config, ModelConfig
 from mt_cli.data.tokenizer import Tokenizer
 from mt_cli.decode.shortlist import Shortlist
 from mt_cli.errors import MtError
@@ -86,6 +87,14 @@ def make_checkpoint(
     return checkpoint.Checkpoint(cfg, tokenizer, model.state_dict(), train_state, listed)
 
 
+def _comparable(section: Any) -> Any:
+    """A config section as resuming compares it: the languages a model records say what its weights
+    mean, not what shape they have (a run started before models recorded them resumes)."""
+    if isinstance(section, ModelConfig):
+        return dataclasses.replace(section, source_langs=(), target_langs=())
+    return section
+
+
 def resume(
     path: Path,
     cfg: Config,
@@ -106,7 +115,7 @@ def resume(
     if ckpt.train_state is None:
         raise MtError(f"{path}: holds no training state to resume from; use a new --out folder")
     for section in ("model", "tokenizer"):
-        if getattr(ckpt.config, section) != getattr(cfg, section):
+        if _comparable(getattr(ckpt.config, section)) != _comparable(getattr(cfg, section)):
             raise MtError(
                 f"{path}: the run was started with a different {section} config; "
                 "rerun with the same settings or use a new --out folder"
