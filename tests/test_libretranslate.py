@@ -215,3 +215,23 @@ def test_suffixes_name_languages_and_other_suffixes_do_not():
     names = ("a/train.de", "train.en.gz", "train.pt_BR", "train.src", "train.txt", "train")
     assert [suffix_language(Path(p)) for p in names] == ["de", "en", "pt_BR", None, None, None]
     assert language_name("zh-Hant") == "Chinese (Hant)" and language_name("cmn_Hans") == "cmn_Hans"
+
+
+def test_browser_pages_on_other_origins_may_call_only_when_the_server_allows_their_origin(server, translator):
+    preflight = {"Origin": "https://app.example", "Access-Control-Request-Method": "POST",
+                 "Access-Control-Request-Headers": "content-type"}  # fmt: skip
+    closed = requests.options(server.url + "/translate", headers=preflight, timeout=60)
+    assert "access-control-allow-origin" not in {k.lower() for k in closed.headers}
+    running = start(translator, cors_origins=("https://app.example",))
+    try:
+        opened = requests.options(running.url + "/translate", headers=preflight, timeout=60)
+        assert opened.status_code == 200
+        assert opened.headers["access-control-allow-origin"] == "https://app.example"
+        answer = requests.post(running.url + "/translate", json={"q": DE[0], "source": "de", "target": "en"},
+                               headers={"Origin": "https://app.example"}, timeout=60)  # fmt: skip
+        assert answer.headers["access-control-allow-origin"] == "https://app.example"
+        other = requests.options(running.url + "/translate", headers={**preflight, "Origin": "https://evil.example"},
+                                 timeout=60)  # fmt: skip
+        assert other.headers.get("access-control-allow-origin") != "https://evil.example"
+    finally:
+        running.stop()

@@ -111,6 +111,12 @@ class ServeConfig:
     api_keys: str = option(
         "", "A file of API keys, one per line: LibreTranslate requests must then carry one (else 403).", cli=True
     )
+    # Off by default: with "*", any web page the user visits could read what the local server translates.
+    cors_origins: tuple[str, ...] = option(
+        (),
+        "Web origins whose pages may call the API from a browser (comma-separated; * for any, as LibreTranslate).",
+        cli=True,
+    )
 
     def __post_init__(self) -> None:
         _check(0 <= self.port <= 65535, f"serve.port must be 0 (any free port) to 65535, not {self.port}")

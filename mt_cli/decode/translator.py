@@ -246,7 +246,7 @@ class Translator:
     def translate_aligned(self, lines: Sequence[str], alignment: bool = False) -> list[Aligned]:
         """documents/'s way in (documents/engine.py): the best translation of each line and, with
         `alignment`, where each of its pieces lies and which source span it attends to most."""
-        found = self.search(lines, alignment=alignment)
+        found = self.search(lines, nbest=1, alignment=alignment)  # only the best is aligned
         return [self._spans(line, hyps[0]) if alignment else Aligned(hyps[0].text) for line, hyps in zip(lines, found)]
 
     def _spans(self, line: str, h: Hypothesis) -> Aligned:

@@ -22,6 +22,7 @@ from typing import Any
 import torch
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import ValidationError
 
@@ -153,6 +154,9 @@ def create_app(load: Callable[[], Translator], name: str, cfg: ServeConfig = Ser
 
     app = FastAPI(title="mt", summary="Translate, score and inspect with an mt checkpoint", lifespan=lifespan)
     app.state.model = model
+    if cfg.cors_origins:  # browser pages on other origins (LibreTranslate's web clients) may call it
+        app.add_middleware(CORSMiddleware, allow_origins=list(cfg.cors_origins), allow_methods=["GET", "POST"],
+                           allow_headers=["*"])  # fmt: skip
     app.add_exception_handler(ApiError, _api_error)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, _invalid)  # type: ignore[arg-type]
 
