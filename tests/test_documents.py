@@ -81,3 +81,37 @@ def test_sentences_written_without_spaces_get_one_in_a_spaced_script_and_lose_it
     en_zh = Scripted({"I came.": "我来了。", "And you?": "你呢？"})
     assert translate_text(en_zh, "I came. And you?", "en") == "我来了。你呢？"  # type: ignore[arg-type]
     assert translate_text(en_zh, "I came.\nAnd you?", "en") == "我来了。\n你呢？"  # type: ignore[arg-type]  # a line break stays
+
+
+def test_mt_translate_reads_a_document_by_its_extension_or_from_stdin_when_told_its_type(tmp_path):
+    from typer.testing import CliRunner
+
+    from mt_cli.cli import app
+
+    tr = Translator.load(FIXTURE / "model.pt", device="cpu")
+    page = "<p>Rot hund.</p>\n<pre>Rot hund.</pre>\n"
+    (tmp_path / "page.html").write_text(page, encoding="utf-8")
+    base = ["translate", "--checkpoint", str(FIXTURE / "model.pt"), "--source-lang", "de"]
+    by_name = CliRunner().invoke(app, [*base, str(tmp_path / "page.html"), "--output", str(tmp_path / "out.html")])
+    assert by_name.exit_code == 0, by_name.output
+    want = tr.translate_document(page, "html", source_lang="de")
+    assert (tmp_path / "out.html").read_text(encoding="utf-8") == want
+    assert want.endswith("<pre>Rot hund.</pre>\n") and want != page
+    from_stdin = CliRunner().invoke(app, [*base, "--input-type", "html"], input=page)
+    assert from_stdin.exit_code == 0 and from_stdin.stdout == want
+    as_lines = CliRunner().invoke(app, base, input=page)  # stdin without a type: one sentence per line
+    assert as_lines.stdout.count("\n") == 2 and "<p>" not in as_lines.stdout
+
+
+def test_per_line_options_on_a_document_and_a_file_that_is_not_utf8_are_one_clear_error(tmp_path):
+    from typer.testing import CliRunner
+
+    from mt_cli.cli import app
+
+    (tmp_path / "page.html").write_text("<p>Rot hund.</p>", encoding="utf-8")
+    (tmp_path / "latin1.md").write_bytes("Größe.".encode("latin-1"))
+    base = ["translate", "--checkpoint", str(FIXTURE / "model.pt")]
+    jsonl = CliRunner().invoke(app, [*base, str(tmp_path / "page.html"), "--format", "jsonl"])
+    assert jsonl.exit_code != 0 and "need --input-type lines" in jsonl.output and "Traceback" not in jsonl.output
+    latin = CliRunner().invoke(app, [*base, str(tmp_path / "latin1.md")])
+    assert latin.exit_code != 0 and "latin1.md: not UTF-8 text" in latin.output
