@@ -136,3 +136,8 @@ def test_markdown_syntax_in_a_translation_is_escaped():
     out = _markdown(Starry(), "Ein Satz.\n")
     assert out == "a \\*b\\* \\[c\\] \\`d\\`\n"
     assert [c.type for c in MD.parseInline(out.strip())[0].children] == ["text"]
+
+
+def test_a_protected_url_in_text_comes_out_as_it_was_not_escaped():
+    out = _markdown(Reverse(), "Siehe https://x.org/a_b_c und %s jetzt.\n")
+    assert out == "JETZT. %s UND https://x.org/a_b_c SIEHE\n"

@@ -80,10 +80,12 @@ def units(run: Run, lang: str) -> list[tuple[int, int]]:
 
 
 def translate_runs(
-    engine: Engine, runs: Sequence[Run], lang: str, protector: Protector | None, escape: Callable[[str], str]
-) -> list[str]:
+    engine: Engine, runs: Sequence[Run], lang: str, protector: Protector | None, escape: Callable[[str], str],
+    literal: Callable[[str], str] | None = None,
+) -> list[str]:  # fmt: skip
     """Each run written out translated, with its tags and atoms (one batch for all sentences of all
-    runs); `escape` makes target text safe in the document (HTML: &, < and >)."""
+    runs); `escape` makes target text safe in the document (HTML: &, < and >), `literal` writes a
+    protected span back (default: `escape`; Markdown writes a URL as it was, unescaped)."""
     plans, clamped = [], []
     for run in runs:
         spans = units(run, lang)
@@ -95,7 +97,7 @@ def translate_runs(
             plan.append((a, b, atoms))
         run = Run(run.text, [_clamped(t, spans) for t in run.tags], run.atoms)
         clamped.append(run)
-        plans.append([_unit(run, a, b, atoms, protector, escape) for a, b, atoms in plan])
+        plans.append([_unit(run, a, b, atoms, protector, literal or escape) for a, b, atoms in plan])
     flat = [u for plan in plans for u in plan]
     found = iter(engine.translate_aligned([u.masked.text for u in flat], alignment=True))
     return [_write(run, [(u, next(found)) for u in plan], escape) for run, plan in zip(clamped, plans)]

@@ -56,6 +56,11 @@ def _escape(text: str) -> str:
     return "".join((CUT + c if is_cjk(c) else SPACE if c == " " else _SPECIAL.sub(r"\\\1", c)) for c in text)
 
 
+def _literal(span: str) -> str:
+    """A protected span (a URL, a placeholder) as it was, only its spaces marked as places to cut."""
+    return span.replace(" ", SPACE)
+
+
 def _parser() -> MarkdownIt:
     return MarkdownIt("commonmark").enable(["table", "strikethrough"])
 
@@ -68,7 +73,7 @@ def translate_markdown(engine: Engine, text: str, lang: str, protector: Protecto
     lines = [p + "\n" for p in parts[:-1]] + [parts[-1]]
     env: dict = {}  # the document's link reference definitions, for each block's inline parse
     pieces = _pieces(_parser().parse(body, env), lines, env)
-    done = translate_runs(engine, [p.run for p in pieces], lang, protector, _escape)
+    done = translate_runs(engine, [p.run for p in pieces], lang, protector, _escape, literal=_literal)
     dropped: set[int] = set()
     for piece, out in sorted(zip(pieces, done), key=lambda p: p[0].where[0], reverse=True):
         _put(lines, piece.where, out, dropped)
