@@ -3,11 +3,11 @@ the model reads.
 
 lingua (lingua-language-detector, in the serve extra) ships its models in its wheel (96 MB; 100 MB
 installed); importing it takes milliseconds, and each language's models load on first use: 0.5 s
-and 110 MB for two languages, 10 s and 950 MB for all 75. So the detector is built on the first
-request, from the model's source languages only. With several it ranks them. With one, there is
-nothing to choose, but lingua still tells whether the text can be that language at all (a
-Cyrillic text is not German): the answer is that language, with confidence 100 when it can be
-and 0 when it cannot.
+and a 230 MB process for two languages, 9 s and 950 MB for all 75 (benchmarks/detect_cost.py).
+So the detector is built on the first request, from the model's source languages only. With
+several it ranks them. With one, there is nothing to choose, but lingua still tells whether the
+text can be that language at all (a Cyrillic text is not German): the answer is that language,
+with confidence 100 when it can be and 0 when it cannot.
 """
 
 from __future__ import annotations
