@@ -18,7 +18,7 @@ def _check(ok: bool, message: str) -> None:
 
 @dataclass(frozen=True)
 class OutputConfig:
-    """What `mt translate` writes for each input line. A property of the call, not of the model:
+    """What `mt translate` writes for each input line, and where. A property of the call, not of the model:
     not part of Config, not saved in checkpoints."""
 
     section = "output"
@@ -27,6 +27,12 @@ class OutputConfig:
     token_scores: bool = option(False, "jsonl: each output piece with its log-probability.", cli=True)
     alignment: bool = option(
         False, "jsonl: per output piece, the source piece the last layer attends to most.", cli=True
+    )
+    in_place: bool = option(
+        False,
+        "Write the translation over the input file, replacing it only once complete; without it, an output"
+        " that is the input is refused.",
+        cli=True,
     )
 
     def __post_init__(self) -> None:
@@ -108,6 +114,23 @@ class ServeConfig:
     max_chars: int = option(
         5000, "Characters one LibreTranslate text (q) may hold; more is refused with 400.", cli=True
     )
+    slice_cost: int = option(
+        4096,
+        "Source tokens x beam of one request decoded in one turn: a larger request is decoded in slices,"
+        " in turn with the others, so it delays a small one by one slice at most (0: whole requests).",
+        cli=True,
+    )
+    max_request_cost: int = option(
+        2_000_000, "Characters x beam one request may cost (all its texts); more is refused with 413.", cli=True
+    )
+    req_limit: int = option(
+        0,
+        "Requests per minute one client (its API key, else its address) may make; more get 429 (0: no limit).",
+        cli=True,
+    )
+    char_limit: int = option(
+        0, "Characters one request may hold, all its texts together; more is refused with 413 (0: no limit).", cli=True
+    )
     api_keys: str = option(
         "", "A file of API keys, one per line: LibreTranslate requests must then carry one (else 403).", cli=True
     )
@@ -125,11 +148,13 @@ class ServeConfig:
             _check(not code or re.fullmatch(r"[A-Za-z0-9_-]+", code) is not None,
                    f"serve.{field} {code!r} is not a language code; give one such as de, en or pt_BR")  # fmt: skip
         for name in ("max_batch_tokens", "max_request_lines", "max_body_bytes", "max_beam", "max_queue_lines",
-                     "max_chars"):  # fmt: skip
+                     "max_chars", "max_request_cost"):  # fmt: skip
             _check(getattr(self, name) >= 1, f"serve.{name} must be at least 1, not {getattr(self, name)}")
         _check(self.max_wait_ms >= 0, "serve.max_wait_ms must not be negative")
         _check(self.batch_gap_ms >= 0, "serve.batch_gap_ms must not be negative")
         _check(self.threads >= 0, "serve.threads must be 0 (PyTorch's default) or more")
+        for name in ("slice_cost", "req_limit", "char_limit"):
+            _check(getattr(self, name) >= 0, f"serve.{name} must be 0 (none) or more, not {getattr(self, name)}")
         _check(
             self.max_queue_lines >= self.max_request_lines,
             "serve.max_queue_lines must be at least serve.max_request_lines, or a full request could never wait",

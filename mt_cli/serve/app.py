@@ -59,7 +59,7 @@ class Model:
     def _load(self, load: Callable[[], Translator]) -> None:
         try:
             translator, self.languages = resolve(load(), self.cfg)
-            service = Service(translator, self.telemetry, self.cfg.max_batch_tokens)
+            service = Service(translator, self.telemetry, self.cfg.max_batch_tokens, self.cfg.slice_cost)
         except Exception as e:  # noqa: BLE001 - reported by /health and by `mt serve`, which exits
             self.error = str(e) if isinstance(e, MtError) else f"{type(e).__name__}: {e}"
             if self.on_error is not None:
@@ -89,7 +89,7 @@ async def decode(model: Model, check: Callable[[Service], Work]) -> Any:
     except MtError as e:
         raise ApiError(422, str(e), kind="invalid") from None
     try:
-        future = batcher.submit(work.key, work.lines, work.tokens, work.payload)
+        future = batcher.submit_group(work.key, list(work.parts))
     except Overloaded as e:
         raise ApiError(503, str(e), {"Retry-After": str(e.retry_after)}, kind="overloaded") from None
     try:

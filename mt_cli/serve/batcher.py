@@ -6,6 +6,12 @@ tokens or it is time to start (max_wait_s, gap_s: see _take), and hands the batc
 jobs' lines as one length-sorted batch and returns each job's own result. The thread is the only
 one that touches the model, so decoding never runs on the event loop, and nothing needs a lock.
 
+A large request comes as a group of slices (submit_group): the queue holds requests in turn, and
+each batch takes at most one slice of each, after which a request with slices left goes to the
+back. So a request that arrives while a 1,000-line request is being decoded waits for one slice
+of it, not for all of it. A large request alone in the queue takes as many of its slices as the
+batch budget holds: slicing costs it nothing while nobody waits.
+
 A job whose client has gone (its future cancelled while it waited) is dropped before decoding.
 An exception in `run` fails only that batch's jobs. When more lines wait than `max_queue_lines`,
 `submit` refuses at once with the seconds the queue needs to drain, instead of letting requests
@@ -14,6 +20,8 @@ time out.
 
 from __future__ import annotations
 
+import functools
+import itertools
 import math
 import threading
 import time
@@ -40,6 +48,7 @@ class Job:
     payload: Any  # what `run` reads: the lines and their options
     future: Future = field(default_factory=Future)
     queued: float = field(default_factory=time.monotonic)
+    turn: int = 0  # the request it is a slice of: the queue takes requests in turn
 
 
 # run(key, jobs) -> one result per job, in order
@@ -54,7 +63,8 @@ class Batcher:
         self.run, self.observe = run, observe
         self.max_batch_tokens, self.max_wait_s, self.gap_s = max_batch_tokens, max_wait_s, gap_s
         self.max_queue_lines = max_queue_lines
-        self._pending: deque[Job] = deque()
+        self._turns: deque[deque[Job]] = deque()  # requests in turn, each its slices still to decode
+        self._next_turn = 0
         self._queued_lines = 0
         self._rate = 0.0  # lines/s of recent batches, for Retry-After
         self._free_since = 0.0  # when the last batch ended
@@ -70,16 +80,24 @@ class Batcher:
 
     def submit(self, key: Hashable, lines: int, tokens: int, payload: Any) -> Future:
         """Queue a job; its future gets `run`'s result for it (or the exception its batch raised)."""
+        return self.submit_group(key, [(lines, tokens, payload)])
+
+    def submit_group(self, key: Hashable, parts: list[tuple[int, int, Any]]) -> Future:
+        """Queue one request as slices (lines, tokens, payload), decoded in turn with the other
+        requests; its future gets the slices' results (lists) joined, in order. One slice: its
+        future, its result as `run` gives it."""
         with self._cond:
             if self._closed:
                 raise RuntimeError("the server is shutting down")
+            lines = sum(n for n, _, _ in parts)
             if self._queued_lines + lines > self.max_queue_lines:
                 raise Overloaded(self._drain_seconds())
-            job = Job(key, lines, tokens, payload)
-            self._pending.append(job)
+            turn, self._next_turn = self._next_turn, self._next_turn + 1
+            jobs = deque(Job(key, n, tokens, payload, turn=turn) for n, tokens, payload in parts)
+            self._turns.append(jobs)
             self._queued_lines += lines
             self._cond.notify()
-        return job.future
+        return jobs[0].future if len(jobs) == 1 else _joined(list(jobs))
 
     def close(self, timeout: float | None = None) -> None:
         """Decode what is queued, then stop the thread."""
@@ -92,18 +110,20 @@ class Batcher:
         return max(1, math.ceil(self._queued_lines / self._rate)) if self._rate > 0 else 1
 
     def _take(self) -> list[Job]:
-        """The next batch: the oldest job and the later ones with its key, within the token budget,
-        once it is time to start (below). Empty only when closed."""
+        """The next batch: the next slice of the request whose turn it is, and the next slices of
+        later requests with its key, within the token budget, once it is time to start (below).
+        Empty only when closed."""
         with self._cond:
-            while not self._pending:
+            while not self._turns:
                 if self._closed:
                     return []
                 self._cond.wait()
             while True:
-                first = self._pending[0]
+                first = self._turns[0][0]
                 batch: list[Job] = []
                 tokens = 0
-                for job in self._pending:
+                for turn in self._turns:
+                    job = turn[0]
                     if job.key == first.key and (not batch or tokens + job.tokens <= self.max_batch_tokens):
                         batch.append(job)
                         tokens += job.tokens
@@ -119,13 +139,33 @@ class Batcher:
                 if came and len(came) >= self._last_jobs:
                     deadline = min(deadline, max(came) + self.gap_s)
                 left = deadline - time.monotonic()
-                if tokens >= self.max_batch_tokens or left <= 0 or self._closed:
-                    break
+                if tokens >= self.max_batch_tokens or left <= 0 or self._closed or len(self._turns[0]) > 1:
+                    break  # (a request with slices left has waited its turn already)
                 self._cond.wait(left)
-            for job in batch:
-                self._pending.remove(job)
+            if len(self._turns) == 1:  # a large request alone: as many of its slices as the budget holds
+                for job in itertools.islice(self._turns[0], 1, None):
+                    if tokens + job.tokens > self.max_batch_tokens:
+                        break
+                    batch.append(job)
+                    tokens += job.tokens
+            self._advance(batch)
             self._queued_lines -= sum(job.lines for job in batch)
             return batch
+
+    def _advance(self, batch: list[Job]) -> None:
+        """The batch's slices leave the queue; a request served with slices left goes to the back."""
+        served = {id(job) for job in batch}
+        kept: deque[deque[Job]] = deque()
+        back: deque[deque[Job]] = deque()
+        for turn in self._turns:
+            if id(turn[0]) not in served:
+                kept.append(turn)
+                continue
+            while turn and id(turn[0]) in served:
+                turn.popleft()
+            if turn:
+                back.append(turn)
+        self._turns = kept + back
 
     def _loop(self) -> None:
         while batch := self._take():
@@ -149,3 +189,38 @@ class Batcher:
             if self.observe is not None:
                 self.observe(live, [started - job.queued for job in live], seconds)
             self._free_since, self._last_jobs = time.monotonic(), len(live)
+
+
+def _joined(jobs: list[Job]) -> Future:
+    """One future for a request's slices: their results joined, or the first exception; cancelling
+    it (the client went away) cancels the slices not yet decoded."""
+    whole: Future = Future()
+    results: list[Any] = [None] * len(jobs)
+    left = [len(jobs)]
+    lock = threading.Lock()
+
+    def done(k: int, part: Future) -> None:
+        if whole.done():
+            return
+        failed = RuntimeError("a slice was cancelled") if part.cancelled() else part.exception()
+        if failed is not None:
+            with lock:
+                if not whole.done():
+                    whole.set_exception(failed)
+            return
+        with lock:
+            results[k] = part.result()
+            left[0] -= 1
+            if left[0] == 0 and not whole.done():
+                whole.set_result([x for r in results for x in r])
+
+    for k, job in enumerate(jobs):
+        job.future.add_done_callback(functools.partial(done, k))
+
+    def cancel_slices(f: Future) -> None:
+        if f.cancelled():
+            for job in jobs:
+                job.future.cancel()
+
+    whole.add_done_callback(cancel_slices)
+    return whole

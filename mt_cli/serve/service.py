@@ -12,7 +12,7 @@ one search, and no line is tokenized twice.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,19 +50,24 @@ class Attention:
 
 @dataclass(frozen=True)
 class Work:
-    """A checked request, ready to queue: the batcher's key, line and token counts, and payload."""
+    """A checked request, ready to queue: the batcher's key and the request's slices, each its line
+    and token counts and payload (one slice unless the request is larger than serve.slice_cost)."""
 
     key: Hashable
-    lines: int
-    tokens: int
-    payload: Translation | Scoring | Attention
+    parts: Sequence[tuple[int, int, Translation | Scoring | Attention]]
+
+    @property
+    def lines(self) -> int:
+        return sum(n for n, _, _ in self.parts)
 
 
 class Service:
-    def __init__(self, translator: Translator, telemetry: Telemetry | None = None, batch_tokens: int = 0) -> None:
+    def __init__(self, translator: Translator, telemetry: Telemetry | None = None, batch_tokens: int = 0,
+                 slice_cost: int = 0) -> None:  # fmt: skip
         if batch_tokens:  # the batcher's budget: a batch it hands over is decoded as one search
             translator = translator.with_options(batch_tokens=batch_tokens, batch_size=1 << 30)
         self.translator, self.telemetry = translator, telemetry
+        self.slice_cost = slice_cost  # source tokens x beam per slice of a large request (0: no slicing)
         self._beams: dict[int, Translator] = {}
         self._alone = itertools.count()  # keys for jobs that never share a batch
 
@@ -89,18 +94,32 @@ class Service:
             found = Glossary(entries)
             terms = [found.terms_for(line) for line in lines]
         requests = tr.requests(lines, prefixes, terms)  # raises on what this model cannot take, naming the line
-        tokens = sum(len(r.src) for r in requests if r is not None)
         key = ("translate", tr.cfg.beam, bool(terms and any(terms)), output.alignment)
-        return Work(key, len(lines), tokens, Translation(tr.cfg.beam, requests, output))
+        parts = [(j - i, tokens, Translation(tr.cfg.beam, requests[i:j], output))
+                 for i, j, tokens in self._slices(requests, tr.cfg.beam)]  # fmt: skip
+        return Work(key, parts)
+
+    def _slices(self, requests: list[Request | None], beam: int) -> list[tuple[int, int, int]]:
+        """[start, end) line ranges of at most slice_cost source tokens x beam each (a longer line
+        is a slice alone), with their token counts."""
+        out, start, tokens = [], 0, 0
+        for i, r in enumerate(requests):
+            n = len(r.src) if r is not None else 0
+            if self.slice_cost and i > start and (tokens + n) * beam > self.slice_cost:
+                out.append((start, i, tokens))
+                start, tokens = i, 0
+            tokens += n
+        out.append((start, len(requests), tokens))
+        return out
 
     def scoring(self, sources: list[str], targets: list[str], normalize: bool, full: bool) -> Work:
         if len(sources) != len(targets):
             raise MtError(f"source and target: {len(sources)} sources but {len(targets)} targets; give one per source")
         tokens = sum(len(ids) for ids in self.translator.tokenizer.encode_src(sources))
-        return Work(("score", next(self._alone)), len(sources), tokens, Scoring(sources, targets, normalize, full))
+        return Work(("score", next(self._alone)), [(len(sources), tokens, Scoring(sources, targets, normalize, full))])
 
     def attention(self, text: str, target: str | None) -> Work:
-        return Work(("attention", next(self._alone)), 1, len(text.split()), Attention(text, target))
+        return Work(("attention", next(self._alone)), [(1, len(text.split()), Attention(text, target))])
 
     def run(self, key: Hashable, jobs: list[Job]) -> list[Any]:
         """One batch from the decoding thread: jobs with one key, one result each."""

@@ -1,0 +1,99 @@
+"""A heavy neighbour on `mt serve`: how long single-line requests wait while another client sends
+1,000-line requests at beam 8, with whole requests decoded one after another (`--slice-cost 0`,
+as the server did before slicing) and with the default slicing (a large request decoded in slices,
+in turn with the others).
+
+    python benchmarks/serve_neighbour.py --checkpoint RUN/best.pt --src-file ../shared/data/multi30k/test2016.de
+
+For each server (its own process, 127.0.0.1): --clients clients send single lines for --seconds
+alone (unloaded), then again while one more client sends --heavy-lines-line requests at beam
+--heavy-beam back to back. p50/p99 latency of the single lines; the target is the loaded p99
+within 2x of the unloaded. Servers take turns over --rounds rounds, each keeping its best p99.
+Requests only: this process imports no torch. Printed and appended to RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import threading
+import time
+from pathlib import Path
+
+from results import append_section
+from serve_load import Server, connect, load, pct, request
+
+SERVERS = {"whole requests (--slice-cost 0)": ("--slice-cost", "0"), "slices (default)": ()}
+
+
+def heavy(port: int, lines: list[str], beam: int, stop: threading.Event, done: list[float]) -> None:
+    """Send the large request back to back until told to stop; each one's seconds."""
+    conn = connect(port, timeout=600)
+    while not stop.is_set():
+        start = time.monotonic()
+        status = request(port, "POST", "/translate", {"text": lines, "beam": beam}, conn, timeout=600)[0]
+        if status == 200:
+            done.append(time.monotonic() - start)
+    conn.close()
+
+
+def measure(server: Server, light: list[str], clients: int, seconds: float, big: list[str] | None,
+            beam: int) -> dict:  # fmt: skip
+    stop, done = threading.Event(), []
+    neighbour = threading.Thread(target=heavy, args=(server.port, big, beam, stop, done)) if big else None
+    if neighbour:
+        neighbour.start()
+        time.sleep(1.0)  # its first request is being decoded
+    found = load(server.port, light * 100, clients, seconds)
+    stop.set()
+    if neighbour:
+        neighbour.join(600)
+    ok = [t for status, t, _ in found["results"] if status == 200]
+    return {"n": len(ok), "p50": pct(ok, 50), "p99": pct(ok, 99), "heavy": min(done) if done else float("nan")}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--checkpoint", type=Path, required=True)
+    p.add_argument("--src-file", type=Path, required=True)
+    p.add_argument("--clients", type=int, default=4)
+    p.add_argument("--seconds", type=float, default=40, help="bound on each measurement")
+    p.add_argument("--heavy-lines", type=int, default=1000)
+    p.add_argument("--heavy-beam", type=int, default=8)
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--no-append", action="store_true")
+    args = p.parse_args()
+    lines = args.src_file.read_text(encoding="utf-8").splitlines()
+    big, light = lines[: args.heavy_lines], lines[args.heavy_lines : args.heavy_lines + 50] or lines[:50]
+    best: dict[tuple[str, bool], dict] = {}
+    for _ in range(args.rounds):
+        for name, options in SERVERS.items():
+            server = Server(args.checkpoint.resolve(), *options)
+            try:
+                for loaded in (False, True):
+                    r = measure(server, light, args.clients, args.seconds, big if loaded else None, args.heavy_beam)
+                    if (name, loaded) not in best or r["p99"] < best[name, loaded]["p99"]:
+                        best[name, loaded] = r
+                    print(name, "loaded" if loaded else "alone", r, flush=True)
+            finally:
+                server.stop()
+    rows = ["| server | neighbour | single lines answered | p50 ms | p99 ms | loaded p99 / alone p99 | "
+            "the large request, s |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for name in SERVERS:
+        alone, loaded = best[name, False], best[name, True]
+        for r, label in ((alone, "none"), (loaded, f"{args.heavy_lines} lines at beam {args.heavy_beam}")):
+            ratio = f"{r['p99'] / alone['p99']:.1f}" if r is loaded else ""
+            heavy_s = f"{r['heavy']:.1f}" if r is loaded else ""
+            rows.append(f"| {name} | {label} | {r['n']} | {1000 * r['p50']:.0f} | {1000 * r['p99']:.0f} | {ratio} "
+                        f"| {heavy_s} |")  # fmt: skip
+    body = "\n".join(rows) + (
+        f"\n\n{args.clients} clients sending single lines of {args.src_file.name} for {args.seconds:g} s per "
+        f"measurement; best p99 of {args.rounds} rounds; `mt serve --checkpoint {args.checkpoint.name}` (its own "
+        "decoding settings), each server in its own process. `python benchmarks/serve_neighbour.py`\n"
+    )
+    print(body)
+    if not args.no_append:
+        append_section("Serving beside a heavy neighbour", body)
+
+
+if __name__ == "__main__":
+    main()
