@@ -10,21 +10,28 @@ from mt_cli.cli.app import DECODE, Device, app, config_options, err, friendly
 from mt_cli.config import DEFAULT_METRICS, DEVICE, DecodeConfig, DocumentConfig, OutputConfig, TrainConfig, TuningConfig
 from mt_cli.errors import MtError
 
-# translate's options: one alias each, so the command reads as a list of them.
+# translate's options: one alias each, so the command reads as a list of them. readable=False:
+# the library checks its paths (files.check_readable), in one line that says what is wrong, where
+# click's own check would print a usage box.
 Checkpoints = Annotated[
     list[Path],
-    typer.Option("--checkpoint", help="A checkpoint written by `mt train` (best.pt); repeat for an ensemble."),
+    typer.Option(
+        "--checkpoint", help="A checkpoint written by `mt train` (best.pt); repeat for an ensemble.", readable=False
+    ),
 ]
-Input = Annotated[Path | None, typer.Argument(help="Text to translate; stdin when absent.")]
-Output = Annotated[Path | None, typer.Option(help="Where to write; stdout when absent.")]
+Input = Annotated[Path | None, typer.Argument(help="Text to translate; stdin when absent.", readable=False)]
+Output = Annotated[Path | None, typer.Option(help="Where to write; stdout when absent.", readable=False)]
 PrefixFile = Annotated[
-    Path | None, typer.Option(help="One target prefix per input line (empty: none); outputs start with it.")
+    Path | None,
+    typer.Option(help="One target prefix per input line (empty: none); outputs start with it.", readable=False),
 ]
 GlossaryFile = Annotated[
-    Path | None, typer.Option(help="TSV of `source term<TAB>target term`: found terms must be translated so.")
+    Path | None,
+    typer.Option(help="TSV of `source term<TAB>target term`: found terms must be translated so.", readable=False),
 ]
 ConstraintsFile = Annotated[
-    Path | None, typer.Option(help="Per input line, tab-separated target terms the output must contain.")
+    Path | None,
+    typer.Option(help="Per input line, tab-separated target terms the output must contain.", readable=False),
 ]
 TargetLang = Annotated[
     str | None, typer.Option(help="A multi-target model's target language xx: its >>xx<< token before each line.")
@@ -54,8 +61,9 @@ def translate(
     inputs = LineInputs(prefix_file, constraints_file, glossary, target_lang)
     n = translate_file(checkpoint, input, output, device, OutputConfig(**given.get("output", {})), inputs,
                        DocumentConfig(**given.get("document", {})), **given.get("decode", {}))  # fmt: skip
-    if output is not None:
-        err(f"translated {n} lines into {output}")
+    written = input if given.get("output", {}).get("in_place") else output
+    if written is not None:
+        err(f"translated {n} lines into {written}")
 
 
 @app.command(rich_help_panel=DECODE)

@@ -22,7 +22,7 @@ import torch
 from mt_cli.config import Config, from_dict, to_dict
 from mt_cli.data.tokenizer import Tokenizer
 from mt_cli.errors import MtError
-from mt_cli.files import atomic_open
+from mt_cli.files import atomic_open, check_readable
 from mt_cli.model.transformer import Transformer, build_model
 
 # 2: model.decoder_start exists (default "pad"); format-1 models all started from BOS.
@@ -65,8 +65,7 @@ def save(path: Path, ckpt: Checkpoint) -> None:
 
 def load(path: Path) -> Checkpoint:
     path = Path(path)
-    if not path.is_file():
-        raise MtError(f"{path}: checkpoint not found")
+    check_readable(path, "checkpoint")
     with open(path, "rb") as f:
         if f.read(4) != b"PK\x03\x04":  # torch.save writes a zip archive
             raise MtError(f"{path}: not an mt checkpoint (expected a file written by `mt train`)")

@@ -19,15 +19,23 @@ from pathlib import Path
 from mt_cli.data.text import iter_text_lines
 from mt_cli.decode.glossary import Glossary
 from mt_cli.errors import MtError
+from mt_cli.files import check_readable
 
 
 def input_lines(path: Path | None, what: str = "input") -> Iterator[str]:
-    """A text file's lines (stdin when None), decoded as they are read."""
+    r"""A text file's lines (stdin when None), decoded as they are read.
+
+    Only "\n" ends a line: "\r" at a line's end is part of its CRLF ending, and one elsewhere becomes
+    a space; the other characters str.splitlines breaks at (\x0b, \x0c, \x1c-\x1e, \x85,
+    \u2028, \u2029) are text inside the line. So the lines are what `wc -l` counts (plus a last
+    line without "\n"), and count_lines agrees. Bytes that are not UTF-8 stop the run with one
+    MtError naming the file, the line and the byte's column, never guessed at: a translation of
+    U+FFFD would look right and be wrong. On stdout, the chunks of lines before it are out already;
+    a file output is left as it was."""
     if path is None:
         yield from iter_text_lines(sys.stdin.buffer, "<stdin>")
         return
-    if not path.is_file():
-        raise MtError(f"{path}: {what} file not found")
+    check_readable(path, f"{what} file")
     with open(path, "rb") as f:
         yield from iter_text_lines(f, str(path))
 
@@ -45,8 +53,7 @@ class LineFile:
     """A file read in step with the input: one line per input line."""
 
     def __init__(self, path: Path, what: str) -> None:
-        if not path.is_file():
-            raise MtError(f"{path}: {what} file not found")
+        check_readable(path, f"{what} file")
         self.path, self.what, self.read = path, what, 0
         self._lines = input_lines(path, what)
 
@@ -119,8 +126,7 @@ def _union(first: list[str], then: list[str]) -> list[str]:
 def load_glossary(path: Path) -> Glossary:
     """Read a glossary TSV (blank lines and lines starting with "#" are skipped); a malformed line
     is one error naming the file, the line and the fix."""
-    if not path.is_file():
-        raise MtError(f"{path}: glossary file not found")
+    check_readable(path, "glossary file")
     entries = []
     try:
         text = path.read_text(encoding="utf-8")

@@ -9,6 +9,7 @@ import dataclasses
 import io
 import itertools
 import json
+import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -21,7 +22,7 @@ from mt_cli.decode.translator import Translator
 from mt_cli.documents import kind_of
 from mt_cli.documents.protect import Masked, Protector
 from mt_cli.errors import MtError
-from mt_cli.files import atomic_open
+from mt_cli.files import atomic_open, check_readable, check_writable
 from mt_cli.tools.line_inputs import LineInputs, SideInputs, count_lines, input_lines
 from mt_cli.tools.progress import Progress
 
@@ -70,18 +71,57 @@ def translate_file(
     (DecodeConfig's fields), then translate INPUT (stdin when None) to OUTPUT (stdout when None):
     one line for each line, or a document of another type as a whole; returns how many lines."""
     kind = kind_of(input_path, document.input_type)
+    output_path = _output_target(input_path, output_path, output.in_place, inputs)  # before the model loads
     protector = Protector(document.protect_pattern) if document.protect else None
     tr = Translator.load(checkpoint_path, device, **decoding).for_target(inputs.target_lang)
     if kind != "lines":
         return _translate_whole(tr, input_path, output_path, output, inputs, document, kind)
     check_nbest(output.nbest, tr.cfg)  # before any file is opened
     side = SideInputs(inputs, input_path)
-    lines = input_lines(input_path)  # read lazily
+    # Read lazily, from a handle opened before the output's rename: in place, the lines still come
+    # from the input's own inode while its replacement is written beside it.
+    lines = input_lines(input_path)
     progress = Progress.on_terminal(lambda: count_lines(input_path) if input_path and input_path.is_file() else None)
     if output_path is None:
         return translate_stream(tr, lines, sys.stdout, output, side, progress, protector)
     with atomic_open(output_path, "w") as out:
         return translate_stream(tr, lines, out, output, side, progress, protector)
+
+
+def _output_target(
+    input_path: Path | None, output_path: Path | None, in_place: bool, inputs: LineInputs
+) -> Path | None:
+    """Where the translation goes (None: stdout), with its paths checked before any work: with
+    in_place the input file itself (through a symlink, the file it names), and without, never a
+    file this run reads (the output would replace it)."""
+    if input_path is not None:
+        check_readable(input_path, "input file")
+    if in_place:
+        if input_path is None:
+            raise MtError("output.in_place writes over the input file; give one (stdin cannot be replaced)")
+        if output_path is not None and not _same_file(input_path, output_path):
+            raise MtError(f"{output_path}: not the input {input_path}, which output.in_place writes over; drop one")
+        output_path = input_path.resolve()
+    elif output_path is not None:
+        read = {"input": input_path, "prefix file": inputs.prefix_file, "glossary": inputs.glossary_file,
+                "constraints file": inputs.constraints_file}  # fmt: skip
+        for what, path in read.items():
+            if path is not None and _same_file(path, output_path):
+                fix = ", or set output.in_place to replace it once translated" if what == "input" else ""
+                raise MtError(
+                    f"{output_path}: the {what} itself, which this output would replace; write elsewhere{fix}"
+                )
+    if output_path is not None:
+        check_writable(output_path)
+    return output_path
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether two paths name one file (through symlinks, ./ or hard links); False when either is missing."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def _translate_whole(
@@ -124,6 +164,9 @@ def score_file(
     """`mt score`: the log-probability of each line of TGT as a translation of the same line of SRC,
     a chunk of lines at a time; OUTPUT (stdout when None) appears only when complete."""
     OutputConfig(format=fmt)  # the one check of output.format
+    for given in (src_path, tgt_path):
+        if output_path is not None and _same_file(given, output_path):
+            raise MtError(f"{output_path}: also an input ({given}); the scores would replace it: give another output")
     tr = Translator.load(checkpoint_path, device, **decoding)
     pairs = itertools.zip_longest(input_lines(src_path), input_lines(tgt_path))
     pieces, count = tr.tokenizer.tgt_pieces, 0
