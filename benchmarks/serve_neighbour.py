@@ -22,7 +22,11 @@ from pathlib import Path
 from results import append_section
 from serve_load import Server, connect, load, pct, request
 
-SERVERS = {"whole requests (--slice-cost 0)": ("--slice-cost", "0"), "slices (default)": ()}
+SERVERS = {
+    "whole requests (--slice-cost 0)": ("--slice-cost", "0"),
+    "slices of 1,024 (--slice-cost 1024)": ("--slice-cost", "1024"),
+    "slices of 4,096 (default)": (),
+}
 
 
 def heavy(port: int, lines: list[str], beam: int, stop: threading.Event, done: list[float]) -> None:

@@ -228,10 +228,11 @@ def test_a_batch_the_batcher_hands_over_is_decoded_as_one_search(translator, lin
     service = Service(translator, batch_tokens=2048)
     many = lines * 2  # 96 lines: more than decode.batch_size (64) sentences, fewer tokens than the budget
     works = [service.translation(many[i : i + 32], None, OutputConfig(), None, None) for i in (0, 32, 64)]
-    assert sum(w.tokens for w in works) <= 2048 and translator.cfg.batch_size < 96
+    assert all(len(w.parts) == 1 for w in works)  # no slicing here (Service's slice_cost is 0)
+    assert sum(w.parts[0][1] for w in works) <= 2048 and translator.cfg.batch_size < 96
     calls = []
     original = Search.batch
     monkeypatch.setattr(Search, "batch", lambda self, *a, **k: calls.append(1) or original(self, *a, **k))
-    results = service.run(works[0].key, [Job(w.key, w.lines, w.tokens, w.payload) for w in works])
+    results = service.run(works[0].key, [Job(w.key, *w.parts[0]) for w in works])
     assert len(calls) == 1
     assert [t for r in results for t in r] == translator.translate(many)

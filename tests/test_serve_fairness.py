@@ -138,3 +138,26 @@ def test_characters_and_characters_times_beam_over_their_limits_are_413_naming_t
     bad.write_text("alpha many\n", encoding="utf-8")
     with pytest.raises(MtError, match="line 1: write a key, or a key and its requests per minute"):
         read_keys(str(bad))
+
+
+def test_a_server_with_limits_answers_429_and_413_in_each_apis_shape_and_counts_them(translator):
+    cfg = ServeConfig(req_limit=2, char_limit=40, max_wait_ms=5, source_lang="de", target_lang="en")
+    running = Running(create_app(lambda: translator, "model.pt", cfg))
+    try:
+        assert call(running.url, "POST", "/translate", {"text": "Rot hund."})[0] == 200
+        assert call(running.url, "POST", "/translate", {"q": "Rot hund.", "source": "de", "target": "en"})[0] == 200
+        status, headers, body = call(running.url, "POST", "/translate", {"text": "Rot hund."})
+        assert status == 429 and int(headers["retry-after"]) >= 1 and "--req-limit" in body["error"]
+        assert set(body) == {"error", "field"}
+        status, _, body = call(running.url, "POST", "/translate", {"q": "Rot hund.", "source": "de", "target": "en"})
+        assert status == 429 and set(body) == {"error"}
+        metrics = call(running.url, "GET", "/metrics")[2]
+        assert 'mt_limited_total{limit="requests"} 2.0' in metrics
+    finally:
+        running.stop()
+    running = Running(create_app(lambda: translator, "model.pt", ServeConfig(char_limit=40, max_wait_ms=5)))
+    try:
+        status, _, body = call(running.url, "POST", "/translate", {"text": ["Rot hund läuft schnell."] * 3})
+        assert status == 413 and "--char-limit" in body["error"]
+    finally:
+        running.stop()

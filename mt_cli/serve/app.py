@@ -4,9 +4,12 @@ a JSON object with q, source or target (fields the JSON API refuses), is LibreTr
 
 Handlers never decode: they check a request, queue it with the batcher, and await its future, so
 the event loop stays free while the decoding thread works. Every error is one JSON object,
-{"error": "..."}, naming the field or the limit: 400 for a body that is not JSON, 413 for a body
-or a line count over the limits, 422 for a field of the wrong shape or a request the model cannot
-take, 503 (with Retry-After) while loading or when the queue is full, 500 when decoding fails.
+{"error": "...", "field": ...} naming the field (null for none) or the limit, and {"error": "..."}
+on LibreTranslate's routes, parse errors, 404 and 405 included: 400 for a body that is not JSON,
+413 for a body or a line count over the limits, 422 for a field of the wrong shape or a request
+the model cannot take, 503 (with Retry-After) while loading or when the queue is full, 500 when
+decoding fails. /openapi.json documents each route's statuses, bodies and content types
+(schemas.py).
 """
 
 from __future__ import annotations
@@ -17,24 +20,37 @@ import time
 from collections.abc import Callable
 from contextlib import asynccontextmanager
 from importlib import resources
-from typing import Any
+from pathlib import Path
+from typing import Any, TypeVar
 
 import torch
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
-from fastapi.responses import HTMLResponse, JSONResponse, Response
-from pydantic import ValidationError
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+from pydantic import BaseModel, ValidationError
+from starlette.exceptions import HTTPException
 
 from mt_cli.config import OutputConfig, ServeConfig
 from mt_cli.decode.translator import Translator
 from mt_cli.errors import MtError
 from mt_cli.serve.batcher import Batcher, Overloaded
 from mt_cli.serve.documents import Tasks
-from mt_cli.serve.guard import ApiError, Guard
+from mt_cli.serve.guard import ApiError, Guard, error_body, libretranslate_shape
 from mt_cli.serve.languages import Languages, resolve
-from mt_cli.serve.libretranslate import LibreTranslate, fields, is_form, is_libretranslate
-from mt_cli.serve.schemas import AttentionRequest, LibreTranslateRequest, ScoreRequest, TranslateRequest
+from mt_cli.serve.libretranslate import LibreTranslate, client_of, fields, is_form, is_libretranslate, json_body
+from mt_cli.serve.schemas import (
+    AttentionMap,
+    AttentionRequest,
+    Health,
+    ScoreRequest,
+    Scores,
+    Translated,
+    TranslateRequest,
+    Translations,
+    request_bodies,
+    responses,
+)
 from mt_cli.serve.service import Service, Work
 from mt_cli.serve.telemetry import Telemetry
 
@@ -104,7 +120,8 @@ def _lines(value: str | list[str], field: str, cfg: ServeConfig) -> list[str]:
     lines = [value] if isinstance(value, str) else value
     if len(lines) > cfg.max_request_lines:
         raise ApiError(413, f"{field}: {len(lines)} lines, more than the server's limit of {cfg.max_request_lines} "
-                            "(--max-request-lines); send them in several requests", kind="too_large")  # fmt: skip
+                            "(--max-request-lines); send them in several requests", kind="too_large",
+                       field=field)  # fmt: skip
     return lines
 
 
@@ -112,37 +129,41 @@ def _check_beam(req: TranslateRequest, cfg: ServeConfig) -> None:
     for field, asked in (("beam", req.beam or 0), ("nbest", req.nbest)):
         if asked > cfg.max_beam:
             raise ApiError(422, f"{field}: {asked} is more than the server's limit of {cfg.max_beam} (--max-beam)",
-                           kind="invalid")  # fmt: skip
+                           kind="invalid", field=field)  # fmt: skip
 
 
 async def _translate(request: Request, model: Model, libre: LibreTranslate) -> dict[str, Any]:
     body = await fields(request)
-    if is_libretranslate(request, body):
-        return await libre.translate(body, is_form(request))
-    try:  # as FastAPI checks a declared body, so errors read as for /score
-        req = TranslateRequest.model_validate(body)
-    except ValidationError as e:
-        raise RequestValidationError(e.errors(include_url=False)) from None
+    request.state.libretranslate = is_libretranslate(request, body)  # its errors take LibreTranslate's shape
+    if request.state.libretranslate:
+        return await libre.translate(body, is_form(request), client_of(request))
+    libre.limits.admit(client_of(request), None)
+    req = _validated(TranslateRequest, body)
     lines = _lines(req.text, "text", model.cfg)
     _check_beam(req, model.cfg)
+    libre.limits.check_size(sum(len(line) for line in lines), req.beam or model.ready()[0].translator.cfg.beam)
     if req.format == "text" and (req.nbest > 1 or req.token_scores or req.alignment):
-        raise ApiError(422, 'nbest, token_scores and alignment need "format": "full"', kind="invalid")
+        raise ApiError(422, 'nbest, token_scores and alignment need "format": "full"', kind="invalid", field="format")
     prefixes: list[str | None] | None = [req.prefix] if isinstance(req.prefix, str) else req.prefix
     output = OutputConfig("jsonl" if req.format == "full" else "text", req.nbest, req.token_scores, req.alignment)
     found = await decode(model, lambda s: s.translation(lines, req.beam, output, req.glossary, prefixes))
     return {"translations": found}
 
 
-# POST /translate reads its body itself (two APIs share the path); the OpenAPI docs show both.
-TRANSLATE_BODY = {"requestBody": {"required": True, "content": {
-    "application/json": {"schema": {"oneOf": [TranslateRequest.model_json_schema(),
-                                              LibreTranslateRequest.model_json_schema()]}},
-    "application/x-www-form-urlencoded": {"schema": LibreTranslateRequest.model_json_schema()},
-}}}  # fmt: skip
+Body = TypeVar("Body", bound=BaseModel)
+
+
+def _validated(kind: type[Body], body: Any) -> Body:
+    """A body checked against its model; errors read as FastAPI's checks of a declared body would."""
+    try:
+        return kind.model_validate(body)
+    except ValidationError as e:
+        raise RequestValidationError(e.errors(include_url=False)) from None
 
 
 def create_app(load: Callable[[], Translator], name: str, cfg: ServeConfig = ServeConfig()) -> FastAPI:
-    """The app; `load` builds the Translator (in a thread, once the server runs)."""
+    """The app; `load` builds the Translator (in a thread, once the server runs). `name`: the
+    checkpoint as given (several: comma-separated); the API shows only its file name."""
     telemetry = Telemetry()
     model = Model(load, name, cfg, telemetry)
 
@@ -159,68 +180,111 @@ def create_app(load: Callable[[], Translator], name: str, cfg: ServeConfig = Ser
                            allow_headers=["*"])  # fmt: skip
     app.add_exception_handler(ApiError, _api_error)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, _invalid)  # type: ignore[arg-type]
-
-    @app.get("/health")
-    async def health() -> JSONResponse:
-        if model.service is None:
-            status = "failed" if model.error else "loading"
-            return JSONResponse({"status": status, "model": name, "error": model.error}, status_code=503)
-        uptime = round(time.monotonic() - model.started, 3)
-        return JSONResponse({"status": "ok", "model": name, "uptime_s": uptime, "threads": torch.get_num_threads()})
-
+    app.add_exception_handler(HTTPException, _http_error)  # type: ignore[arg-type]
+    app.add_exception_handler(Exception, _failed)  # a bug's 500 in the same shape (and still logged)
     libre = LibreTranslate(model, cfg)
+    _routes(app, model, libre)
+    libre.routes(app)
+    app.add_middleware(Guard, max_body_bytes=cfg.max_body_bytes, telemetry=telemetry)
+    return app
 
-    @app.post("/translate", openapi_extra=TRANSLATE_BODY)
+
+def _routes(app: FastAPI, model: Model, libre: LibreTranslate) -> None:
+    """The JSON API's routes, the metrics and the page; each documents its statuses and bodies."""
+    cfg, bodies = model.cfg, request_bodies(model.cfg)
+    page = resources.files("mt_cli.serve").joinpath("page.html").read_text(encoding="utf-8")
+
+    @app.get("/health", response_model=None, responses=responses(Health, "native", 503, retry_after=False))
+    async def health() -> JSONResponse:
+        """The model's file name and languages; 503 while it loads or when loading failed."""
+        body, status = _health(model)
+        return JSONResponse(body, status_code=status)
+
+    @app.post("/translate", response_model=None, openapi_extra=bodies["/translate"],
+              responses=responses(Translations | Translated, "both", 400, 403, 413, 422, 429, 500, 503))  # fmt: skip
     async def translate(request: Request) -> dict[str, Any]:
         """Translate lines ({"text": ...}); with format full, each line's object as `mt translate
         --format jsonl` writes it. Or LibreTranslate's request (q, source, target: JSON or a form)."""
         return await _translate(request, model, libre)
 
-    @app.post("/score")
-    async def score(req: ScoreRequest) -> dict[str, Any]:
+    @app.post("/score", response_model=None, openapi_extra=bodies["/score"],
+              responses=responses(Scores, "native", 400, 413, 422, 429, 500, 503))  # fmt: skip
+    async def score(request: Request) -> dict[str, Any]:
         """Each pair's log-probability (sum over target tokens, EOS included), as `mt score`."""
+        libre.limits.admit(client_of(request), None)
+        req = _validated(ScoreRequest, await json_body(request))
         sources, targets = _lines(req.source, "source", cfg), _lines(req.target, "target", cfg)
+        libre.limits.check_size(sum(len(t) for t in [*sources, *targets]), 1)
         found = await decode(model, lambda s: s.scoring(sources, targets, req.normalize, req.format == "full"))
         return {"scores": found}
 
-    @app.post("/attention")
-    async def attention(req: AttentionRequest) -> dict[str, Any]:
+    @app.post("/attention", response_model=None, openapi_extra=bodies["/attention"],
+              responses=responses(AttentionMap, "native", 400, 413, 422, 429, 500, 503))  # fmt: skip
+    async def attention(request: Request) -> dict[str, Any]:
         """The encoder-decoder attention of one line, averaged over each layer's heads."""
+        libre.limits.admit(client_of(request), None)
+        req = _validated(AttentionRequest, await json_body(request))
         return await decode(model, lambda s: s.attention(req.text, req.target))
 
-    @app.get("/metrics")
+    @app.get("/metrics", response_class=PlainTextResponse, response_description="Prometheus text format 0.0.4")
     async def metrics() -> Response:
-        return Response(telemetry.text(), media_type="text/plain; version=0.0.4; charset=utf-8")
+        return Response(model.telemetry.text(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
-    libre.routes(app)
-    page = resources.files("mt_cli.serve").joinpath("page.html").read_text(encoding="utf-8")
-
-    @app.get("/", response_class=HTMLResponse)
+    @app.get("/", response_class=HTMLResponse, response_description="the web page")
     async def index() -> HTMLResponse:
         return HTMLResponse(page)
 
-    app.add_middleware(Guard, max_body_bytes=cfg.max_body_bytes, telemetry=telemetry)
-    return app
+
+def _health(model: Model) -> tuple[dict[str, Any], int]:
+    """GET /health: the checkpoints by file name, never their paths (which say where the server's files lie)."""
+    shown = ", ".join(Path(p).name for p in model.name.split(", "))
+    if model.service is None or model.languages is None:
+        return {"status": "failed" if model.error else "loading", "model": shown, "error": model.error}, 503
+    languages = {"source": list(model.languages.sources), "target": list(model.languages.targets)}
+    uptime = round(time.monotonic() - model.started, 3)
+    return {"status": "ok", "model": shown, "languages": languages, "uptime_s": uptime,
+            "threads": torch.get_num_threads()}, 200  # fmt: skip
+
+
+def _respond(request: Request, status: int, message: str, field: str | None = None,
+             headers: dict[str, str] | None = None) -> JSONResponse:  # fmt: skip
+    """An error in the shape of the API asked: LibreTranslate's {"error"}, else {"error", "field"}."""
+    libre = getattr(request.state, "libretranslate", False) or libretranslate_shape(
+        request.url.path, request.headers.get("content-type", ""))  # fmt: skip
+    return JSONResponse(error_body(message, field, libre), status_code=status, headers=headers)
 
 
 async def _api_error(request: Request, exc: ApiError) -> JSONResponse:
     request.app.state.model.telemetry.errors.labels(exc.kind).inc()
-    return JSONResponse({"error": exc.message}, status_code=exc.status, headers=exc.headers)
+    return _respond(request, exc.status, exc.message, exc.field, exc.headers)
 
 
 async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-    """Pydantic's findings as one line naming the field; a body that is not JSON is 400."""
+    """Pydantic's findings as one line naming the field."""
     errors: list[dict[str, Any]] = list(exc.errors())
     request.app.state.model.telemetry.errors.labels("invalid").inc()
     first: dict[str, Any] = errors[0] if errors else {"loc": (), "msg": "invalid request"}
-    if first.get("type") == "json_invalid":
-        ctx = first.get("ctx") or {}
-        reason = ctx.get("error", "")
-        return JSONResponse({"error": f"the body is not valid JSON: {reason}".strip()}, status_code=400)
     message = "; ".join(f"{_field(e['loc'])}: {e['msg']}" for e in errors)
-    return JSONResponse({"error": message, "field": _field(first["loc"])}, status_code=422)
+    return _respond(request, 422, message, _field(first["loc"]))
+
+
+async def _http_error(request: Request, exc: HTTPException) -> JSONResponse:
+    """Starlette's refusals: no such route (404), a method the route does not take (405, with
+    Allow), a malformed multipart body (400)."""
+    request.app.state.model.telemetry.errors.labels("route" if exc.status_code in (404, 405) else "invalid").inc()
+    message = f"{request.method} {request.url.path}: {exc.detail}"
+    if exc.status_code == 404:
+        message += "; the API is described at /docs and /openapi.json"
+    return _respond(request, exc.status_code, message, headers=dict(exc.headers or {}))
+
+
+async def _failed(request: Request, exc: Exception) -> JSONResponse:
+    request.app.state.model.telemetry.errors.labels("internal").inc()
+    return _respond(request, 500, f"internal error ({type(exc).__name__}); the server's log has the details")
 
 
 def _field(loc: tuple[Any, ...]) -> str:
-    """pydantic's location of an error, ("body", "text", 0), as the field it names: text.0."""
-    return ".".join(str(p) for p in loc if p != "body") or "body"
+    """pydantic's location of an error, ("text", "list[str]", 0), as the field it names: text.0
+    (without the branch of a union pydantic tried: text.str would name no field)."""
+    parts = [p for p in loc if p != "body"]
+    return ".".join(str(p) for i, p in enumerate(parts) if i == 0 or isinstance(p, int)) or "body"

@@ -1,5 +1,7 @@
 """The server's outer layer: a body over --max-body-bytes is refused with 413 before the app
-parses it, and every request is counted by endpoint and status, with its latency."""
+parses it, and every request is counted by endpoint and status, with its latency. And the one
+shape of an error, which the app's handlers use too: {"error", "field"}, or LibreTranslate's
+{"error"} on its routes."""
 
 from __future__ import annotations
 
@@ -17,15 +19,34 @@ ASGIApp = Callable[[MutableMapping[str, Any], Receive, Send], Awaitable[None]]
 
 ENDPOINTS = ("/", "/translate", "/score", "/attention", "/health", "/metrics", "/docs", "/openapi.json",
              "/languages", "/detect", "/translate_file", "/frontend/settings")  # fmt: skip
+LIBRETRANSLATE = ("/languages", "/detect", "/translate_file", "/frontend/settings")  # and /download_file/NAME
+FORMS = ("application/x-www-form-urlencoded", "multipart/form-data")
+
+
+def is_form_type(content_type: str) -> bool:
+    return content_type.split(";")[0].strip().lower() in FORMS
+
+
+def libretranslate_shape(path: str, content_type: str) -> bool:
+    """Whether a refusal takes LibreTranslate's shape, by what is known before the body is read:
+    its routes', and a form's sent to /translate (a JSON one is told apart by its fields, in app.py)."""
+    return path in LIBRETRANSLATE or path.startswith("/download_file/") or (
+        path == "/translate" and is_form_type(content_type))  # fmt: skip
+
+
+def error_body(message: str, field: str | None, libretranslate: bool) -> dict[str, Any]:
+    """{"error", "field"} (null for none), or LibreTranslate's {"error"}, as its clients read it."""
+    return {"error": message} if libretranslate else {"error": message, "field": field}
 
 
 class ApiError(Exception):
-    """A request the server refuses: its status, its one-line message, headers, and its kind for
-    the errors counter."""
+    """A request the server refuses: its status, its one-line message, headers, its kind for the
+    errors counter, and the request field at fault (the JSON API's errors name it)."""
 
-    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None, kind: str = "invalid") -> None:
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None, kind: str = "invalid",
+                 field: str | None = None) -> None:  # fmt: skip
         super().__init__(message)
-        self.status, self.message, self.headers, self.kind = status, message, headers, kind
+        self.status, self.message, self.headers, self.kind, self.field = status, message, headers, kind, field
 
 
 class Guard:
@@ -57,8 +78,9 @@ class Guard:
         has been sent (a Content-Length over the limit is refused before any byte is read)."""
         headers = dict(scope.get("headers") or [])
         declared = headers.get(b"content-length", b"0")
+        libre = libretranslate_shape(scope["path"], headers.get(b"content-type", b"").decode("latin-1"))
         if declared.isdigit() and int(declared) > self.max_body_bytes:
-            await self._too_large(send)
+            await self._too_large(send, libre)
             return None
         chunks, size = [], 0
         while True:
@@ -68,15 +90,16 @@ class Guard:
             chunks.append(message.get("body", b""))
             size += len(chunks[-1])
             if size > self.max_body_bytes:
-                await self._too_large(send)
+                await self._too_large(send, libre)
                 return None
             if not message.get("more_body"):
                 return _replay(b"".join(chunks), receive)
 
-    async def _too_large(self, send: Send) -> None:
+    async def _too_large(self, send: Send, libretranslate: bool) -> None:
         self.telemetry.errors.labels("too_large").inc()
-        body = json.dumps({"error": f"the body is over the server's limit of {self.max_body_bytes} bytes "
-                                    "(--max-body-bytes); send fewer lines per request"}).encode()  # fmt: skip
+        message = (f"the body is over the server's limit of {self.max_body_bytes} bytes (--max-body-bytes); send "
+                   "fewer lines per request")  # fmt: skip
+        body = json.dumps(error_body(message, None, libretranslate)).encode()
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
                    (b"connection", b"close")]  # fmt: skip
         await send({"type": "http.response.start", "status": 413, "headers": headers})

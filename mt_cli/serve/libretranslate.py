@@ -32,9 +32,18 @@ from mt_cli.errors import MtError
 from mt_cli.serve.batcher import Overloaded
 from mt_cli.serve.detect import Detection, Detector
 from mt_cli.serve.documents import Documents, Files, Translated
-from mt_cli.serve.guard import ApiError
+from mt_cli.serve.guard import ApiError, is_form_type
 from mt_cli.serve.languages import Languages
-from mt_cli.serve.schemas import LibreTranslateRequest
+from mt_cli.serve.limits import Limits, read_keys
+from mt_cli.serve.schemas import (
+    DetectedLanguage,
+    FrontendSettings,
+    Language,
+    LibreTranslateRequest,
+    TranslatedFile,
+    request_bodies,
+    responses,
+)
 
 if TYPE_CHECKING:
     from mt_cli.serve.app import Model
@@ -42,32 +51,24 @@ if TYPE_CHECKING:
 # What /translate_file reads, by extension: plain text as paragraphs, the rest as `mt translate`.
 FILE_KINDS = {".txt": "text", **EXTENSIONS}
 FRONTEND_TIMEOUT_MS = 500  # LibreTranslate's default: how long its page waits after typing
+DOWNLOAD = {"parameters": [{"name": "filename", "in": "path", "required": True, "schema": {"type": "string"},
+                            "description": "the name in translatedFileUrl"}]}  # fmt: skip
 
 
-def read_keys(path: str) -> frozenset[str] | None:
-    """The API keys of serve.api_keys (one a line; blank lines and # comments skipped); None without it."""
-    if not path:
-        return None
-    try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as e:
-        raise MtError(f"serve.api_keys {path}: cannot be read ({e})") from None
-    keys = frozenset(k.strip() for k in lines if k.strip() and not k.lstrip().startswith("#"))
-    if not keys:
-        raise MtError(f"serve.api_keys {path}: holds no key; give one key per line")
-    return keys
+def client_of(request: Request) -> str:
+    """The client's address, what per-client limits count by when it gives no API key."""
+    return request.client.host if request.client is not None else "unknown"
 
 
 def is_form(request: Request) -> bool:
-    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    return kind in ("application/x-www-form-urlencoded", "multipart/form-data")
+    return is_form_type(request.headers.get("content-type", ""))
 
 
 async def fields(request: Request) -> Any:
     """A request's fields: a form's (a field given several times as a list), else the JSON body
     parsed (whatever it holds: the caller checks); a body that is not JSON is 400."""
     if not is_form(request):
-        return await _json(request)
+        return await json_body(request)
     found: dict[str, list[Any]] = {}
     if request.headers["content-type"].lower().startswith("multipart/"):
         form = await request.form()
@@ -82,7 +83,8 @@ async def fields(request: Request) -> Any:
     return {k: v[0] if len(v) == 1 else v for k, v in found.items()}
 
 
-async def _json(request: Request) -> Any:
+async def json_body(request: Request) -> Any:
+    """The body parsed as JSON, whatever its content type says (an empty one is {}); else 400."""
     body = await request.body()
     try:
         return json.loads(body) if body.strip() else {}
@@ -106,12 +108,15 @@ class LibreTranslate:
     def __init__(self, model: Model, cfg: ServeConfig) -> None:
         self.model, self.cfg = model, cfg
         self.keys = read_keys(cfg.api_keys)
+        self.limits = Limits(cfg, self.keys, model.telemetry.limited)
         self.files = Files()
         self._detector: Detector | None = None
         self._alone = itertools.count()  # batcher keys: a document job never shares a batch
 
-    def check_key(self, given: Any) -> None:
-        """Under --api-keys a request must carry one of them; without it api_key is ignored."""
+    def check_key(self, given: Any, client: str) -> None:
+        """Under --api-keys a request must carry one of them (without it api_key is ignored); then
+        the client's requests per minute are counted (limits.py)."""
+        self.limits.admit(client, given if isinstance(given, str) and self.keys and given in self.keys else None)
         if self.keys is None:
             return
         if not given:
@@ -130,9 +135,9 @@ class LibreTranslate:
             self._detector = Detector(self.languages())
         return await asyncio.to_thread(self._detector.detect, texts)  # lingua's first call loads its models
 
-    async def translate(self, body: dict[str, Any], form: bool) -> dict[str, Any]:
+    async def translate(self, body: dict[str, Any], form: bool, client: str) -> dict[str, Any]:
         """POST /translate as LibreTranslate answers it."""
-        self.check_key(body.get("api_key"))
+        self.check_key(body.get("api_key"), client)
         req = _request(body)
         texts = [req.q] if isinstance(req.q, str) else list(req.q)
         if form:  # as LibreTranslate: a form's line breaks (\r\n from a browser) become \n
@@ -143,6 +148,8 @@ class LibreTranslate:
                                 "(--max-beam)")  # fmt: skip
         if req.format not in KINDS:
             raise ApiError(400, f"{req.format} format is not supported; this server reads {', '.join(KINDS)}")
+        beam = self.model.ready()[0].translator.cfg.beam
+        self.limits.check_size(sum(len(t) for t in texts), max(beam, req.alternatives + 1))
         source, detected = await self._source(req.source, texts)
         src, tgt = self.languages().pair(source, req.target)
         alternatives = req.alternatives if req.format == "text" else 0  # as LibreTranslate: none for html
@@ -196,16 +203,20 @@ class LibreTranslate:
         """GET /languages, /frontend/settings, /download_file/NAME; POST /detect, /translate_file.
         (POST /translate is app.py's, which hands LibreTranslate's requests to `translate`.)"""
 
-        @app.get("/languages")
+        bodies = request_bodies(self.cfg)
+
+        @app.get("/languages", response_model=None, responses=responses(list[Language], "libretranslate", 503))
         async def languages() -> list[dict[str, Any]]:
             """LibreTranslate's: each language, its English name and the targets it translates into."""
             return self.languages().listing()
 
-        @app.post("/detect")
+        detected = responses(list[DetectedLanguage], "libretranslate", 400, 403, 413, 429, 500, 503)
+
+        @app.post("/detect", response_model=None, openapi_extra=bodies["/detect"], responses=detected)
         async def detect(request: Request) -> list[Detection]:
             """LibreTranslate's: `q` (a string or a list) -> [{"confidence": 0-100, "language": code}]."""
             body = await _object(request)
-            self.check_key(body.get("api_key"))
+            self.check_key(body.get("api_key"), client_of(request))
             q = body.get("q")
             if not q:
                 raise _missing("q")
@@ -214,7 +225,8 @@ class LibreTranslate:
                 raise ApiError(400, "Invalid request: q must be a string or a list of strings")
             return await self.detect(texts)
 
-        @app.post("/translate_file")
+        @app.post("/translate_file", response_model=None, openapi_extra=bodies["/translate_file"],
+                  responses=responses(TranslatedFile, "libretranslate", 400, 403, 413, 429, 500, 503))  # fmt: skip
         async def translate_file(request: Request) -> dict[str, str]:
             """LibreTranslate's: a multipart `file` (by extension: .txt, .html, .md, .srt, .vtt, .po),
             `source`, `target` -> {"translatedFileUrl": ...}, a download kept 30 minutes."""
@@ -225,8 +237,12 @@ class LibreTranslate:
             saved = self.files.put(name, translated.encode("utf-8"))
             return {"translatedFileUrl": str(request.url_for("download_file", filename=saved))}
 
-        @app.get("/download_file/{filename}", name="download_file")
-        async def download_file(filename: str) -> Response:
+        # The name is read from the path, not declared: FastAPI would document a 422 no name can get.
+        @app.get("/download_file/{filename}", name="download_file", response_class=Response, openapi_extra=DOWNLOAD,
+                 responses={200: {"description": "the translated file", "content": {"*/*": {}}},
+                            **responses(None, "libretranslate", 404)})  # fmt: skip
+        async def download_file(request: Request) -> Response:
+            filename = request.path_params["filename"]
             data = self.files.get(filename)
             if data is None:
                 raise ApiError(404, f"{filename}: no such file (translated files are kept for 30 minutes, "
@@ -236,7 +252,8 @@ class LibreTranslate:
             headers = {"Content-Disposition": f'attachment; filename="{shown}"'}
             return Response(data, media_type=kind, headers=headers)
 
-        @app.get("/frontend/settings")
+        @app.get("/frontend/settings", response_model=None,
+                 responses=responses(FrontendSettings, "libretranslate", 503))  # fmt: skip
         async def frontend_settings() -> dict[str, Any]:
             return self.settings()
 
@@ -245,7 +262,7 @@ class LibreTranslate:
         if not is_form(request):
             raise ApiError(400, "Invalid request: send the file as multipart/form-data (field file)")
         form = await request.form()
-        self.check_key(form.get("api_key"))
+        self.check_key(form.get("api_key"), client_of(request))
         upload = form.get("file")
         if not isinstance(upload, UploadFile):
             raise _missing("file")

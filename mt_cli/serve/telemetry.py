@@ -29,6 +29,9 @@ class Telemetry:
         self.latency = Histogram("mt_request_seconds", "Request latency by endpoint", ["endpoint"],
                                  buckets=LATENCY_BUCKETS, registry=r)  # fmt: skip
         self.queued = Gauge("mt_queued_lines", "Lines waiting for the decoding thread", registry=r)
+        # By limit only: a label per client would grow without bound.
+        self.limited = Counter("mt_limited", "Requests refused by a limit (requests, characters, cost)", ["limit"],
+                               registry=r)  # fmt: skip
 
     def batch(self, jobs: list[Job], waited: list[float], seconds: float) -> None:
         """The batcher's report of one decoded batch."""
