@@ -22,6 +22,7 @@ PAGES = {
     "opus-speed-table": DOCS / "speed.md",  # benchmarks/opus_speed.py
     "shortlist-table": DOCS / "speed.md",  # benchmarks/shortlist.py
     "serve-table": DOCS / "serving.md",  # benchmarks/serve_load.py
+    "neighbour-table": DOCS / "serving.md",  # benchmarks/serve_neighbour.py
     "data-scale": DOCS / "training.md",  # benchmarks/data_scale.py --docs
     "documents-table": DOCS / "documents.md",  # benchmarks/documents.py
     "protect-table": DOCS / "documents.md",  # benchmarks/protect.py

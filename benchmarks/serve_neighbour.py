@@ -19,9 +19,10 @@ import threading
 import time
 from pathlib import Path
 
-from results import append_section
+from results import append_section, copy_newest
 from serve_load import Server, connect, load, pct, request
 
+TITLE = "Serving beside a heavy neighbour"
 SERVERS = {
     "whole requests (--slice-cost 0)": ("--slice-cost", "0"),
     "slices of 1,024 (--slice-cost 1024)": ("--slice-cost", "1024"),
@@ -57,15 +58,20 @@ def measure(server: Server, light: list[str], clients: int, seconds: float, big:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--checkpoint", type=Path, required=True)
-    p.add_argument("--src-file", type=Path, required=True)
+    p.add_argument("--checkpoint", type=Path)
+    p.add_argument("--src-file", type=Path)
     p.add_argument("--clients", type=int, default=4)
     p.add_argument("--seconds", type=float, default=40, help="bound on each measurement")
     p.add_argument("--heavy-lines", type=int, default=1000)
     p.add_argument("--heavy-beam", type=int, default=8)
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--no-append", action="store_true")
+    p.add_argument("--docs", action="store_true", help="only put the newest recorded run into docs/serving.md")
     args = p.parse_args()
+    if args.docs:
+        return copy_newest(TITLE, "neighbour-table")
+    if args.checkpoint is None or args.src_file is None:
+        p.error("--checkpoint and --src-file are required unless --docs is given")
     lines = args.src_file.read_text(encoding="utf-8").splitlines()
     big, light = lines[: args.heavy_lines], lines[args.heavy_lines : args.heavy_lines + 50] or lines[:50]
     best: dict[tuple[str, bool], dict] = {}
@@ -96,7 +102,8 @@ def main() -> None:
     )
     print(body)
     if not args.no_append:
-        append_section("Serving beside a heavy neighbour", body)
+        append_section(TITLE, body)
+        copy_newest(TITLE, "neighbour-table")
 
 
 if __name__ == "__main__":

@@ -9,8 +9,8 @@ one that touches the model, so decoding never runs on the event loop, and nothin
 A large request comes as a group of slices (submit_group): the queue holds requests in turn, and
 each batch takes at most one slice of each, after which a request with slices left goes to the
 back. So a request that arrives while a 1,000-line request is being decoded waits for one slice
-of it, not for all of it. A large request alone in the queue takes as many of its slices as the
-batch budget holds: slicing costs it nothing while nobody waits.
+of it, not for all of it. A large request that has had the queue to itself for two batches takes
+as many of its slices as the batch budget holds: slicing costs it little while nobody waits.
 
 A job whose client has gone (its future cancelled while it waited) is dropped before decoding.
 An exception in `run` fails only that batch's jobs. When more lines wait than `max_queue_lines`,
@@ -65,6 +65,7 @@ class Batcher:
         self.max_queue_lines = max_queue_lines
         self._turns: deque[deque[Job]] = deque()  # requests in turn, each its slices still to decode
         self._next_turn = 0
+        self._was_alone = False  # the last batch's request had the queue to itself
         self._queued_lines = 0
         self._rate = 0.0  # lines/s of recent batches, for Retry-After
         self._free_since = 0.0  # when the last batch ended
@@ -142,12 +143,17 @@ class Batcher:
                 if tokens >= self.max_batch_tokens or left <= 0 or self._closed or len(self._turns[0]) > 1:
                     break  # (a request with slices left has waited its turn already)
                 self._cond.wait(left)
-            if len(self._turns) == 1:  # a large request alone: as many of its slices as the budget holds
+            # A large request that had the queue to itself last time too: as many of its slices as
+            # the budget holds. (Alone once is not enough: clients whose answers just went out come
+            # back within milliseconds, and would find the thread busy with a full batch.)
+            alone = len(self._turns) == 1
+            if alone and self._was_alone:
                 for job in itertools.islice(self._turns[0], 1, None):
                     if tokens + job.tokens > self.max_batch_tokens:
                         break
                     batch.append(job)
                     tokens += job.tokens
+            self._was_alone = alone
             self._advance(batch)
             self._queued_lines -= sum(job.lines for job in batch)
             return batch
