@@ -23,11 +23,13 @@ from results import append_section, copy_newest
 from serve_load import Server, connect, load, pct, request
 
 TITLE = "Serving beside a heavy neighbour"
-SERVERS = {
-    "whole requests (--slice-cost 0)": ("--slice-cost", "0"),
-    "slices of 1,024 (--slice-cost 1024)": ("--slice-cost", "1024"),
-    "slices of 4,096 (default)": (),
-}
+DEFAULT = 1024  # serve.slice_cost's default
+
+
+def _name(cost: int) -> str:
+    if cost == 0:
+        return "whole requests (--slice-cost 0)"
+    return f"slices of {cost:,} (--slice-cost {cost})" + (", the default" if cost == DEFAULT else "")
 
 
 def heavy(port: int, lines: list[str], beam: int, stop: threading.Event, done: list[float]) -> None:
@@ -65,6 +67,7 @@ def main() -> None:
     p.add_argument("--heavy-lines", type=int, default=1000)
     p.add_argument("--heavy-beam", type=int, default=8)
     p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--slice-costs", type=int, nargs="+", default=[0, DEFAULT, 4096], help="servers to compare")
     p.add_argument("--no-append", action="store_true")
     p.add_argument("--docs", action="store_true", help="only put the newest recorded run into docs/serving.md")
     args = p.parse_args()
@@ -72,11 +75,12 @@ def main() -> None:
         return copy_newest(TITLE, "neighbour-table")
     if args.checkpoint is None or args.src_file is None:
         p.error("--checkpoint and --src-file are required unless --docs is given")
+    servers = {_name(c): ("--slice-cost", str(c)) for c in args.slice_costs}
     lines = args.src_file.read_text(encoding="utf-8").splitlines()
     big, light = lines[: args.heavy_lines], lines[args.heavy_lines : args.heavy_lines + 50] or lines[:50]
     best: dict[tuple[str, bool], dict] = {}
     for _ in range(args.rounds):
-        for name, options in SERVERS.items():
+        for name, options in servers.items():
             server = Server(args.checkpoint.resolve(), *options)
             try:
                 for loaded in (False, True):
@@ -88,7 +92,7 @@ def main() -> None:
                 server.stop()
     rows = ["| server | neighbour | single lines answered | p50 ms | p99 ms | loaded p99 / alone p99 | "
             "the large request, s |", "|---|---|---|---|---|---|---|"]  # fmt: skip
-    for name in SERVERS:
+    for name in servers:
         alone, loaded = best[name, False], best[name, True]
         for r, label in ((alone, "none"), (loaded, f"{args.heavy_lines} lines at beam {args.heavy_beam}")):
             ratio = f"{r['p99'] / alone['p99']:.1f}" if r is loaded else ""

@@ -114,8 +114,10 @@ class ServeConfig:
     max_chars: int = option(
         5000, "Characters one LibreTranslate text (q) may hold; more is refused with 400.", cli=True
     )
+    # 1,024 measured against 4,096 and whole requests with a 1,000-line beam-8 neighbour
+    # (benchmarks/serve_neighbour.py): single lines' p99 4.9x unloaded, against 6.9x and 73x.
     slice_cost: int = option(
-        4096,
+        1024,
         "Source tokens x beam of one request decoded in one turn: a larger request is decoded in slices,"
         " in turn with the others, so it delays a small one by one slice at most (0: whole requests).",
         cli=True,
