@@ -246,15 +246,18 @@ class Translator:
     def translate_aligned(self, lines: Sequence[str], alignment: bool = False) -> list[Aligned]:
         """documents/'s way in (documents/engine.py): the best translation of each line and, with
         `alignment`, where each of its pieces lies and which source span it attends to most."""
-        found = self.search(lines, nbest=1, alignment=alignment)  # only the best is aligned
-        return [self._spans(line, hyps[0]) if alignment else Aligned(hyps[0].text) for line, hyps in zip(lines, found)]
+        requests = self.requests(lines)
+        found = self.search_requests(requests, nbest=1, alignment=alignment)  # only the best is aligned
+        if not alignment:
+            return [Aligned(hyps[0].text) for hyps in found]
+        return [self._spans(line, r, hyps[0]) for line, r, hyps in zip(lines, requests, found)]
 
-    def _spans(self, line: str, h: Hypothesis) -> Aligned:
+    def _spans(self, line: str, request: Request | None, h: Hypothesis) -> Aligned:
         """A hypothesis's alignment as character spans of the line and of its text."""
-        if not h.tokens:
+        if request is None or not h.tokens:
             return Aligned(h.text)
         src = piece_spans(self.tokenizer.src_pieces(line)[:-1], line) + [(len(line), len(line))]  # + EOS
-        skip = len(self.source_ids([line])[0]) - len(src)  # a >>xx<< token before the line, read too
+        skip = len(request.src) - len(src)  # a >>xx<< token before the line, read too
         tgt = piece_spans(self.tokenizer.tgt_pieces(h.tokens), h.text) + [(len(h.text), len(h.text))]
         links = [src[min(max(k - skip, 0), len(src) - 1)] for k in h.alignment]
         return Aligned(h.text, tgt, links)

@@ -10,10 +10,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from mt_cli.config import DocumentConfig
+from mt_cli.config.commands import DOCUMENT_TYPES
 from mt_cli.documents.engine import Engine
 from mt_cli.errors import MtError
 
-KINDS = ("lines", "text", "html", "markdown", "srt", "vtt", "po")
+KINDS = DOCUMENT_TYPES[1:]  # every type but "auto", which picks one of them
 EXTENSIONS = {".html": "html", ".htm": "html", ".md": "markdown", ".markdown": "markdown",
               ".srt": "srt", ".vtt": "vtt", ".po": "po", ".pot": "po"}  # fmt: skip
 
