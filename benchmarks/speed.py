@@ -67,6 +67,9 @@ DECODERS = {
     "mt fp32": ("mt", {"precision": "fp32"}),
     "mt int8": ("mt", {"precision": "int8"}),
     "mt bf16": ("mt", {"precision": "bf16"}),
+    "mt fp32, eager": ("mt", {"precision": "fp32", "mt": {"engine": "eager"}}),
+    "mt int8, eager": ("mt", {"precision": "int8", "mt": {"engine": "eager"}}),
+    "mt bf16, eager (autocast)": ("mt", {"precision": "bf16", "mt": {"engine": "eager"}}),
     "mt fp32, whole vocabulary": ("mt", {"precision": "fp32", "mt": {"shortlist": False}}),
     "mt int8, whole vocabulary": ("mt", {"precision": "int8", "mt": {"shortlist": False}}),
     "HF generate fp32": ("hf", {"folder": "hf"}),
@@ -86,10 +89,16 @@ def precisions() -> list[str]:
 
 
 def machine() -> str:
+    """The CPU and the flags the fast paths depend on: bf16 arithmetic (AVX512-BF16, AMX), int8 dot
+    products (VNNI), AMX's matrix units; a row that needs one the CPU lacks was not measured here."""
     name = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                  if line.startswith("model name")), "unknown CPU")  # fmt: skip
-    bf16 = "bf16 arithmetic" if cpu_has_bf16() else "no bf16 arithmetic"
-    return f"{name} ({torch.backends.cpu.get_cpu_capability()}, {bf16}), {os.cpu_count()} CPUs"
+    cpu = torch.cpu
+    flags = [torch.backends.cpu.get_cpu_capability(),
+             "bf16 arithmetic" if cpu_has_bf16() else "no bf16 arithmetic",
+             "VNNI" if cpu._is_vnni_supported() else "no VNNI",
+             "AMX" if cpu._is_amx_tile_supported() else "no AMX"]  # fmt: skip
+    return f"{name} ({', '.join(flags)}), {os.cpu_count()} CPUs"
 
 
 def in_worker(args, job: dict) -> dict:
@@ -261,16 +270,20 @@ def versus(row: dict, peers: dict[str, dict], peer: str) -> str:
 
 def decoding_table(decoding: list[dict]) -> list[str]:
     lines = ["| decoding | beam | sent/s | tgt tok/s | BLEU | x HF generate | x CTranslate2 same precision "
-             "| x CTranslate2 same precision and shortlist (vmap) |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+             "| x CTranslate2 same precision and shortlist (vmap) | x CTranslate2's fastest |",
+             "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for r in decoding:
         same_beam = {d["system"]: d for d in decoding if d["beam"] == r["beam"]}
+        ct2 = [d for name, d in same_beam.items() if name.startswith("CTranslate2")]
+        fastest = max(ct2, key=lambda d: d["tok/s"]) if ct2 else None
         hf = same_beam["HF generate fp32"]["tok/s"]
         precision = r["system"].split()[1].rstrip(",")
         listed = "whole vocabulary" not in r["system"]  # mt's shortlist against CTranslate2's vmap
         vmap = versus(r, same_beam, f"CTranslate2 {precision}, vmap") if listed else "-"
         plain = versus(r, same_beam, f"CTranslate2 {precision}")
+        best = versus(r, same_beam, fastest["system"]) if fastest else "-"
         lines.append(f"| {r['system']} | {r['beam']} | {r['sent/s']:.1f} | {r['tok/s']:.0f} | {r['BLEU']:.2f} "
-                     f"| {r['tok/s'] / hf:.2f} | {plain} | {vmap} |")  # fmt: skip
+                     f"| {r['tok/s'] / hf:.2f} | {plain} | {vmap} | {best} |")  # fmt: skip
     return lines
 
 

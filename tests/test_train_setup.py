@@ -3,8 +3,10 @@ batches, the counts it reports, the configs it refuses to resume with, and how i
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import time
 
 import pytest
 import torch
@@ -18,6 +20,7 @@ from mt_cli.model import checkpoint
 from mt_cli.model.transformer import Transformer, build_model
 from mt_cli.train import setup as run_setup
 from mt_cli.train import validation as validation_module
+from mt_cli.train.hardware import faster_amp
 from mt_cli.train.inputs import DataSpec
 from mt_cli.train.loop import train
 from mt_cli.train.setup import make_optimizer
@@ -162,3 +165,45 @@ def test_resuming_with_weight_decay_switched_on_is_refused_with_one_line(corpus_
     train(_spec(corpus_files), out, _config(max_steps=2), log=lambda m: None)
     with pytest.raises(MtError, match=r"last\.pt: its optimizer state does not fit this run's optimizer"):
         train(_spec(corpus_files), out, _config(max_steps=4, weight_decay=0.1), log=lambda m: None)
+
+
+def test_faster_amp_picks_the_arithmetic_that_times_faster_and_leaves_the_rng_alone():
+    class Objective(torch.nn.Module):
+        def __init__(self, slow_bf16: bool) -> None:
+            super().__init__()
+            self.w, self.slow_bf16 = torch.nn.Parameter(torch.ones(3)), slow_bf16
+
+        def forward(self, src, tgt_in, tgt_out):
+            if torch.is_autocast_enabled("cpu") == self.slow_bf16:
+                time.sleep(0.02)  # the slower arithmetic
+            return (self.w * torch.rand(3)).sum()  # dropout-like draws on the RNG
+
+    batches = [(torch.zeros(1),) * 3] * 2
+    rng = torch.get_rng_state()
+    assert faster_amp(Objective(slow_bf16=True), batches, rounds=2) is None
+    assert faster_amp(Objective(slow_bf16=False), batches, rounds=2) == torch.bfloat16
+    assert torch.equal(torch.get_rng_state(), rng)
+
+
+def test_amp_auto_times_once_on_a_bf16_cpu_and_a_resumed_run_keeps_the_choice(corpus_files, tmp_path, monkeypatch):
+    timed = []
+    monkeypatch.setattr(run_setup, "cpu_has_bf16", lambda: True)
+    monkeypatch.setattr(run_setup, "AMP_PROBE_MIN_D_MODEL", 0)
+    monkeypatch.setattr(
+        run_setup, "faster_amp", lambda objective, batches: timed.append(len(batches)) or torch.bfloat16
+    )
+    out, said = tmp_path / "run", []
+    train(_spec(corpus_files), out, _config(max_steps=2), log=said.append)
+    assert timed == [2] and "amp auto: bf16 (bf16 autocast trained faster here)" in said
+    assert checkpoint.load(out / "last.pt").train_state["amp"] == "bf16"
+    assert json.loads((out / "run.json").read_text())["environment"]["autocast"] == "torch.bfloat16"
+    train(_spec(corpus_files), out, _config(max_steps=4), log=said.append)
+    assert timed == [2] and "amp auto: bf16, as chosen when the run started" in said
+
+
+def test_amp_auto_does_not_time_a_deterministic_run(corpus_files, tmp_path, monkeypatch):
+    monkeypatch.setattr(run_setup, "cpu_has_bf16", lambda: True)
+    monkeypatch.setattr(run_setup, "AMP_PROBE_MIN_D_MODEL", 0)
+    monkeypatch.setattr(run_setup, "faster_amp", lambda *a: pytest.fail("timed a deterministic run"))
+    train(_spec(corpus_files), tmp_path / "run", _config(max_steps=1, deterministic=True), log=lambda *_: None)
+    assert checkpoint.load(tmp_path / "run" / "last.pt").train_state["amp"] == "off"

@@ -133,8 +133,12 @@ class TrainConfig:
     log_every: int = option(50, "Updates between log lines.")
     seed: int = option(1, "Random seed.", cli=True)
     device: str = option(DEVICE, "auto (CUDA, then MPS, then CPU), cpu, cuda, cuda:N or mps.", cli=True)
-    # Whole-model autocast was not reliably faster on the CPUs measured (benchmarks/speed.py).
-    amp: str = option("auto", "Mixed precision: auto (bf16 on CUDA only), bf16, fp16 (with a gradient scaler) or off.")
+    amp: str = option(
+        "auto",
+        "Mixed precision: auto (bf16 on CUDA; on a CPU with bf16 arithmetic and d_model >= 256, bf16 or fp32,"
+        " whichever trains the run's batches faster, timed when it starts and kept on resume; else fp32, as in a"
+        " deterministic run), bf16, fp16 (with a gradient scaler) or off.",
+    )
     threads: int = option(0, "CPU threads (0: PyTorch's default).")
     on_bad_utf8: str = option(
         "error", "Training bytes that are not UTF-8: error (names file and line), skip the pair, or replace.", cli=True
@@ -242,7 +246,18 @@ class DecodeConfig:
         " server's batches are cut by the same budget, so each is one search.",
         cli=True,
     )
-    precision: str = option("fp32", "fp32, bf16 (autocast) or int8 (dynamic int8 linear layers, CPU only).", cli=True)
+    precision: str = option(
+        "fp32",
+        "fp32, bf16 (weights cast to bf16 once; autocast with decode.engine eager) or int8 (dynamic int8 linear"
+        " layers, CPU only).",
+        cli=True,
+    )
+    engine: str = option(
+        "step",
+        "step (the decoder's step rebuilt for decoding: fused products, weights cast once) or eager (the model's"
+        " own decode, the reference). Forced scoring of whole targets (mt score) runs eagerly either way.",
+        cli=True,
+    )
     no_repeat_ngram: int = option(0, "N > 0: no token n-gram of size N occurs twice in a hypothesis.", cli=True)
     sampling_topk: int = option(0, "Sample only from the K most probable tokens (0: all).", cli=True)
     sampling_topp: float = option(
@@ -273,6 +288,7 @@ class DecodeConfig:
             self.precision in ("fp32", "bf16", "int8"),
             f"decode.precision must be fp32, bf16 or int8, not {self.precision!r}",
         )
+        _check(self.engine in ("step", "eager"), f"decode.engine must be step or eager, not {self.engine!r}")
         _check(self.batch_size >= 1, "decode.batch_size must be at least 1")
         _check(self.batch_tokens >= 0, "decode.batch_tokens must be 0 (sentences only) or more")
         _check(self.max_len_ratio > 0, "decode.max_len_ratio must be positive")

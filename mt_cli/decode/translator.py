@@ -24,6 +24,7 @@ import torch
 
 from mt_cli.config import DEVICE, DecodeConfig, DocumentConfig
 from mt_cli.data.tokenizer import Tokenizer
+from mt_cli.decode.engine import Engine
 from mt_cli.decode.ensemble import Ensemble
 from mt_cli.decode.hypothesis import Hypothesis, Request, Searchable
 from mt_cli.decode.precision import quantize_int8
@@ -65,8 +66,12 @@ class Translator:
         cfg: DecodeConfig,
         processors: tuple[Processor, ...] = DEFAULT_PROCESSORS,
         shortlist: Shortlist | None = None,
+        engine: Searchable | None = None,
     ) -> None:
         self.model, self.tokenizer, self.cfg, self.processors = model, tokenizer, cfg, processors
+        # What search runs (decode.engine): the model's decoder step rebuilt (decode/engine.py), or
+        # the model itself (eager, and where no engine was built); scoring and alignment use the model.
+        self.engine = engine
         self.shortlist = shortlist  # the checkpoint's lexicon (decode/shortlist.py), used when cfg.shortlist
         self.device = next(model.parameters()).device
         self.target_lang = ""  # a multi-target model's >>xx<< token, put before lines that carry none
@@ -86,28 +91,36 @@ class Translator:
         # The first model's shortlist, where every member has one (they share both vocabularies).
         shortlist = members[0].shortlist if all(m.shortlist is not None for m in members) else None
         model = Ensemble([cast(Transformer, m.model) for m in members])
-        return cls(model, ckpts[0].tokenizer, members[0].cfg, shortlist=shortlist)
+        engines = [m.engine for m in members]
+        engine = None if None in engines else Ensemble([cast(Transformer, e) for e in engines])
+        return cls(model, ckpts[0].tokenizer, members[0].cfg, shortlist=shortlist, engine=engine)
 
     @classmethod
     def from_checkpoint(cls, ckpt: checkpoint.Checkpoint, device: str = DEVICE, **overrides: Any) -> Translator:
         cfg = decode_options(ckpt.config.decode, overrides)
         dev = resolve_device(device)
         model = ckpt.build_model(dev)
+        if cfg.precision == "int8" and dev.type != "cpu":
+            raise MtError(
+                f"decode.precision int8 runs on the CPU only; use device cpu, or decode.precision bf16 on {dev}"
+            )
+        engine = Engine(model, cfg.precision) if cfg.engine == "step" else None  # from the fp32 weights
         if cfg.precision == "int8":
-            if dev.type != "cpu":
-                raise MtError(
-                    f"decode.precision int8 runs on the CPU only; use device cpu, or decode.precision bf16 on {dev}"
-                )
-            model = quantize_int8(model)
+            model = quantize_int8(model)  # the encoder, and the decoder where it runs eagerly
         shortlist = None if ckpt.shortlist is None else Shortlist.from_state(ckpt.shortlist, "the checkpoint")
-        return cls(model, ckpt.tokenizer, cfg, shortlist=shortlist)
+        return cls(model, ckpt.tokenizer, cfg, shortlist=shortlist, engine=engine)
 
     def with_options(self, **overrides: Any) -> Translator:
         """The same model with other decoding settings (beam, length penalty, ...), nothing reloaded."""
         cfg = decode_options(self.cfg, overrides)
         if (cfg.precision == "int8") != (self.cfg.precision == "int8"):
             raise MtError("int8 decoding quantizes the model when it loads; load a new Translator for it")
-        tr = type(self)(self.model, self.tokenizer, cfg, self.processors, self.shortlist)
+        engine = self.engine
+        if cfg.engine == "step" and (engine is None or cfg.precision != self.cfg.precision):
+            # A step in the new precision, from the model's own weights (an int8 model's are quantized).
+            model, int8 = self.model, cfg.precision == "int8"
+            engine = Engine(model, cfg.precision) if isinstance(model, Transformer) and not int8 else None
+        tr = type(self)(self.model, self.tokenizer, cfg, self.processors, self.shortlist, engine)
         tr.target_lang = self.target_lang
         return tr
 
@@ -128,7 +141,12 @@ class Translator:
     @functools.cached_property
     def _search(self) -> Search:
         """The search this translator runs, built once."""
-        return Search(self.model, self.cfg, self.processors, self.shortlist, self._glue)
+        return Search(self._searched, self.cfg, self.processors, self.shortlist, self._glue)
+
+    @property
+    def _searched(self) -> Searchable:
+        """The model search runs: the engine unless decode.engine is eager (or none was built)."""
+        return self.engine if self.engine is not None and self.cfg.engine == "step" else self.model
 
     def requests(
         self, lines: Sequence[str], prefixes: Sequence[str | None] | None = None,
@@ -153,7 +171,8 @@ class Translator:
             check_nbest(nbest, self.cfg)
         samples = (nbest or 1) if self.cfg.search_method == "sample" else 1
         live = [cast(Request, requests[i]) for i in todo]
-        with autocast(self.cfg.precision == "bf16", self.device):
+        # The engine casts its own weights; the eager model multiplies in bf16 under autocast.
+        with autocast(self.cfg.precision == "bf16" and self._searched is self.model, self.device):
             found = self._search(live, samples, progress) if live else []
         texts = iter(self.tokenizer.decode_tgt([h.tokens for hyps in found for h in hyps]))
         # One line per hypothesis: no stray newline or tab may break line alignment.

@@ -1,7 +1,9 @@
-"""What training asks of the hardware: the largest batch a GPU holds, and torch.compile with a fallback."""
+"""What training asks of the hardware: the largest batch a GPU holds, the faster arithmetic on a
+CPU, and torch.compile with a fallback."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -108,6 +110,28 @@ def auto_batch_tokens(
     tokens = int(found * 0.8) * d.world * t.accumulate
     log(f"batch_tokens auto: {found} tokens fit one {device} process; using {tokens} per global batch")
     return tokens
+
+
+def faster_amp(objective: nn.Module, batches: list[tuple[torch.Tensor, ...]], rounds: int = 3) -> torch.dtype | None:
+    """bf16 autocast or fp32 (None), whichever trains these batches faster on this CPU: forward
+    and backward timed each way, taking turns over `rounds`, each keeping its fastest (the first
+    round of each also pays for oneDNN's kernel set-up). bf16 must win by 5%: a tie keeps fp32.
+
+    Measured, not assumed: with AMX the small shape trained 1.6x faster in bf16 and the tiny one
+    10% slower. Nothing of the run changes: the draws (dropout) come from RNG streams of their
+    own, gradients are dropped, no optimizer step is taken."""
+    best: dict[torch.dtype | None, float] = {None: float("inf"), torch.bfloat16: float("inf")}
+    with torch.random.fork_rng(devices=[]):
+        for _ in range(rounds):
+            for amp in best:
+                start = time.perf_counter()
+                for src, tgt_in, tgt_out in batches:
+                    with autocast(amp, torch.device("cpu")):
+                        loss = objective(src, tgt_in, tgt_out)
+                    loss.backward()
+                    objective.zero_grad(set_to_none=True)
+                best[amp] = min(best[amp], time.perf_counter() - start)
+    return torch.bfloat16 if best[torch.bfloat16] < 0.95 * best[None] else None
 
 
 class CompiledOrEager(torch.nn.Module):

@@ -40,6 +40,7 @@ class TrainState:
     log_tokens: int = 0
     nonfinite_in_a_row: int = 0  # skipped steps (loss or gradient not finite) since the last good one
     batch_tokens: int = 0  # the global batch the run trains with, as train.batch_tokens auto resolved it
+    amp: str = ""  # what train.amp auto chose on a CPU with bf16 arithmetic (bf16 or off), kept on resume
     data: dict[str, str] = field(default_factory=dict)  # fingerprint of each split's data, checked on resume
     history: list[dict[str, Any]] = field(default_factory=list)
 

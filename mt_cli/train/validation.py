@@ -10,6 +10,7 @@ from mt_cli.config import Config
 from mt_cli.data.collate import collate
 from mt_cli.data.pairs import Pairs, make_batches
 from mt_cli.data.tokenizer import PAD, Tokenizer
+from mt_cli.decode.engine import Engine
 from mt_cli.decode.search import as_requests
 from mt_cli.decode.shortlist import Shortlist
 from mt_cli.decode.translator import Translator
@@ -56,7 +57,9 @@ def validate(
                 loss, nll = label_smoothed_loss(logits, gold[i : i + LOSS_CHUNK], cfg.train.label_smoothing)
                 loss_sum, nll_sum = loss_sum + loss.item(), nll_sum + nll.item()
             n_tokens += int(keep.sum())
-        found = Translator(model, tokenizer, cfg.decode, shortlist=shortlist).search_requests(as_requests(pairs.src))
+        engine = Engine(model) if cfg.decode.engine == "step" else None  # shares the model's weights: fp32
+        translator = Translator(model, tokenizer, cfg.decode, shortlist=shortlist, engine=engine)
+        found = translator.search_requests(as_requests(pairs.src))
     model.train()
     bleu = score([hyps[0].text for hyps in found], [refs], metrics=("bleu",))["bleu"]
     return Validation(loss_sum / n_tokens, nll_sum / n_tokens, bleu)
