@@ -115,17 +115,26 @@ def test_prefixes_and_terms_through_the_engine_match_the_eager_model(eager):
         assert [h[0].tokens for h in engine.search(LINES[:10], **tr_kw)] == want
 
 
+def test_auto_runs_the_engine_for_bf16_only_where_it_measured_faster():
+    fp32 = Translator.load(FIXTURE, device="cpu")
+    assert fp32.engine is None and fp32._searched is fp32.model
+    bf16 = fp32.with_options(precision="bf16")
+    assert bf16.engine is not None and bf16.engine.precision == "bf16" and bf16._searched is bf16.engine
+    assert fp32.with_options(engine="step")._searched.precision == "fp32"
+
+
 def test_an_ensemble_of_engines_translates_as_the_eager_ensemble():
-    pair = Translator.load([FIXTURE, FIXTURE], device="cpu", beam=3)
+    pair = Translator.load([FIXTURE, FIXTURE], device="cpu", beam=3, engine="step")
     assert pair.engine is not None and pair._searched is pair.engine
     eager_pair = pair.with_options(engine="eager")
     assert pair.translate(LINES) == eager_pair.translate(LINES)
 
 
+@pytest.mark.parametrize("engine", ["step", "eager"])
 @pytest.mark.parametrize("precision", ["bf16", "int8"])
-def test_low_precision_engines_translate_batched_as_one_by_one(precision):
-    tr = Translator.load(FIXTURE, device="cpu", precision=precision, beam=3)
-    assert tr.engine is not None and tr.engine.precision == precision
+def test_low_precision_translates_batched_as_one_by_one(precision, engine):
+    tr = Translator.load(FIXTURE, device="cpu", precision=precision, beam=3, engine=engine)
+    assert (tr._searched is tr.engine) == (engine == "step")
     alone = tr.with_options(batch_size=1)
     assert tr.translate(LINES[:20]) == [alone.translate([line])[0] for line in LINES[:20]]
 

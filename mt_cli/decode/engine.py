@@ -91,7 +91,8 @@ class StepLayer(nn.Module):
         """memory (B, S, D) -> keys and values (B, H, S, D/H) each."""
         b, s, d = memory.shape
         kv = self.cross_kv(memory).view(b, s, 2, self.n_heads, d // self.n_heads)
-        return kv[:, :, 0].transpose(1, 2), kv[:, :, 1].transpose(1, 2)
+        # Contiguous, once per batch: attention read the interleaved view by copying it at every step.
+        return kv[:, :, 0].transpose(1, 2).contiguous(), kv[:, :, 1].transpose(1, 2).contiguous()
 
 
 class StepCache:

@@ -104,7 +104,7 @@ class Translator:
             raise MtError(
                 f"decode.precision int8 runs on the CPU only; use device cpu, or decode.precision bf16 on {dev}"
             )
-        engine = Engine(model, cfg.precision) if cfg.engine == "step" else None  # from the fp32 weights
+        engine = Engine(model, cfg.precision) if cfg.uses_engine else None  # from the fp32 weights
         if cfg.precision == "int8":
             model = quantize_int8(model)  # the encoder, and the decoder where it runs eagerly
         shortlist = None if ckpt.shortlist is None else Shortlist.from_state(ckpt.shortlist, "the checkpoint")
@@ -116,7 +116,7 @@ class Translator:
         if (cfg.precision == "int8") != (self.cfg.precision == "int8"):
             raise MtError("int8 decoding quantizes the model when it loads; load a new Translator for it")
         engine = self.engine
-        if cfg.engine == "step" and (engine is None or cfg.precision != self.cfg.precision):
+        if cfg.uses_engine and (engine is None or cfg.precision != self.cfg.precision):
             # A step in the new precision, from the model's own weights (an int8 model's are quantized).
             model, int8 = self.model, cfg.precision == "int8"
             engine = Engine(model, cfg.precision) if isinstance(model, Transformer) and not int8 else None
@@ -145,8 +145,8 @@ class Translator:
 
     @property
     def _searched(self) -> Searchable:
-        """The model search runs: the engine unless decode.engine is eager (or none was built)."""
-        return self.engine if self.engine is not None and self.cfg.engine == "step" else self.model
+        """The model search runs: the engine where decode.engine asks for it (and one was built)."""
+        return self.engine if self.engine is not None and self.cfg.uses_engine else self.model
 
     def requests(
         self, lines: Sequence[str], prefixes: Sequence[str | None] | None = None,

@@ -57,7 +57,7 @@ def validate(
                 loss, nll = label_smoothed_loss(logits, gold[i : i + LOSS_CHUNK], cfg.train.label_smoothing)
                 loss_sum, nll_sum = loss_sum + loss.item(), nll_sum + nll.item()
             n_tokens += int(keep.sum())
-        engine = Engine(model) if cfg.decode.engine == "step" else None  # shares the model's weights: fp32
+        engine = Engine(model, cfg.decode.precision) if cfg.decode.uses_engine else None
         translator = Translator(model, tokenizer, cfg.decode, shortlist=shortlist, engine=engine)
         found = translator.search_requests(as_requests(pairs.src))
     model.train()
