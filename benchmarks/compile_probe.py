@@ -15,6 +15,7 @@ before it is built.
 from __future__ import annotations
 
 import argparse
+import copy
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -36,7 +37,7 @@ class PureStep(nn.Module):
 
     def __init__(self, model: Transformer, dtype: torch.dtype) -> None:
         super().__init__()
-        dec = model.decoder
+        dec = copy.deepcopy(model.decoder)  # its own modules: casting them leaves the model as it was
         self.token = dec.embeddings.token.weight.detach().to(dtype)
         self.scale, self.h = dec.embeddings.scale, model.cfg.n_heads
         layers = nn.ModuleList()

@@ -78,15 +78,15 @@ def variants(fp32: nn.Module, threads: int, shortlist: Shortlist | None) -> dict
 
     engine = Engine(fp32)
     return {
-        "fp32, the model's own decode (decode.engine eager)": (fp32, sorted_batches),
-        "fp32, the engine's step (mt's default)": (engine, sorted_batches),
+        "fp32, the model's own decode (mt's default for fp32)": (fp32, sorted_batches),
+        "fp32, the engine's step (decode.engine step)": (engine, sorted_batches),
         "fp32, engine, batches in input order": (engine, input_order),
         "fp32, engine, 1 thread": (engine, one_thread),
         "bf16 autocast, the model's own decode": (fp32, bf16_autocast),
         "bf16 weights cast once, engine (--precision bf16)": (Engine(fp32, "bf16"), sorted_batches),
         "int8 dynamic (one scale per batch), model's decode": (dynamic_int8(fp32), sorted_batches),
-        "int8 per row, model's decode (decode.engine eager)": (quantize_int8(copy.deepcopy(fp32)), sorted_batches),
-        "int8 per row, engine (--precision int8)": (int8_engine(fp32), sorted_batches),
+        "int8 per row, model's decode (--precision int8)": (quantize_int8(copy.deepcopy(fp32)), sorted_batches),
+        "int8 per row, engine (decode.engine step)": (int8_engine(fp32), sorted_batches),
     }
 
 
