@@ -11,12 +11,13 @@ weights, prepared once when a Translator loads, with what decoding alone allows:
   int8 (int8 products with each row of the input scaled on its own, so that a batch decodes as
   its sentences do one by one; fp32 between them; the output layer in bf16 where the CPU has bf16
   arithmetic);
-- self-attention keys/values in head-major buffers (R, H, T, D/H) with room for more steps, each
-  step written in place and read without a copy.
+- self-attention keys/values in time-major buffers allocated once per batch, each step written
+  in place and read without a copy, beams gathered into a second set of buffers that then swap.
 
-The model's own decode stays the reference (decode.engine=eager): the tests hold the engine to
-it, search by search and control by control. `benchmarks/decode_profile.py` shows where a step's
-time goes.
+The model's own decode stays the reference (decode.engine eager): the tests hold the engine to
+it, search by search and control by control. decode.engine auto runs the engine where it measured
+faster (bf16: greedy 1.25x autocast) and the model's decode where it did not (fp32, int8:
+`benchmarks/levers.py`); `benchmarks/decode_profile.py` shows where a step's time goes.
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ def fused(*layers: nn.Linear) -> nn.Linear:
     """One linear layer computing several side by side: x -> [x W1^T + b1, x W2^T + b2, ...]."""
     out = nn.Linear(layers[0].in_features, sum(layer.out_features for layer in layers))
     out.weight.data = torch.cat([layer.weight.detach() for layer in layers])
-    out.bias.data = torch.cat([layer.bias.detach() for layer in layers])
+    out.bias.data = torch.cat([layer.weight.new_zeros(layer.out_features) if layer.bias is None else layer.bias.detach()
+                               for layer in layers])  # fmt: skip
     return out.requires_grad_(False)
 
 
