@@ -32,8 +32,8 @@ from torch import Tensor, nn
 from mt_cli.data.tokenizer import PAD
 from mt_cli.decode.precision import quantize_rows
 from mt_cli.device import autocast, cpu_has_bf16
-from mt_cli.model.decoder_cache import DecoderCache
-from mt_cli.model.transformer import DecoderLayer, Transformer, attention
+from mt_cli.model.decoder_cache import DecoderCache, keep_sentences
+from mt_cli.model.transformer import DecoderLayer, Transformer, attention, key_mask
 
 
 def fused(*layers: nn.Linear) -> nn.Linear:
@@ -141,13 +141,8 @@ class StepCache:
                 torch.index_select(main[i][:t, :n], 1, rows, out=spare[i][:t, :m])
                 main[i], spare[i] = spare[i], main[i]
         self.rows = m
-        if sentences is None:
-            return
-        for tensors in (self.cross_k, self.cross_v):
-            for i, x in enumerate(tensors):
-                tensors[i] = x.index_select(0, sentences)
-        if self.cross_mask is not None:
-            self.cross_mask = self.cross_mask.index_select(0, sentences)
+        if sentences is not None:
+            self.cross_mask = keep_sentences(self.cross_k, self.cross_v, self.cross_mask, sentences)
 
 
 PRECISIONS = ("fp32", "bf16", "int8")
@@ -199,8 +194,8 @@ class Engine(nn.Module):
             output = (self.out_weight, self.out_bias)
         else:
             output = (self.out_weight.index_select(0, vocab), None if self.out_bias is None else self.out_bias[vocab])
-        mask = src_mask[:, None, None, :] if not bool(src_mask.all()) else None
-        return StepCache(empty[0::2], empty[1::2], [k for k, _ in cross], [v for _, v in cross], mask, output)
+        return StepCache(empty[0::2], empty[1::2], [k for k, _ in cross], [v for _, v in cross], key_mask(src_mask),
+                         output)  # fmt: skip
 
     def decode(
         self, tgt: Tensor, memory: Tensor | None, src_mask: Tensor | None,

@@ -62,10 +62,16 @@ class DecoderCache:
                     out = buf.new_empty((buf.size(0), rows.numel(), *buf.shape[2:]))
                     torch.index_select(buf[: self.length], 1, rows, out=out[: self.length])
                     store[i] = out
-        if sentences is None:
-            return
-        for tensors in (self.cross_k, self.cross_v):
-            for i, t in enumerate(tensors):
-                tensors[i] = t.index_select(0, sentences)
-        if self.cross_mask is not None:
-            self.cross_mask = self.cross_mask.index_select(0, sentences)
+        if sentences is not None:
+            self.cross_mask = keep_sentences(self.cross_k, self.cross_v, self.cross_mask, sentences)
+
+
+def keep_sentences(
+    cross_k: list[Tensor], cross_v: list[Tensor], cross_mask: Tensor | None, sentences: Tensor
+) -> Tensor | None:
+    """The encoder side of a cache for the `sentences` that go on: each layer's cross-attention
+    keys/values replaced in their lists, and the mask returned (None stays None)."""
+    for tensors in (cross_k, cross_v):
+        for i, t in enumerate(tensors):
+            tensors[i] = t.index_select(0, sentences)
+    return None if cross_mask is None else cross_mask.index_select(0, sentences)

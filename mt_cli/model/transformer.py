@@ -295,7 +295,7 @@ class Transformer(nn.Module):
 
     def encode(self, src: Tensor, src_mask: Tensor) -> Tensor:
         """src (B, S) ids, src_mask (B, S) True for real tokens -> memory (B, S, D)."""
-        return self.encoder(src, _key_mask(src_mask))
+        return self.encoder(src, key_mask(src_mask))
 
     def new_cache(
         self, memory: Tensor, src_mask: Tensor, keep: bool = True, vocab: Tensor | None = None
@@ -307,7 +307,7 @@ class Transformer(nn.Module):
             self_v=[None] * n,
             cross_k=[k for k, _ in cross],
             cross_v=[v for _, v in cross],
-            cross_mask=_key_mask(src_mask),
+            cross_mask=key_mask(src_mask),
             keep=keep,
             output=None if vocab is None else self.output_rows(vocab),
         )
@@ -360,7 +360,7 @@ class Transformer(nn.Module):
         return h
 
 
-def _key_mask(src_mask: Tensor) -> Tensor | None:
+def key_mask(src_mask: Tensor) -> Tensor | None:
     """(B, S) -> (B, 1, 1, S) for attention; None when nothing is padded, which allows fused kernels.
 
     Under torch.compile the mask is always kept: a branch on the data would break the graph at
