@@ -14,7 +14,6 @@ import copy
 import dataclasses
 import datetime
 import time
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -23,9 +22,10 @@ from results import RESULTS, commit  # this folder's results helpers
 from speed import machine  # the CPU and its flags, as every speed table names them
 from torch import nn
 
+from mt_cli.decode import compiled
 from mt_cli.decode.engine import Engine
 from mt_cli.decode.precision import quantize_int8
-from mt_cli.decode.search import search_batch, search_ids
+from mt_cli.decode.search import search_ids
 from mt_cli.decode.shortlist import Shortlist
 from mt_cli.decode.translator import Translator
 from mt_cli.device import autocast
@@ -33,20 +33,6 @@ from mt_cli.files import atomic_write_text
 from mt_cli.model import checkpoint
 
 BATCH = 64
-
-
-def dynamic_int8(fp32: nn.Module) -> nn.Module:
-    """PyTorch's dynamic int8 linear layers (one activation scale per call, for the whole batch) in
-    the encoder and decoder, the output layer as --precision int8 runs it: the earlier int8 path."""
-    from torch.ao.quantization import quantize_dynamic
-
-    model = quantize_int8(copy.deepcopy(fp32))  # for its output layer; the int8 layers are redone below
-    reference = copy.deepcopy(fp32)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        model.encoder = quantize_dynamic(reference.encoder, {nn.Linear}, dtype=torch.qint8)
-        model.decoder = quantize_dynamic(reference.decoder, {nn.Linear}, dtype=torch.qint8)
-    return model
 
 
 def int8_engine(fp32: nn.Module) -> Engine:
@@ -58,35 +44,31 @@ def int8_engine(fp32: nn.Module) -> Engine:
     return engine
 
 
-def variants(fp32: nn.Module, threads: int, shortlist: Shortlist | None) -> dict[str, tuple[nn.Module, Callable]]:
+def variants(
+    fp32: nn.Module, checkpoint_path: Path, shortlist: Shortlist | None
+) -> dict[str, tuple[nn.Module, Callable]]:
     def sorted_batches(model, ids, cfg):
         return search_ids(model, ids, cfg, shortlist)
-
-    def input_order(model, ids, cfg):
-        return [h for i in range(0, len(ids), BATCH) for h in search_batch(model, ids[i : i + BATCH], cfg, shortlist)]
-
-    def one_thread(model, ids, cfg):
-        torch.set_num_threads(1)
-        try:
-            return search_ids(model, ids, cfg, shortlist)
-        finally:
-            torch.set_num_threads(threads)
 
     def bf16_autocast(model, ids, cfg):
         with autocast(True, torch.device("cpu")):
             return search_ids(model, ids, cfg, shortlist)
 
-    engine = Engine(fp32)
+    def with_compiled(engine: Engine) -> Engine:
+        """The same step compiled ahead of time (`mt compile`; built here first if it is not)."""
+        engine.compiled = compiled.load(compiled.compile_checkpoint(checkpoint_path, engine.precision)[0])
+        return engine
+
     return {
-        "fp32, the model's own decode (mt's default for fp32)": (fp32, sorted_batches),
-        "fp32, the engine's step (decode.engine step)": (engine, sorted_batches),
-        "fp32, engine, batches in input order": (engine, input_order),
-        "fp32, engine, 1 thread": (engine, one_thread),
+        "fp32, the model's own decode (decode.engine eager)": (fp32, sorted_batches),
+        "fp32, the engine's step (decode.engine step)": (Engine(fp32), sorted_batches),
+        "fp32, the step compiled (decode.engine compiled)": (with_compiled(Engine(fp32)), sorted_batches),
         "bf16 autocast, the model's own decode": (fp32, bf16_autocast),
-        "bf16 weights cast once, engine (--precision bf16)": (Engine(fp32, "bf16"), sorted_batches),
-        "int8 dynamic (one scale per batch), model's decode": (dynamic_int8(fp32), sorted_batches),
-        "int8 per row, model's decode (--precision int8)": (quantize_int8(copy.deepcopy(fp32)), sorted_batches),
+        "bf16 weights cast once, engine (decode.engine step)": (Engine(fp32, "bf16"), sorted_batches),
+        "bf16, the step compiled (decode.engine compiled)": (with_compiled(Engine(fp32, "bf16")), sorted_batches),
+        "int8 per row, model's decode (decode.engine eager)": (quantize_int8(copy.deepcopy(fp32)), sorted_batches),
         "int8 per row, engine (decode.engine step)": (int8_engine(fp32), sorted_batches),
+        "int8, the step compiled (decode.engine compiled)": (with_compiled(int8_engine(fp32)), sorted_batches),
     }
 
 
@@ -105,7 +87,7 @@ def main() -> None:
     ids = ckpt.tokenizer.encode_src(lines)
     loaded = Translator.load(args.checkpoint, "cpu", batch_size=BATCH, length_penalty=1.0, engine="eager")
     fp32, base_cfg = loaded.model, loaded.cfg
-    table = variants(fp32, args.threads, loaded.shortlist)
+    table = variants(fp32, args.checkpoint, loaded.shortlist)
     results: dict[str, dict[int, float]] = {name: {} for name in table}
     for beam in (5, 1):
         cfg = dataclasses.replace(base_cfg, beam=beam)

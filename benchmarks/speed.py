@@ -17,6 +17,9 @@ greedy, length penalty 1.0, after one untimed warm-up batch; sentences/s, target
 that loses quality shows it. mt runs with the checkpoint's vocabulary shortlist (its default) and
 with its whole vocabulary; CTranslate2 with its whole vocabulary (its default) and with the same
 shortlist as its vocabulary map (`use_vmap`, the vmap.txt `mt export` writes).
+mt's default engine (decode.engine auto) runs the decoder step compiled ahead of time, which
+speed.py builds first as `mt compile` does (once per checkpoint, precision and CPU; not timed);
+the rows marked eager and engine step run without it.
 Whole process: `mt translate FILE` against the minimal scripts a CTranslate2 or Hugging Face
 user writes (benchmarks/peers/), on the first 1,000 and 10,000 lines of --train-src: startup,
 imports, loading and decoding, wall-clock and peak RSS.
@@ -48,6 +51,7 @@ from results import RESULTS, commit, copy_newest  # this folder's results helper
 from mt_cli.data.collate import collate
 from mt_cli.data.pairs import Pairs, make_batches
 from mt_cli.data.tokenizer import PAD
+from mt_cli.decode.compiled import compile_checkpoint
 from mt_cli.decode.search import max_lengths
 from mt_cli.device import cpu_has_bf16
 from mt_cli.files import atomic_write_text
@@ -64,14 +68,15 @@ PARTS = ["decoding", "whole", "training"]
 # with the checkpoint's vocabulary shortlist (its default) and without; CTranslate2 with its whole
 # vocabulary (its default) and with the same shortlist as its vocabulary map (use_vmap).
 DECODERS = {
+    # mt's default, decode.engine auto: the compiled step, which speed.py builds first (`mt compile`);
+    # then the engine's step uncompiled and the model's own decode, so that every run shows each.
     "mt fp32": ("mt", {"precision": "fp32"}),
     "mt int8": ("mt", {"precision": "int8"}),
     "mt bf16": ("mt", {"precision": "bf16"}),
-    # decode.engine auto runs the engine's step for bf16 and the model's own decode otherwise; the
-    # other of each pair, so that every run shows what the engine does on this machine.
-    "mt fp32, engine step": ("mt", {"precision": "fp32", "mt": {"engine": "step"}}),
+    "mt fp32, eager": ("mt", {"precision": "fp32", "mt": {"engine": "eager"}}),
+    "mt int8, eager": ("mt", {"precision": "int8", "mt": {"engine": "eager"}}),
     "mt int8, engine step": ("mt", {"precision": "int8", "mt": {"engine": "step"}}),
-    "mt bf16, eager (autocast)": ("mt", {"precision": "bf16", "mt": {"engine": "eager"}}),
+    "mt bf16, engine step": ("mt", {"precision": "bf16", "mt": {"engine": "step"}}),
     "mt fp32, whole vocabulary": ("mt", {"precision": "fp32", "mt": {"shortlist": False}}),
     "mt int8, whole vocabulary": ("mt", {"precision": "int8", "mt": {"shortlist": False}}),
     "HF generate fp32": ("hf", {"folder": "hf"}),
@@ -80,7 +85,7 @@ DECODERS = {
     "CTranslate2 fp32, vmap": ("ct2", {"folder": "ct2-fp32", "precision": "fp32", "vmap": True}),
     "CTranslate2 int8, vmap": ("ct2", {"folder": "ct2-int8", "precision": "int8", "vmap": True}),
 }
-WHOLE = ["mt fp32", "mt int8", "CTranslate2 fp32", "CTranslate2 int8", "HF generate fp32"]
+WHOLE = ["mt fp32", "mt int8", "mt int8, eager", "CTranslate2 fp32", "CTranslate2 int8", "HF generate fp32"]
 TRAINERS = {"mt": ("mt", None), "MarianMTModel (sdpa)": ("hf", "sdpa"), "MarianMTModel (eager)": ("hf", "eager")}
 
 
@@ -192,7 +197,8 @@ def whole_command(name: str, args, src: Path, out: Path) -> list[str]:
     if family == "mt":  # the console script a user runs, from this interpreter's environment
         mt = str(Path(sys.executable).parent / "mt")
         return [mt, "translate", "--checkpoint", str(args.checkpoint), str(src), "--output", str(out), "--beam", "5",
-                "--batch-size", str(BATCH), "--precision", fields["precision"], "--device", "cpu"]  # fmt: skip
+                "--batch-size", str(BATCH), "--precision", fields["precision"], "--device", "cpu",
+                "--engine", fields.get("mt", {}).get("engine", "auto")]  # fmt: skip
     script = HERE / "peers" / ("ct2_translate.py" if family == "ct2" else "hf_translate.py")
     return [sys.executable, str(script), str(args.work / fields["folder"]), str(src), str(out), "--beam", "5"]
 
@@ -380,6 +386,8 @@ def main() -> None:
         export(ckpt, args.work / "hf", "hf")
         for q in ("fp32", "int8"):
             export(ckpt, args.work / f"ct2-{q}", "ct2", None if q == "fp32" else q)
+        for q in precisions() + ["int8"]:  # what `mt compile` builds once; not timed, as a user's runs are not
+            compile_checkpoint(args.checkpoint, q)
         decoding = decoding_rows(args, ckpt, lines, refs) if "decoding" in args.parts else []
         whole = whole_rows(args) if "whole" in args.parts else []
         training, peaks = training_rows(args, ckpt) if "training" in args.parts else ([], {})

@@ -3,6 +3,7 @@
 import dataclasses
 import functools
 import inspect
+import logging
 import re
 import sys
 import typing
@@ -50,6 +51,19 @@ def main_options(
     ] = False,
 ) -> None:
     """mt: train, run and score Transformer translation models."""
+    # The library says what long work it starts (a compile, say) through `logging`; a command shows it on stderr.
+    library = logging.getLogger("mt_cli")
+    if not any(isinstance(h, _Say) for h in library.handlers):
+        library.addHandler(_Say())
+    library.setLevel(logging.INFO)
+    library.propagate = False
+
+
+class _Say(logging.Handler):
+    """The library's log lines as `mt: ...` on stderr (whatever sys.stderr is at the time)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        typer.echo(f"mt: {record.getMessage()}", err=True)
 
 
 def friendly(fn: F) -> F:

@@ -66,6 +66,21 @@ def translate(
         err(f"translated {n} lines into {written}")
 
 
+@app.command("compile", rich_help_panel=DECODE)
+@friendly
+@config_options(DecodeConfig, only=("precision",))
+def compile_step(
+    checkpoint: Annotated[Path, typer.Option(help="A checkpoint written by `mt train` (best.pt).", readable=False)],
+    options: dict[str, dict[str, Any]] | None = None,
+) -> None:
+    """Compile the checkpoint's decoder step for this CPU ahead of time (decode.engine compiled), once:
+    kept beside the checkpoint, translate and serve then load it in milliseconds."""
+    from mt_cli.decode.compiled import compile_checkpoint
+
+    package, built = compile_checkpoint(checkpoint, **(options or {}).get("decode", {}))
+    err(f"{'compiled' if built else 'already compiled'}: {package}")
+
+
 @app.command(rich_help_panel=DECODE)
 @friendly
 def score(

@@ -254,9 +254,12 @@ class DecodeConfig:
     )
     engine: str = option(
         "auto",
-        "step (the decoder's step rebuilt for decoding: fused products, weights cast once), eager (the model's own"
-        " decode, the reference), or auto: step for bf16, where it measured faster, eager for fp32 and int8, where"
-        " it did not. Forced scoring of whole targets (mt score) runs eagerly either way.",
+        "step (the decoder's step rebuilt for decoding: fused products, weights cast once), compiled (that step"
+        " compiled ahead of time for this CPU, checkpoint and precision, kept beside the checkpoint in"
+        " CHECKPOINT.compiled/; built on first use or by `mt compile`, about 15-30 s, once), eager (the model's"
+        " own decode, the reference), or auto: compiled where it is already built, else step for bf16 and eager"
+        " for fp32 and int8, where each measured fastest. Forced scoring of whole targets (mt score) runs"
+        " eagerly either way.",
         cli=True,
     )
 
@@ -291,7 +294,8 @@ class DecodeConfig:
             f"decode.precision must be fp32, bf16 or int8, not {self.precision!r}",
         )
         _check(
-            self.engine in ("auto", "step", "eager"), f"decode.engine must be auto, step or eager, not {self.engine!r}"
+            self.engine in ("auto", "step", "compiled", "eager"),
+            f"decode.engine must be auto, step, compiled or eager, not {self.engine!r}",
         )
         _check(self.batch_size >= 1, "decode.batch_size must be at least 1")
         _check(self.batch_tokens >= 0, "decode.batch_tokens must be 0 (sentences only) or more")
@@ -307,5 +311,6 @@ class DecodeConfig:
 
     @property
     def uses_engine(self) -> bool:
-        """Whether search runs the engine's step (decode/engine.py) rather than the model's own decode."""
-        return self.engine == "step" or (self.engine == "auto" and self.precision == "bf16")
+        """Whether search runs the engine's step (decode/engine.py) rather than the model's own decode,
+        whatever is compiled: auto runs a compiled step where one is built (decode/compiled.py)."""
+        return self.engine in ("step", "compiled") or (self.engine == "auto" and self.precision == "bf16")

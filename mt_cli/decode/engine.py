@@ -33,7 +33,7 @@ from mt_cli.data.tokenizer import PAD
 from mt_cli.decode.precision import quantize_rows
 from mt_cli.device import autocast, cpu_has_bf16
 from mt_cli.model.decoder_cache import DecoderCache, keep_sentences
-from mt_cli.model.transformer import DecoderLayer, Transformer, attention, key_mask
+from mt_cli.model.transformer import DecoderLayer, Transformer, key_mask
 
 
 def fused(*layers: nn.Linear) -> nn.Linear:
@@ -63,30 +63,33 @@ class StepLayer(nn.Module):
         self.norms = nn.ModuleList(own(s.norm) for s in (layer.self_sublayer, layer.cross_sublayer, layer.ffn_sublayer))
         self.pre_norm = layer.self_sublayer.pre_norm
 
-    def forward(self, x: Tensor, cache: StepCache, i: int) -> Tensor:
-        """x (R, D): the layer's output at the new position, its keys/values written into the cache."""
-        x = self._sublayer(0, x, lambda h: self._self_attention(h, cache, i))
-        x = self._sublayer(1, x, lambda h: self._cross_attention(h, cache, i))
+    def forward(self, x: Tensor, keys: Tensor, values: Tensor, cross_k: Tensor, cross_v: Tensor,
+                cross_mask: Tensor | None) -> Tensor:  # fmt: skip
+        """x (R, D) -> the layer's output at the new position. keys, values (T+1, R, H, D/H): the
+        positions so far and, at the last, room where this one's are written; cross_k, cross_v
+        (B, H, S, D/H) and cross_mask (B, 1, 1, S): the encoder side of the B sentences."""
+        x = self._sublayer(0, x, lambda h: self._self_attention(h, keys, values))
+        x = self._sublayer(1, x, lambda h: self._cross_attention(h, cross_k, cross_v, cross_mask))
         return self._sublayer(2, x, lambda h: self.fc2(self.act(self.fc1(h))))
 
     def _sublayer(self, n: int, x: Tensor, f: Callable[[Tensor], Tensor]) -> Tensor:
         norm = self.norms[n]
         return x + f(norm(x)) if self.pre_norm else norm(x + f(x))
 
-    def _self_attention(self, h: Tensor, cache: StepCache, i: int) -> Tensor:
+    def _self_attention(self, h: Tensor, keys: Tensor, values: Tensor) -> Tensor:
         r, d = h.shape
         q, k, v = self.qkv(h).view(r, 3, self.n_heads, d // self.n_heads).unbind(1)  # (R, H, D/H) each
-        keys, values = cache.write(i, k, v)  # (R, H, T, D/H): every position so far, this one included
-        out = attention(q[:, :, None], keys, values, None, False, 0.0)  # (R, H, 1, D/H)
-        return self.self_out(out.reshape(r, d))
+        keys[-1], values[-1] = k, v
+        # (T+1, R, H, D/H) -> (R, H, T+1, D/H), a strided view: attention reads the cache in place.
+        out = _attend(q[:, :, None], keys.permute(1, 2, 0, 3), values.permute(1, 2, 0, 3), None)
+        return self.self_out(out.reshape(r, d))  # (R, H, 1, D/H) -> (R, D)
 
-    def _cross_attention(self, h: Tensor, cache: StepCache, i: int) -> Tensor:
+    def _cross_attention(self, h: Tensor, keys: Tensor, values: Tensor, mask: Tensor | None) -> Tensor:
         r, d = h.shape
-        keys, values = cache.cross_k[i], cache.cross_v[i]  # (B, H, S, D/H)
         b = keys.size(0)
         # The G = R/B beams of one sentence are G queries against its keys: (R, D) -> (B, H, G, D/H).
         q = self.cross_q(h).view(b, r // b, self.n_heads, d // self.n_heads).transpose(1, 2)
-        out = attention(q, keys, values, cache.cross_mask, False, 0.0)
+        out = _attend(q, keys, values, mask)
         return self.cross_out(out.transpose(1, 2).reshape(r, d))
 
     def cross_keys_values(self, memory: Tensor) -> tuple[Tensor, Tensor]:
@@ -100,37 +103,44 @@ class StepLayer(nn.Module):
 class StepCache:
     """The engine's decoder state: what search's `reorder` contract asks of any cache.
 
-    Self-attention keys/values per layer in time-major buffers (capacity, R, H, D/H) allocated
-    once per batch, the first `length` positions of the first `rows` rows in use; a reorder
-    gathers them into a second set of buffers and the two swap (a fresh buffer per step was
-    a cold allocation each time). Cross-attention keys/values (B, H, S, D/H), one row per
-    running sentence."""
+    Self-attention keys/values per layer, time-major: position t of all R rows, then t+1, in one
+    flat buffer allocated once per batch (grown by doubling), so that the first T positions are
+    always one contiguous (T, R, H, D/H) block, whatever R is now: the step, eager or compiled,
+    reads the positions so far without a copy. A reorder gathers rows into a second set of
+    buffers and the two swap (a fresh buffer per step was a cold allocation each time).
+    Cross-attention keys/values (B, H, S, D/H), one row per running sentence."""
 
-    def __init__(self, self_k: list[Tensor], self_v: list[Tensor], cross_k: list[Tensor], cross_v: list[Tensor],
+    def __init__(self, layers: int, rows: int, heads: int, cross_k: list[Tensor], cross_v: list[Tensor],
                  cross_mask: Tensor | None, output: tuple[Tensor, Tensor | None]) -> None:  # fmt: skip
-        self.self_k, self.self_v = self_k, self_v
-        self.spare_k, self.spare_v = [torch.empty_like(x) for x in self_k], [torch.empty_like(x) for x in self_v]
+        like = cross_k[0]
+        self.head_shape = (heads, like.size(-1))  # (H, D/H)
+        self.width = heads * like.size(-1)  # one position of one row
+        size = 16 * rows * self.width  # room for 16 steps
+        self.self_k, self.self_v, self.spare_k, self.spare_v = ([like.new_empty(size) for _ in range(layers)]
+                                                                for _ in range(4))  # fmt: skip
         self.cross_k, self.cross_v, self.cross_mask = cross_k, cross_v, cross_mask  # mask (B, 1, 1, S), True = real
         self.output = output  # the output layer's weight (V or V_s, D) and bias
         self.length = 0
-        self.rows = self_k[0].size(1)
+        self.rows = rows
 
-    def write(self, i: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        """k, v (R, H, D/H) of the new position -> layer i's keys and values (R, H, T, D/H) so far."""
+    def _block(self, flat: Tensor, rows: int, steps: int) -> Tensor:
+        """The first `steps` positions of `rows` rows: a contiguous (steps, rows, H, D/H) view."""
+        return flat[: steps * rows * self.width].view(steps, rows, *self.head_shape)
+
+    def next_step(self) -> tuple[list[Tensor], list[Tensor]]:
+        """Each layer's keys and values (T+1, R, H, D/H): the T positions so far and room for the next."""
         t, n = self.length, self.rows
-        if t >= self.self_k[i].size(0):
-            self._grow(i)
-        self.self_k[i][t, :n] = k
-        self.self_v[i][t, :n] = v
-        # (T, R, H, D/H) -> (R, H, T, D/H), a strided view: attention reads it in place.
-        return self.self_k[i][: t + 1, :n].permute(1, 2, 0, 3), self.self_v[i][: t + 1, :n].permute(1, 2, 0, 3)
+        if (t + 1) * n * self.width > self.self_k[0].numel():
+            self._grow()
+        return [self._block(k, n, t + 1) for k in self.self_k], [self._block(v, n, t + 1) for v in self.self_v]
 
-    def _grow(self, i: int) -> None:
-        """Room for twice as many steps in layer i's buffers."""
+    def _grow(self) -> None:
+        """Twice the room in every buffer, the positions so far kept."""
+        used = self.length * self.rows * self.width
         for store in (self.self_k, self.self_v, self.spare_k, self.spare_v):
-            old = store[i]
-            store[i] = old.new_empty((2 * old.size(0), *old.shape[1:]))
-            store[i][: old.size(0)] = old
+            for i, old in enumerate(store):
+                store[i] = old.new_empty(2 * old.numel())
+                store[i][:used] = old[:used]
 
     def reorder(self, rows: Tensor, sentences: Tensor | None = None) -> None:
         """Keep decoder rows `rows` (surviving beams, in their new order) and, when some sentences
@@ -138,7 +148,7 @@ class StepCache:
         t, n, m = self.length, self.rows, rows.numel()
         for main, spare in ((self.self_k, self.spare_k), (self.self_v, self.spare_v)):
             for i in range(len(main)):
-                torch.index_select(main[i][:t, :n], 1, rows, out=spare[i][:t, :m])
+                torch.index_select(self._block(main[i], n, t), 1, rows, out=self._block(spare[i], m, t))
                 main[i], spare[i] = spare[i], main[i]
         self.rows = m
         if sentences is not None:
@@ -148,37 +158,65 @@ class StepCache:
 PRECISIONS = ("fp32", "bf16", "int8")
 
 
-class Engine(nn.Module):
-    """A Transformer for search (the `Searchable` contract): its encoder, and the decoder step
-    above in `precision` (fp32, bf16 or int8). The model is kept for what is not one step at a
-    time (a whole target at once, as forced scoring asks), which it decodes itself."""
+class Step(nn.Module):
+    """One decoder step as a pure function of tensors, the same eager and compiled (decode/compiled.py):
+    the weights it holds are the decoder's, fused and cast (shared with the model where unchanged)."""
 
-    def __init__(self, model: Transformer, precision: str = "fp32") -> None:
+    embed: Tensor
+
+    def __init__(self, model: Transformer, precision: str) -> None:
         super().__init__()
-        if precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {PRECISIONS}, not {precision!r}")
         dec = model.decoder
-        self.model, self.cfg, self.start_token, self.precision = model, model.cfg, model.start_token, precision
         self.dtype = torch.bfloat16 if precision == "bf16" else torch.float32
         own = _same if precision == "fp32" else _copy  # fp32 shares the model's unchanged modules
         self.layers = nn.ModuleList(StepLayer(layer, own) for layer in cast("list[DecoderLayer]", dec.layers))
         self.final_norm = own(dec.final_norm) if dec.final_norm is not None else None
-        self.embed = dec.embeddings.token.weight.detach().to(self.dtype)
+        self.register_buffer("embed", dec.embeddings.token.weight.detach().to(self.dtype), persistent=False)
         self.embed_scale = dec.embeddings.scale
-        self.positions = dec.embeddings.positions.to(self.dtype)
         # The output layer as decode/precision.py runs it for int8: bf16 where the CPU has bf16 arithmetic.
         out_bf16 = precision == "bf16" or (precision == "int8" and cpu_has_bf16())
         self.out_dtype = torch.bfloat16 if out_bf16 else torch.float32
-        proj = model.output_projection
-        weight, bias = model.float_output() if model.float_output is not None else (proj.weight, proj.bias)
-        self.out_weight = weight.detach().to(self.out_dtype)
-        self.out_bias = None if bias is None else bias.detach().to(self.out_dtype)
         if precision == "int8":
             quantize_rows(self.layers)
         else:
             self.layers.to(self.dtype)
             if self.final_norm is not None:
                 self.final_norm.to(self.dtype)
+
+    def forward(self, tokens: Tensor, position: Tensor, keys: list[Tensor], values: list[Tensor],
+                cross_k: list[Tensor], cross_v: list[Tensor], cross_mask: Tensor | None, out_weight: Tensor,
+                out_bias: Tensor | None) -> Tensor:  # fmt: skip
+        """tokens (R,) and their position's sinusoid (D,) -> logits (R, V) in fp32; each layer's keys
+        and values (T+1, R, H, D/H) get this position's at T (StepCache.next_step)."""
+        x = self.embed[tokens].masked_fill((tokens == PAD)[:, None], 0.0)  # PAD, the start, embeds as zeros
+        x = x * self.embed_scale + position  # (R, D)
+        for i, layer in enumerate(self.layers):
+            x = layer(x, keys[i], values[i], cross_k[i], cross_v[i], cross_mask)
+        if self.final_norm is not None:
+            x = self.final_norm(x)
+        return torch.nn.functional.linear(x.to(self.out_dtype), out_weight, out_bias).float()
+
+
+class Engine(nn.Module):
+    """A Transformer for search (the `Searchable` contract): its encoder, and the decoder step
+    above in `precision` (fp32, bf16 or int8), run eagerly or, given `compiled`, as compiled
+    ahead of time for this CPU. The model is kept for what is not one step at a time (a whole
+    target at once, as forced scoring asks), which it decodes itself."""
+
+    def __init__(self, model: Transformer, precision: str = "fp32",
+                 compiled: Callable[[list[Tensor]], Tensor] | None = None) -> None:  # fmt: skip
+        super().__init__()
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {PRECISIONS}, not {precision!r}")
+        self.model, self.cfg, self.start_token, self.precision = model, model.cfg, model.start_token, precision
+        self.step_fn = Step(model, precision)
+        self.compiled = compiled  # the step compiled (decode/compiled.py); it takes the step's inputs as a flat list
+        self.dtype = self.step_fn.dtype
+        self.positions = model.decoder.embeddings.positions.to(self.dtype)
+        proj = model.output_projection
+        weight, bias = model.float_output() if model.float_output is not None else (proj.weight, proj.bias)
+        self.out_weight = weight.detach().to(self.step_fn.out_dtype)
+        self.out_bias = None if bias is None else bias.detach().to(self.step_fn.out_dtype)
         self.eval()
 
     def encode(self, src: Tensor, src_mask: Tensor) -> Tensor:
@@ -187,14 +225,15 @@ class Engine(nn.Module):
 
     def new_cache(self, memory: Tensor, src_mask: Tensor, rows: int, vocab: Tensor | None) -> StepCache:
         memory = memory.to(self.dtype)
-        cross = [layer.cross_keys_values(memory) for layer in cast("list[StepLayer]", self.layers)]
-        h, dh = self.cfg.n_heads, self.cfg.d_model // self.cfg.n_heads
-        empty = [memory.new_empty((16, rows, h, dh)) for _ in range(2 * len(cross))]
+        cross = [layer.cross_keys_values(memory) for layer in cast("list[StepLayer]", self.step_fn.layers)]
         if vocab is None:
             output = (self.out_weight, self.out_bias)
         else:
             output = (self.out_weight.index_select(0, vocab), None if self.out_bias is None else self.out_bias[vocab])
-        return StepCache(empty[0::2], empty[1::2], [k for k, _ in cross], [v for _, v in cross], key_mask(src_mask),
+        mask = key_mask(src_mask)
+        if mask is None and self.compiled is not None:  # the compiled step takes a mask always
+            mask = src_mask[:, None, None, :]
+        return StepCache(len(cross), rows, self.cfg.n_heads, [k for k, _ in cross], [v for _, v in cross], mask,
                          output)  # fmt: skip
 
     def decode(
@@ -212,14 +251,26 @@ class Engine(nn.Module):
 
     def step(self, tokens: Tensor, cache: StepCache) -> Tensor:
         """tokens (R,) at position cache.length -> logits (R, V) in fp32; the cache moves one step on."""
-        x = self.embed[tokens].masked_fill((tokens == PAD)[:, None], 0.0)  # PAD, the start, embeds as zeros
-        x = x * self.embed_scale + self.positions[cache.length]  # (R, D)
-        for i, layer in enumerate(self.layers):
-            x = layer(x, cache, i)
-        if self.final_norm is not None:
-            x = self.final_norm(x)
+        keys, values = cache.next_step()
+        position = self.positions[cache.length]
+        if self.compiled is None:
+            logits = self.step_fn(tokens, position, keys, values, cache.cross_k, cache.cross_v, cache.cross_mask,
+                                  *cache.output)  # fmt: skip
+        else:  # the same inputs, flat, each contiguous as the compiled code assumes
+            flat = [tokens.contiguous(), position, *keys, *values, *cache.cross_k, *cache.cross_v,
+                    cast(Tensor, cache.cross_mask),  # never None with a compiled step (new_cache)
+                    *(t for t in cache.output if t is not None)]  # fmt: skip
+            logits = self.compiled(flat)
         cache.length += 1
-        return torch.nn.functional.linear(x.to(self.out_dtype), *cache.output).float()
+        return logits
+
+
+def _attend(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
+    """softmax(Q K^T / sqrt(d_k)) V, PyTorch's fused kernel in every precision: the model's own
+    `attention` avoids it in bf16 for training's backward pass, which decoding never runs (here it
+    measured as fast in bf16 at beam 5 and 7% faster greedy), and under export its explicit
+    products fixed the beam size at more than one."""
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
 
 
 def _copy(module: nn.Module) -> nn.Module:

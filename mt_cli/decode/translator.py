@@ -24,7 +24,7 @@ import torch
 
 from mt_cli.config import DEVICE, DecodeConfig, DocumentConfig
 from mt_cli.data.tokenizer import Tokenizer
-from mt_cli.decode.engine import Engine
+from mt_cli.decode import compiled
 from mt_cli.decode.ensemble import Ensemble
 from mt_cli.decode.hypothesis import Hypothesis, Request, Searchable
 from mt_cli.decode.precision import quantize_int8
@@ -75,6 +75,7 @@ class Translator:
         self.shortlist = shortlist  # the checkpoint's lexicon (decode/shortlist.py), used when cfg.shortlist
         self.device = next(model.parameters()).device
         self.target_lang = ""  # a multi-target model's >>xx<< token, put before lines that carry none
+        self.source: Path | None = None  # the checkpoint file, where compiled steps are kept (decode/compiled.py)
         self._glue_ids: torch.Tensor | None = None
 
     @classmethod
@@ -83,11 +84,11 @@ class Translator:
         several, an ensemble (the first one's decoding settings)."""
         paths = [Path(path)] if isinstance(path, (str, Path)) else [Path(p) for p in path]
         if len(paths) == 1:
-            return cls.from_checkpoint(checkpoint.load(paths[0]), device, **overrides)
+            return cls.from_checkpoint(checkpoint.load(paths[0]), device, paths[0], **overrides)
         ckpts = [checkpoint.load(p) for p in paths]
         for p, ckpt in zip(paths[1:], ckpts[1:]):
             _check_same_vocabulary(paths[0], ckpts[0].tokenizer, p, ckpt.tokenizer)
-        members = [cls.from_checkpoint(ckpt, device, **overrides) for ckpt in ckpts]
+        members = [cls.from_checkpoint(ckpt, device, p, **overrides) for p, ckpt in zip(paths, ckpts)]
         # The first model's shortlist, where every member has one (they share both vocabularies).
         shortlist = members[0].shortlist if all(m.shortlist is not None for m in members) else None
         model = Ensemble([cast(Transformer, m.model) for m in members])
@@ -96,7 +97,10 @@ class Translator:
         return cls(model, ckpts[0].tokenizer, members[0].cfg, shortlist=shortlist, engine=engine)
 
     @classmethod
-    def from_checkpoint(cls, ckpt: checkpoint.Checkpoint, device: str = DEVICE, **overrides: Any) -> Translator:
+    def from_checkpoint(
+        cls, ckpt: checkpoint.Checkpoint, device: str = DEVICE, source: Path | None = None, **overrides: Any
+    ) -> Translator:
+        """`source`: the file `ckpt` came from, where compiled decoder steps are kept beside it."""
         cfg = decode_options(ckpt.config.decode, overrides)
         dev = resolve_device(device)
         model = ckpt.build_model(dev)
@@ -104,11 +108,13 @@ class Translator:
             raise MtError(
                 f"decode.precision int8 runs on the CPU only; use device cpu, or decode.precision bf16 on {dev}"
             )
-        engine = Engine(model, cfg.precision) if cfg.uses_engine else None  # from the fp32 weights
+        engine = compiled.engine_for(model, cfg, dev, source)  # from the fp32 weights
         if cfg.precision == "int8":
             model = quantize_int8(model)  # the encoder, and the decoder where it runs eagerly
         shortlist = None if ckpt.shortlist is None else Shortlist.from_state(ckpt.shortlist, "the checkpoint")
-        return cls(model, ckpt.tokenizer, cfg, shortlist=shortlist, engine=engine)
+        tr = cls(model, ckpt.tokenizer, cfg, shortlist=shortlist, engine=engine)
+        tr.source = source
+        return tr
 
     def with_options(self, **overrides: Any) -> Translator:
         """The same model with other decoding settings (beam, length penalty, ...), nothing reloaded."""
@@ -116,12 +122,14 @@ class Translator:
         if (cfg.precision == "int8") != (self.cfg.precision == "int8"):
             raise MtError("int8 decoding quantizes the model when it loads; load a new Translator for it")
         engine = self.engine
-        if cfg.uses_engine and (engine is None or cfg.precision != self.cfg.precision):
-            # A step in the new precision, from the model's own weights (an int8 model's are quantized).
-            model, int8 = self.model, cfg.precision == "int8"
-            engine = Engine(model, cfg.precision) if isinstance(model, Transformer) and not int8 else None
+        if (cfg.engine, cfg.precision) != (self.cfg.engine, self.cfg.precision) and cfg.precision != "int8":
+            # The step for the new settings, from the model's own weights (an int8 model's are quantized).
+            model = self.model
+            engine = None
+            if isinstance(model, Transformer):
+                engine = compiled.engine_for(model, cfg, self.device, self.source)
         tr = type(self)(self.model, self.tokenizer, cfg, self.processors, self.shortlist, engine)
-        tr.target_lang = self.target_lang
+        tr.target_lang, tr.source = self.target_lang, self.source
         return tr
 
     def for_target(self, lang: str | None) -> Translator:
@@ -146,7 +154,10 @@ class Translator:
     @property
     def _searched(self) -> Searchable:
         """The model search runs: the engine where decode.engine asks for it (and one was built)."""
-        return self.engine if self.engine is not None and self.cfg.uses_engine else self.model
+        engine, cfg = self.engine, self.cfg
+        built = engine is not None and getattr(engine, "compiled", None) is not None
+        wanted = cfg.uses_engine or (cfg.engine == "auto" and built)  # auto runs a compiled step where one is built
+        return engine if engine is not None and wanted else self.model
 
     def requests(
         self, lines: Sequence[str], prefixes: Sequence[str | None] | None = None,

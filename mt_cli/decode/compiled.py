@@ -1,0 +1,146 @@
+"""The engine's decoder step compiled ahead of time for one checkpoint, precision and CPU.
+
+torch.export traces the step (decode/engine.py's `Step`) with every size free: rows, source
+length, steps so far, shortlist. AOTInductor compiles it, weights frozen in, into a package kept
+beside the checkpoint (`best.pt` -> `best.pt.compiled/int8-<key>.pt2`). Building takes tens of
+seconds, once; a later process loads the package in milliseconds through PyTorch's C++ loader,
+without importing the compiler. The key names what the code was built for (the checkpoint file's
+size and time, the precision, torch's version, the CPU's instruction sets, the step's source): a
+changed checkpoint, another torch, another CPU or another mt builds a new package rather than
+running a wrong one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from mt_cli.config import DecodeConfig
+from mt_cli.decode import engine as engine_module
+from mt_cli.decode import precision as precision_module
+from mt_cli.decode.engine import Engine
+from mt_cli.errors import MtError
+from mt_cli.model.transformer import Transformer
+
+# The code a package compiles (the step, and the int8 layer it may use): when it changes, older
+# packages stop matching rather than run what the code no longer says.
+_STEP_CODE = b"".join(Path(str(m.__file__)).read_bytes() for m in (engine_module, precision_module))
+log = logging.getLogger(__name__)
+
+
+def engine_for(model: Transformer, cfg: DecodeConfig, device: torch.device, source: Path | None) -> Engine | None:
+    """The engine search runs under decode.engine and decode.precision, from the model's fp32
+    weights (None: the model's own decode). `source`: the checkpoint file, beside which compiled
+    steps are kept; decode.engine compiled builds one there first when none is."""
+    package = package_path(source, cfg.precision) if source is not None and device.type == "cpu" else None
+    if cfg.engine == "compiled":
+        if package is None:
+            raise MtError(f"decode.engine compiled runs on the CPU from a checkpoint file (here: {device.type}"
+                          f"{'' if source is None else ', ' + str(source)}); use decode.engine step")  # fmt: skip
+        engine = Engine(model, cfg.precision)
+        if not package.exists():
+            build(engine, package)
+        engine.compiled = load(package)
+        return engine
+    if cfg.engine == "auto" and package is not None and package.exists():
+        return Engine(model, cfg.precision, load(package))
+    return Engine(model, cfg.precision) if cfg.uses_engine else None
+
+
+def compile_checkpoint(path: Path, precision: str = "fp32") -> tuple[Path, bool]:
+    """The compiled step of the checkpoint at `path` in `precision`, built unless it already is:
+    its package, and whether it was built now."""
+    from mt_cli.model import checkpoint
+
+    DecodeConfig(precision=precision)  # checks it
+    ckpt = checkpoint.load(path)  # checks the file
+    package = package_path(path, precision)
+    if package.exists():
+        return package, False
+    build(Engine(ckpt.build_model("cpu"), precision), package)
+    return package, True
+
+
+def cpu_features() -> str:
+    """What compiled CPU code depends on: the instruction sets PyTorch found."""
+    flags = [torch.backends.cpu.get_cpu_capability()]
+    for name, probe in (("avx512bf16", torch.cpu._is_avx512_bf16_supported), ("vnni", torch.cpu._is_vnni_supported),
+                        ("amx", torch.cpu._is_amx_tile_supported)):  # fmt: skip
+        if probe():
+            flags.append(name)
+    return "+".join(flags)
+
+
+def package_path(checkpoint: Path, precision: str) -> Path:
+    """Where the compiled step of `checkpoint` in `precision` for this torch and CPU is kept."""
+    stat = checkpoint.stat()
+    what = f"{stat.st_size} {stat.st_mtime_ns} {precision} {torch.__version__} {cpu_features()}".encode()
+    key = hashlib.sha256(what + _STEP_CODE).hexdigest()[:16]
+    return checkpoint.with_name(checkpoint.name + ".compiled") / f"{precision}-{key}.pt2"
+
+
+def load(path: Path) -> Callable[[list[Tensor]], Tensor]:
+    """A compiled step from its package: a function of the step's inputs as a flat list."""
+    try:
+        loader = torch._C._aoti.AOTIModelPackageLoader(str(path), "model", False, 1, -1)
+    except RuntimeError as e:
+        raise MtError(f"{path}: not a compiled decoder step this torch can load ({e}); delete it to rebuild") from e
+    return lambda inputs: loader.boxed_run(inputs)[0]
+
+
+def build(engine: Engine, path: Path) -> None:
+    """Compile `engine`'s step into a package at `path` (atomically: an interrupted build leaves none)."""
+    compiler = os.environ.get("CXX", "g++")
+    if shutil.which(compiler) is None:
+        raise MtError(f"decode.engine compiled builds C++ with {compiler}, which is not installed here; install"
+                      " g++ (Debian: apt-get install g++) or set CXX, or use decode.engine step")  # fmt: skip
+    import torch._inductor  # the compiler: imported only when building
+
+    log.info("compiling the decoder step for this CPU, once (%s precision, about 15-30 s): %s", engine.precision, path)
+    example, dims = _example(engine)
+    with torch.no_grad():
+        program = torch.export.export(engine.step_fn, example, dynamic_shapes=dims, strict=False)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f"{path.stem}.{os.getpid()}.partial.pt2")  # the builder wants .pt2
+        try:
+            # freezing: the weights become constants of the compiled code, prepacked for the CPU's kernels
+            torch._inductor.aoti_compile_and_package(program, package_path=str(partial),
+                                                     inductor_configs={"freezing": True})  # fmt: skip
+            os.replace(partial, path)
+        finally:
+            partial.unlink(missing_ok=True)
+
+
+def _example(engine: Engine) -> tuple[tuple, dict]:
+    """Inputs of the step's shapes (2 sentences x 3 beams, 5 source tokens, 4 positions, 7 pieces)
+    and which of their sizes are free."""
+    from torch.export import Dim
+
+    cfg = engine.cfg
+    b, g, s, t, v = 2, 3, 5, 4, 7
+    r, h, dh, n = b * g, cfg.n_heads, cfg.d_model // cfg.n_heads, cfg.dec_layers
+    dt = engine.dtype
+    example = (
+        torch.full((r,), 4, dtype=torch.long), engine.positions[t - 1].clone(),
+        [torch.zeros(t, r, h, dh, dtype=dt) for _ in range(n)], [torch.zeros(t, r, h, dh, dtype=dt) for _ in range(n)],
+        [torch.zeros(b, h, s, dh, dtype=dt) for _ in range(n)], [torch.zeros(b, h, s, dh, dtype=dt) for _ in range(n)],
+        torch.ones(b, 1, 1, s, dtype=torch.bool), engine.out_weight[:v].clone(),
+        None if engine.out_bias is None else engine.out_bias[:v].clone(),
+    )  # fmt: skip
+    rows, steps = Dim("rows", min=1, max=1 << 20), Dim("steps", min=1, max=1 << 16)
+    sents, src, vocab = Dim("sentences", min=1, max=1 << 16), Dim("source", min=1, max=1 << 16), Dim("vocab", min=1)
+    dims = {
+        "tokens": {0: rows}, "position": None,
+        "keys": [{0: steps, 1: rows}] * n, "values": [{0: steps, 1: rows}] * n,
+        "cross_k": [{0: sents, 2: src}] * n, "cross_v": [{0: sents, 2: src}] * n,
+        "cross_mask": {0: sents, 3: src}, "out_weight": {0: vocab},
+        "out_bias": None if example[-1] is None else {0: vocab},
+    }  # fmt: skip
+    return example, dims
