@@ -12,12 +12,14 @@ weights, prepared once when a Translator loads, with what decoding alone allows:
   its sentences do one by one; fp32 between them; the output layer in bf16 where the CPU has bf16
   arithmetic);
 - self-attention keys/values in time-major buffers allocated once per batch, each step written
-  in place and read without a copy, beams gathered into a second set of buffers that then swap.
+  in place and read without a copy, beams gathered into a second set of buffers that then swap;
+- the step itself (`Step`) a pure function of tensors, so that decode/compiled.py can compile it
+  ahead of time with every size free; eager and compiled, the engine runs that one function.
 
 The model's own decode stays the reference (decode.engine eager): the tests hold the engine to
-it, search by search and control by control. decode.engine auto runs the engine where it measured
-faster (bf16: greedy 1.25x autocast) and the model's decode where it did not (fp32, int8:
-`benchmarks/levers.py`); `benchmarks/decode_profile.py` shows where a step's time goes.
+it, search by search and control by control. decode.engine auto runs the compiled step where one
+is built, else the engine for bf16 and the model's decode for fp32 and int8, by what measured
+fastest (`benchmarks/levers.py`); `benchmarks/decode_profile.py` shows where a step's time goes.
 """
 
 from __future__ import annotations
