@@ -95,7 +95,7 @@ def instrument(tr: Translator) -> Clocks:
     clocks = Clocks()
     d = eng.cfg.d_model
     enc_w = linear_weights(eng.model.encoder)
-    layer, n_layers = eng.layers[0], len(eng.layers)
+    layer, n_layers = eng.step_fn.layers[0], len(eng.step_fn.layers)
     self_w = linear_weights(torch.nn.ModuleList([layer.qkv, layer.self_out]))
     cross_w = linear_weights(torch.nn.ModuleList([layer.cross_q, layer.cross_out]))
     ffn_w = linear_weights(torch.nn.ModuleList([layer.fc1, layer.fc2]))
@@ -104,9 +104,9 @@ def instrument(tr: Translator) -> Clocks:
                 lambda self, src, mask: 2.0 * src.numel() * (enc_w + n_enc * 2 * d * src.size(1)))  # fmt: skip
     S = engine_module.StepLayer
     clocks.wrap(S, "_self_attention", "self-attention",
-                lambda self, h, cache, i: 2.0 * h.size(0) * (self_w + 2 * d * (cache.length + 1)))  # fmt: skip
+                lambda self, h, keys, values: 2.0 * h.size(0) * (self_w + 2 * d * keys.size(0)))  # fmt: skip
     clocks.wrap(S, "_cross_attention", "cross-attention",
-                lambda self, h, cache, i: 2.0 * h.size(0) * (cross_w + 2 * d * cache.cross_k[i].size(2)))  # fmt: skip
+                lambda self, h, keys, values, mask: 2.0 * h.size(0) * (cross_w + 2 * d * keys.size(2)))  # fmt: skip
     clocks.wrap(S, "cross_keys_values", "cross keys/values", lambda self, memory: 2.0 * memory.numel() * 2 * d)
     # The step's own: every layer's feed-forward and the output layer over the batch's vocabulary.
     clocks.wrap(

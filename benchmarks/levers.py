@@ -4,7 +4,8 @@
 
 Every variant runs in this process (PyTorch only; speed.py keeps other toolkits in their own
 processes), the variants take turns for --rounds rounds and each keeps its fastest run. The
-table is printed (sentences/s, beam 5 and greedy); benchmarks/RESULTS.md "What each lever did" quotes it.
+table is printed (sentences/s, beam 5 and greedy); with --append, added to benchmarks/RESULTS.md and
+copied into docs/speed.md.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-from results import RESULTS, commit  # this folder's results helpers
+from results import RESULTS, commit, copy_newest  # this folder's results helpers
 from speed import machine  # the CPU and its flags, as every speed table names them
 from torch import nn
 
@@ -108,6 +109,7 @@ def main() -> None:
     if args.append:
         when = f"{datetime.date.today()}, commit {commit()}"
         atomic_write_text(RESULTS, RESULTS.read_text(encoding="utf-8") + f"\n## Decoding levers, {when}\n\n{body}\n")
+        copy_newest("Decoding levers", "levers-table")  # docs/speed.md's table
 
 
 if __name__ == "__main__":

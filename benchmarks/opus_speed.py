@@ -7,8 +7,9 @@ Helsinki-NLP/opus-mt-en-de (d_model 512, 6+6 layers, 8 heads, FFN 2048, swish, 5
 scaled embeddings, sinusoidal positions, a final_logits_bias, pad = decoder start = the last id)
 with random weights, saves it with save_pretrained as OPUS-MT's folders are laid out, and then:
 
-- mt runs it as a user would: `mt import` of the folder, then Translator (fp32, and int8 as
-  `--precision int8` loads it);
+- mt runs it as a user would: `mt import` of the folder, `mt compile` (not timed), then
+  Translator (fp32, and int8 as `--precision int8` loads it: the compiled step; and int8 with
+  `--engine eager`, uncompiled);
 - transformers runs MarianMTModel.generate on the folder;
 - CTranslate2 runs its own converter's output (`ct2-transformers-converter`, fp32 and int8).
 
@@ -43,6 +44,7 @@ from speed import in_worker, machine
 
 from mt_cli.config import TokenizerConfig, TrainConfig
 from mt_cli.data.tokenizer import train_sentencepiece
+from mt_cli.decode.compiled import compile_checkpoint
 from mt_cli.files import atomic_write_text
 from mt_cli.interop.ct2 import vocabulary_map
 from mt_cli.interop.hf_import import import_hf
@@ -51,19 +53,21 @@ from mt_cli.tools.shortlist import add_shortlist
 
 VOCAB = 58_101  # opus-mt-en-de's vocab_size
 BATCH = 32
-# name -> (worker family, folder or checkpoint under the work folder, mt precision, CTranslate2 vmap)
+# name -> (worker family, folder or checkpoint under the work folder, mt precision, CTranslate2 vmap,
+# mt's decode.engine). mt's default (auto) runs the compiled step, which prepare() builds as `mt compile` does.
 SYSTEMS = {
-    "mt fp32": ("mt", "imported.pt", "fp32", False),
-    "mt int8": ("mt", "imported.pt", "int8", False),
-    "HF generate fp32": ("hf", "opus", None, False),
-    "CTranslate2 fp32": ("ct2", "ct2-fp32", None, False),
-    "CTranslate2 int8": ("ct2", "ct2-int8", None, False),
+    "mt fp32": ("mt", "imported.pt", "fp32", False, "auto"),
+    "mt int8": ("mt", "imported.pt", "int8", False, "auto"),
+    "mt int8, eager": ("mt", "imported.pt", "int8", False, "eager"),
+    "HF generate fp32": ("hf", "opus", None, False, None),
+    "CTranslate2 fp32": ("ct2", "ct2-fp32", None, False, None),
+    "CTranslate2 int8": ("ct2", "ct2-int8", None, False, None),
     # The vocabulary shortlist (`mt shortlist` over Multi30k's en-de training pairs), and the same
     # one as CTranslate2's vocabulary map.
-    "mt fp32, shortlist": ("mt", "listed.pt", "fp32", False),
-    "mt int8, shortlist": ("mt", "listed.pt", "int8", False),
-    "CTranslate2 fp32, vmap": ("ct2", "ct2-fp32", None, True),
-    "CTranslate2 int8, vmap": ("ct2", "ct2-int8", None, True),
+    "mt fp32, shortlist": ("mt", "listed.pt", "fp32", False, "auto"),
+    "mt int8, shortlist": ("mt", "listed.pt", "int8", False, "auto"),
+    "CTranslate2 fp32, vmap": ("ct2", "ct2-fp32", None, True, None),
+    "CTranslate2 int8, vmap": ("ct2", "ct2-int8", None, True, None),
 }
 
 
@@ -109,6 +113,9 @@ def prepare(work: Path, train_lines: list[str], multi30k: Path) -> None:
     add_shortlist(work / "imported.pt", multi30k / "train.en", multi30k / "train.de", work / "listed.pt",
                   TrainConfig.shortlist_per_source, TrainConfig.shortlist_frequent, log=lambda _: None)  # fmt: skip
     vmap = vocabulary_map(checkpoint.load(work / "listed.pt"))
+    for name in ("imported.pt", "listed.pt"):
+        for q in ("fp32", "int8"):  # what `mt compile` builds once; not timed, as a user's runs are not
+            compile_checkpoint(work / name, q)
     converter = Path(sys.executable).parent / "ct2-transformers-converter"
     for q in ("fp32", "int8"):
         cmd = [str(converter), "--model", str(work / "opus"), "--output_dir", str(work / f"ct2-{q}")]
@@ -131,11 +138,11 @@ def run_systems(args, lines: list[str]) -> list[dict]:
     for beam in (4, 1):
         best: dict[str, tuple[float, list[list[str]]]] = {}
         for _ in range(args.rounds):
-            for name, (family, model, precision, vmap) in SYSTEMS.items():
+            for name, (family, model, precision, vmap, engine) in SYSTEMS.items():
                 job = {"kind": "decode", "family": family, "beam": beam, "batch": BATCH, "threads": args.threads,
                        "batches": batches, "limits": [args.steps] * len(batches), "model": str(args.work / model),
                        "precision": precision, "length_penalty": 0.0, "pieces": True, "vmap": vmap,
-                       "mt": {"max_len_ratio": 1e-9, "max_len_offset": args.steps}}  # fmt: skip
+                       "mt": {"max_len_ratio": 1e-9, "max_len_offset": args.steps, "engine": engine}}  # fmt: skip
                 got = in_worker(args, job)
                 out = [p for batch in got["out"] for p in batch]
                 if name not in best or got["seconds"] < best[name][0]:
@@ -159,7 +166,8 @@ def table(rows: list[dict]) -> list[str]:
         same_beam = {x["system"]: x for x in rows if x["beam"] == r["beam"]}
         # Against CTranslate2 at the same precision: with its whole vocabulary, or for a shortlist row
         # with the same shortlist as its vmap.
-        peer = same_beam.get(r["system"].replace("mt ", "CTranslate2 ").replace("shortlist", "vmap"))
+        peer_name = r["system"].replace("mt ", "CTranslate2 ").replace("shortlist", "vmap").replace(", eager", "")
+        peer = same_beam.get(peer_name)
         vs_ct2 = f"{r['sent/s'] / peer['sent/s']:.2f}" if peer and r["system"].startswith("mt ") else "-"
         lines.append(f"| {r['system']} | {r['beam']} | {r['sent/s']:.1f} | {r['steps/s']:.0f} | {r['pieces']:.1f} "
                      f"| {100 * r['same']:.1f}% | {r['sent/s'] / same_beam['HF generate fp32']['sent/s']:.2f} "

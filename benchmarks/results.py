@@ -19,6 +19,7 @@ DOCS = ROOT / "docs"
 PAGES = {
     "quality-table": DOCS / "quality.md",  # benchmarks/quality.py
     "speed-table": DOCS / "speed.md",  # benchmarks/speed.py
+    "levers-table": DOCS / "speed.md",  # benchmarks/levers.py --append
     "opus-speed-table": DOCS / "speed.md",  # benchmarks/opus_speed.py
     "shortlist-table": DOCS / "speed.md",  # benchmarks/shortlist.py
     "serve-table": DOCS / "serving.md",  # benchmarks/serve_load.py

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 
 import torch
 
 from mt_cli.errors import MtError
+
+log = logging.getLogger(__name__)
 
 
 def resolve_device(name: str) -> torch.device:
@@ -53,6 +56,24 @@ def amp_dtype(amp: str, device: torch.device) -> torch.dtype | None:
     if amp == "auto" and device.type == "cuda" and torch.cuda.is_bf16_supported():
         return torch.bfloat16
     return None
+
+
+def decode_precision(precision: str, device: torch.device) -> str:
+    """decode.precision as it runs on `device`: `auto` picks int8 on a CPU (the fastest path measured
+    on every CPU tried, BLEU within 0.15 of fp32), bf16 on a GPU that has it, else fp32. A forced
+    bf16 on a CPU without bf16 arithmetic runs, emulated, and says so in one line."""
+    if precision == "auto":
+        if device.type == "cpu":
+            return "int8"
+        bf16 = device.type == "cuda" and torch.cuda.is_bf16_supported()
+        return "bf16" if bf16 else "fp32"
+    if precision == "bf16" and device.type == "cpu" and not cpu_has_bf16():
+        log.warning(
+            "decode.precision bf16: this CPU (%s) has no bf16 arithmetic (AVX512-BF16 or AMX), so bf16 runs"
+            " emulated, many times slower than fp32; int8 or fp32 are faster here",
+            torch.backends.cpu.get_cpu_capability(),
+        )
+    return precision
 
 
 def cpu_has_bf16() -> bool:

@@ -75,6 +75,15 @@ def test_prefixes_and_terms_through_the_compiled_step_match_the_eager_model(buil
         assert [h[0].tokens for h in fast.search(LINES[:10], **kw)] == want
 
 
+def test_alignment_and_forced_scoring_with_a_compiled_step_run_the_model_as_eager_does(built):
+    ref = Translator.load(built, device="cpu", engine="eager")
+    fast = ref.with_options(engine="compiled")
+    want, got = ref.search(LINES[:10], nbest=1, alignment=True), fast.search(LINES[:10], nbest=1, alignment=True)
+    assert [h[0].alignment for h in got] == [h[0].alignment for h in want]
+    texts = [h[0].text for h in want]
+    assert [h.score for h in fast.score(LINES[:10], texts)] == [h.score for h in ref.score(LINES[:10], texts)]
+
+
 def test_compiled_int8_translates_batched_as_one_by_one_and_close_to_eager_int8(built):
     tr = Translator.load(built, device="cpu", precision="int8", beam=3, engine="compiled")
     assert tr._searched is tr.engine and tr.engine.compiled is not None
@@ -133,4 +142,4 @@ def test_mt_compile_reports_a_built_package_and_bad_input_in_one_line(built, tmp
     missing = runner.invoke(app, ["compile", "--checkpoint", str(tmp_path / "none.pt")])
     assert missing.exit_code == 1 and missing.output.count("\n") == 1 and "none.pt" in missing.output
     wrong = runner.invoke(app, ["compile", "--checkpoint", str(built), "--precision", "fp8"])
-    assert wrong.exit_code == 1 and "--precision must be fp32, bf16 or int8" in wrong.output
+    assert wrong.exit_code == 1 and "--precision must be fp32, bf16, int8 or auto" in wrong.output

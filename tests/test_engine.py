@@ -4,15 +4,17 @@ bf16 and int8 steps close to fp32; the model left as it was."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
 import torch
 
 from conftest import tiny_config
-from mt_cli import Translator
+from mt_cli import Translator, device
 from mt_cli.data.tokenizer import EOS, PAD
 from mt_cli.decode.engine import Engine
+from mt_cli.decode.precision import Int8Linear
 from mt_cli.model.transformer import build_model
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "decode" / "model.pt"
@@ -121,6 +123,23 @@ def test_auto_runs_the_engine_for_bf16_only_where_it_measured_faster():
     bf16 = fp32.with_options(precision="bf16")
     assert bf16.engine is not None and bf16.engine.precision == "bf16" and bf16._searched is bf16.engine
     assert fp32.with_options(engine="step")._searched.precision == "fp32"
+
+
+def test_precision_auto_runs_int8_on_a_cpu():
+    tr = Translator.load(FIXTURE, device="cpu", precision="auto")
+    assert tr.cfg.precision == "int8"
+    assert any(isinstance(m, Int8Linear) for m in tr.model.modules())  # the model was quantized as it loaded
+    assert tr.translate(LINES[:5]) == Translator.load(FIXTURE, device="cpu", precision="int8").translate(LINES[:5])
+
+
+def test_forced_bf16_on_a_cpu_without_bf16_arithmetic_says_so_in_one_line(monkeypatch, caplog):
+    monkeypatch.setattr(device, "cpu_has_bf16", lambda: False)
+    monkeypatch.setattr(logging.getLogger("mt_cli"), "propagate", True)  # the CLI keeps it to its own handler
+    with caplog.at_level(logging.INFO, logger="mt_cli"):
+        Translator.load(FIXTURE, device="cpu", precision="bf16")
+        Translator.load(FIXTURE, device="cpu", precision="fp32")
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1 and said[0].startswith("decode.precision bf16: this CPU") and "emulated" in said[0]
 
 
 def test_an_ensemble_of_engines_translates_as_the_eager_ensemble():

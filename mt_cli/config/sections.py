@@ -248,8 +248,10 @@ class DecodeConfig:
     )
     precision: str = option(
         "fp32",
-        "fp32, bf16 (weights cast to bf16 once; autocast with decode.engine eager) or int8 (int8 products, each"
-        " input row scaled on its own so batching changes no translation; CPU only).",
+        "fp32 (the reference), bf16 (weights cast to bf16 once; autocast with decode.engine eager; on a CPU only"
+        " with bf16 arithmetic, AVX512-BF16 or AMX), int8 (int8 products, each input row scaled on its own so"
+        " batching changes no translation; CPU only), or auto: picked when the model loads, int8 on a CPU, bf16"
+        " on a GPU that has it, else fp32.",
         cli=True,
     )
     engine: str = option(
@@ -290,8 +292,8 @@ class DecodeConfig:
         _check(self.temperature > 0, "decode.temperature must be positive")
         _check(self.beam >= 1, f"decode.beam must be at least 1, not {self.beam}")
         _check(
-            self.precision in ("fp32", "bf16", "int8"),
-            f"decode.precision must be fp32, bf16 or int8, not {self.precision!r}",
+            self.precision in ("fp32", "bf16", "int8", "auto"),
+            f"decode.precision must be fp32, bf16, int8 or auto, not {self.precision!r}",
         )
         _check(
             self.engine in ("auto", "step", "compiled", "eager"),

@@ -33,7 +33,7 @@ from mt_cli.decode.request import Requests, check_nbest, source_ids
 from mt_cli.decode.scoring import align, force
 from mt_cli.decode.search import Search
 from mt_cli.decode.shortlist import Shortlist
-from mt_cli.device import autocast, resolve_device
+from mt_cli.device import autocast, decode_precision, resolve_device
 from mt_cli.documents.engine import Aligned, piece_spans
 from mt_cli.errors import MtError
 from mt_cli.model import checkpoint
@@ -43,8 +43,9 @@ from mt_cli.model.transformer import Transformer
 SAMPLING = ("sampling_topk", "sampling_topp", "temperature")
 
 
-def decode_options(base: DecodeConfig, overrides: dict[str, Any]) -> DecodeConfig:
-    """`base` with the given fields replaced (None means "keep"); unknown names are refused."""
+def decode_options(base: DecodeConfig, overrides: dict[str, Any], device: torch.device) -> DecodeConfig:
+    """`base` with the given fields replaced (None means "keep"), the precision as it runs on
+    `device` (decode.precision auto picks one); unknown names are refused."""
     known = {f.name for f in dataclasses.fields(DecodeConfig)}
     unknown = sorted(set(overrides) - known)
     if unknown:
@@ -52,7 +53,9 @@ def decode_options(base: DecodeConfig, overrides: dict[str, Any]) -> DecodeConfi
     if any(overrides.get(k) is not None for k in SAMPLING) and overrides.get("method") is None:
         # A sampling option asks for sampling, which has no beam: the checkpoint's beam is not kept.
         overrides = {**overrides, "method": "sample", "beam": overrides.get("beam") or 1}
-    return dataclasses.replace(base, **{k: v for k, v in overrides.items() if v is not None})
+    cfg = dataclasses.replace(base, **{k: v for k, v in overrides.items() if v is not None})
+    precision = decode_precision(cfg.precision, device)
+    return cfg if precision == cfg.precision else dataclasses.replace(cfg, precision=precision)
 
 
 class Translator:
@@ -101,8 +104,8 @@ class Translator:
         cls, ckpt: checkpoint.Checkpoint, device: str = DEVICE, source: Path | None = None, **overrides: Any
     ) -> Translator:
         """`source`: the file `ckpt` came from, where compiled decoder steps are kept beside it."""
-        cfg = decode_options(ckpt.config.decode, overrides)
         dev = resolve_device(device)
+        cfg = decode_options(ckpt.config.decode, overrides, dev)
         model = ckpt.build_model(dev)
         if cfg.precision == "int8" and dev.type != "cpu":
             raise MtError(
@@ -118,7 +121,7 @@ class Translator:
 
     def with_options(self, **overrides: Any) -> Translator:
         """The same model with other decoding settings (beam, length penalty, ...), nothing reloaded."""
-        cfg = decode_options(self.cfg, overrides)
+        cfg = decode_options(self.cfg, overrides, self.device)
         if (cfg.precision == "int8") != (self.cfg.precision == "int8"):
             raise MtError("int8 decoding quantizes the model when it loads; load a new Translator for it")
         engine = self.engine

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -14,7 +15,7 @@ from mt_cli.decode.engine import Engine
 from mt_cli.decode.search import as_requests
 from mt_cli.decode.shortlist import Shortlist
 from mt_cli.decode.translator import Translator
-from mt_cli.device import autocast
+from mt_cli.device import autocast, decode_precision
 from mt_cli.metrics import score
 from mt_cli.model.loss import label_smoothed_loss
 from mt_cli.model.transformer import Transformer
@@ -57,8 +58,9 @@ def validate(
                 loss, nll = label_smoothed_loss(logits, gold[i : i + LOSS_CHUNK], cfg.train.label_smoothing)
                 loss_sum, nll_sum = loss_sum + loss.item(), nll_sum + nll.item()
             n_tokens += int(keep.sum())
-        engine = Engine(model, cfg.decode.precision) if cfg.decode.uses_engine else None
-        translator = Translator(model, tokenizer, cfg.decode, shortlist=shortlist, engine=engine)
+        decoding = dataclasses.replace(cfg.decode, precision=decode_precision(cfg.decode.precision, device))
+        engine = Engine(model, decoding.precision) if decoding.uses_engine else None
+        translator = Translator(model, tokenizer, decoding, shortlist=shortlist, engine=engine)
         found = translator.search_requests(as_requests(pairs.src))
     model.train()
     bleu = score([hyps[0].text for hyps in found], [refs], metrics=("bleu",))["bleu"]
