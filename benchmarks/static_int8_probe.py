@@ -33,6 +33,7 @@ from mt_cli.metrics import score
 def static_int8(engine: Engine, translator: Translator, calibration: list[str], package: Path) -> None:
     """Quantize engine's fp32 step statically, calibrating on `calibration`, into `package`."""
     import torch._inductor
+    from torchao.quantization.pt2e import allow_exported_model_train_eval
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
     from torchao.quantization.pt2e.quantizer.x86_inductor_quantizer import (
         X86InductorQuantizer,
@@ -44,10 +45,17 @@ def static_int8(engine: Engine, translator: Translator, calibration: list[str], 
         graph = torch.export.export(engine.step_fn, example, dynamic_shapes=dims, strict=False).module()
         quantizer = X86InductorQuantizer().set_global(get_default_x86_inductor_quantization_config(is_dynamic=False))
         prepared = prepare_pt2e(graph, quantizer)
-        fp32_step = engine.step_fn
-        engine.step_fn = prepared  # the observers see real decoding's activations
+        allow_exported_model_train_eval(prepared)  # search puts its model in eval mode
+        n = engine.cfg.dec_layers
+
+        def observed(flat: list) -> torch.Tensor:  # the engine's flat inputs, as the prepared graph takes them
+            rest = flat[2 + 4 * n :]
+            layers = [flat[2 + i * n : 2 + (i + 1) * n] for i in range(4)]
+            return prepared(flat[0], flat[1], *layers, rest[0], rest[1], rest[2] if len(rest) > 2 else None)
+
+        engine.compiled = observed  # the observers see real decoding's activations
         translator.translate(calibration)
-        engine.step_fn = fp32_step
+        engine.compiled = None
         quantized = convert_pt2e(prepared)
         program = torch.export.export(quantized, example, dynamic_shapes=dims, strict=False)
         torch._inductor.aoti_compile_and_package(program, package_path=str(package),
