@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_engine import FIXTURE, LINES, _src, _steps
+from test_engine import FIXTURE, LINES, SEARCHES, _src, _steps, assert_prefixes_and_terms_match
 from typer.testing import CliRunner
 
 from mt_cli import Translator
@@ -49,12 +49,7 @@ def test_the_compiled_step_gives_the_models_logits_through_reorders_and_growth(b
                 torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-5, msg=f"step {t}")
 
 
-@pytest.mark.parametrize(
-    "options",
-    [{}, {"beam": 1}, {"beam": 3, "shortlist": False}, {"no_repeat_ngram": 2}, {"sampling_topk": 5, "seed": 3},
-     {"length_penalty": 0.0, "beam": 6}],
-    ids=["beam", "greedy", "whole-vocabulary", "no-repeat", "sampling", "beam-6"],
-)  # fmt: skip
+@SEARCHES
 def test_the_compiled_step_translates_as_the_eager_model_for_every_search(built, options):
     ref = Translator.load(built, device="cpu", engine="eager", **options)
     fast = ref.with_options(engine="compiled")
@@ -66,13 +61,7 @@ def test_the_compiled_step_translates_as_the_eager_model_for_every_search(built,
 
 def test_prefixes_and_terms_through_the_compiled_step_match_the_eager_model(built):
     ref = Translator.load(built, device="cpu", engine="eager")
-    fast = ref.with_options(engine="compiled")
-    words = [line.split()[0] for line in LINES[:10]]
-    prefixes = [w if i % 2 else None for i, w in enumerate(words)]
-    terms = [[w] if i % 3 == 0 else [] for i, w in enumerate(words)]
-    for kw in ({"prefixes": prefixes}, {"constraints": terms}):
-        want = [h[0].tokens for h in ref.search(LINES[:10], **kw)]
-        assert [h[0].tokens for h in fast.search(LINES[:10], **kw)] == want
+    assert_prefixes_and_terms_match(ref, ref.with_options(engine="compiled"))
 
 
 def test_alignment_and_forced_scoring_with_a_compiled_step_run_the_model_as_eager_does(built):
@@ -141,5 +130,7 @@ def test_mt_compile_reports_a_built_package_and_bad_input_in_one_line(built, tmp
     assert f"already compiled: {compiled.package_path(built, 'int8')}" in done.output
     missing = runner.invoke(app, ["compile", "--checkpoint", str(tmp_path / "none.pt")])
     assert missing.exit_code == 1 and missing.output.count("\n") == 1 and "none.pt" in missing.output
+    auto = runner.invoke(app, ["compile", "--checkpoint", str(built), "--precision", "auto"])  # int8 on a CPU
+    assert auto.exit_code == 0 and f"already compiled: {compiled.package_path(built, 'int8')}" in auto.output
     wrong = runner.invoke(app, ["compile", "--checkpoint", str(built), "--precision", "fp8"])
     assert wrong.exit_code == 1 and "--precision must be fp32, bf16, int8 or auto" in wrong.output

@@ -92,12 +92,16 @@ def eager() -> Translator:
     return Translator.load(FIXTURE, device="cpu", engine="eager")
 
 
-@pytest.mark.parametrize(
+# Every search and control, as decoding options: what a faster path must translate as eager does.
+SEARCHES = pytest.mark.parametrize(
     "options",
     [{}, {"beam": 1}, {"beam": 3, "shortlist": False}, {"no_repeat_ngram": 2}, {"sampling_topk": 5, "seed": 3},
      {"length_penalty": 0.0, "beam": 6}],
     ids=["beam", "greedy", "whole-vocabulary", "no-repeat", "sampling", "beam-6"],
 )  # fmt: skip
+
+
+@SEARCHES
 def test_the_engine_translates_as_the_eager_model_for_every_search(eager, options):
     ref = eager.with_options(**options)
     engine = ref.with_options(engine="step")
@@ -107,14 +111,18 @@ def test_the_engine_translates_as_the_eager_model_for_every_search(eager, option
     assert [h[0].score for h in got] == pytest.approx([h[0].score for h in want], abs=1e-4)
 
 
-def test_prefixes_and_terms_through_the_engine_match_the_eager_model(eager):
-    engine = eager.with_options(engine="step")
+def assert_prefixes_and_terms_match(ref: Translator, fast: Translator) -> None:
+    """Lines with target prefixes, and with terms the output must contain: `fast` finds what `ref` does."""
     words = [line.split()[0] for line in LINES[:10]]
     prefixes = [w if i % 2 else None for i, w in enumerate(words)]
     terms = [[w] if i % 3 == 0 else [] for i, w in enumerate(words)]
     for tr_kw in ({"prefixes": prefixes}, {"constraints": terms}):
-        want = [h[0].tokens for h in eager.search(LINES[:10], **tr_kw)]
-        assert [h[0].tokens for h in engine.search(LINES[:10], **tr_kw)] == want
+        want = [h[0].tokens for h in ref.search(LINES[:10], **tr_kw)]
+        assert [h[0].tokens for h in fast.search(LINES[:10], **tr_kw)] == want
+
+
+def test_prefixes_and_terms_through_the_engine_match_the_eager_model(eager):
+    assert_prefixes_and_terms_match(eager, eager.with_options(engine="step"))
 
 
 def test_auto_runs_the_engine_for_bf16_only_where_it_measured_faster():
@@ -136,7 +144,7 @@ def test_forced_bf16_on_a_cpu_without_bf16_arithmetic_says_so_in_one_line(monkey
     monkeypatch.setattr(device, "cpu_has_bf16", lambda: False)
     monkeypatch.setattr(logging.getLogger("mt_cli"), "propagate", True)  # the CLI keeps it to its own handler
     with caplog.at_level(logging.INFO, logger="mt_cli"):
-        Translator.load(FIXTURE, device="cpu", precision="bf16")
+        Translator.load(FIXTURE, device="cpu", precision="bf16").with_options(beam=2)  # said at load, once
         Translator.load(FIXTURE, device="cpu", precision="fp32")
     said = [r.getMessage() for r in caplog.records]
     assert len(said) == 1 and said[0].startswith("decode.precision bf16: this CPU") and "emulated" in said[0]

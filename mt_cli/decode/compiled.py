@@ -26,6 +26,7 @@ from mt_cli.config import DecodeConfig
 from mt_cli.decode import engine as engine_module
 from mt_cli.decode import precision as precision_module
 from mt_cli.decode.engine import Engine
+from mt_cli.device import decode_precision
 from mt_cli.errors import MtError
 from mt_cli.model.transformer import Transformer
 
@@ -59,7 +60,7 @@ def compile_checkpoint(path: Path, precision: str = "fp32") -> tuple[Path, bool]
     its package, and whether it was built now."""
     from mt_cli.model import checkpoint
 
-    DecodeConfig(precision=precision)  # checks it
+    precision = decode_precision(DecodeConfig(precision=precision).precision, torch.device("cpu"))  # checked; auto
     ckpt = checkpoint.load(path)  # checks the file
     package = package_path(path, precision)
     if package.exists():

@@ -43,9 +43,8 @@ from mt_cli.model.transformer import Transformer
 SAMPLING = ("sampling_topk", "sampling_topp", "temperature")
 
 
-def decode_options(base: DecodeConfig, overrides: dict[str, Any], device: torch.device) -> DecodeConfig:
-    """`base` with the given fields replaced (None means "keep"), the precision as it runs on
-    `device` (decode.precision auto picks one); unknown names are refused."""
+def decode_options(base: DecodeConfig, overrides: dict[str, Any]) -> DecodeConfig:
+    """`base` with the given fields replaced (None means "keep"); unknown names are refused."""
     known = {f.name for f in dataclasses.fields(DecodeConfig)}
     unknown = sorted(set(overrides) - known)
     if unknown:
@@ -53,7 +52,12 @@ def decode_options(base: DecodeConfig, overrides: dict[str, Any], device: torch.
     if any(overrides.get(k) is not None for k in SAMPLING) and overrides.get("method") is None:
         # A sampling option asks for sampling, which has no beam: the checkpoint's beam is not kept.
         overrides = {**overrides, "method": "sample", "beam": overrides.get("beam") or 1}
-    cfg = dataclasses.replace(base, **{k: v for k, v in overrides.items() if v is not None})
+    return dataclasses.replace(base, **{k: v for k, v in overrides.items() if v is not None})
+
+
+def _on_device(cfg: DecodeConfig, device: torch.device) -> DecodeConfig:
+    """`cfg` with the precision as it runs on `device` (decode.precision auto picks one); resolved
+    when a model loads or its precision changes, not on every other change of options."""
     precision = decode_precision(cfg.precision, device)
     return cfg if precision == cfg.precision else dataclasses.replace(cfg, precision=precision)
 
@@ -105,7 +109,7 @@ class Translator:
     ) -> Translator:
         """`source`: the file `ckpt` came from, where compiled decoder steps are kept beside it."""
         dev = resolve_device(device)
-        cfg = decode_options(ckpt.config.decode, overrides, dev)
+        cfg = _on_device(decode_options(ckpt.config.decode, overrides), dev)
         model = ckpt.build_model(dev)
         if cfg.precision == "int8" and dev.type != "cpu":
             raise MtError(
@@ -121,7 +125,9 @@ class Translator:
 
     def with_options(self, **overrides: Any) -> Translator:
         """The same model with other decoding settings (beam, length penalty, ...), nothing reloaded."""
-        cfg = decode_options(self.cfg, overrides, self.device)
+        cfg = decode_options(self.cfg, overrides)
+        if cfg.precision != self.cfg.precision:
+            cfg = _on_device(cfg, self.device)
         if (cfg.precision == "int8") != (self.cfg.precision == "int8"):
             raise MtError("int8 decoding quantizes the model when it loads; load a new Translator for it")
         engine = self.engine
