@@ -229,13 +229,11 @@ def test_unknown_pieces_and_the_target_language_token(imported):
     folder, out = imported
     tr = Translator.load(out, device="cpu", beam=1)
     assert "<unk>" in tr.tokenizer.src_pieces(LINES[4])  # characters the vocabulary lacks
-    to_en = tr.for_target("en")
+    to_en = tr.for_languages(target="en")
     assert to_en.source_ids(["Kind hat ball."]) == tr.source_ids([">>en<< Kind hat ball."])
     assert to_en.source_ids([">>en<< x"]) == tr.source_ids([">>en<< x"])  # a line's own token is kept
-    with pytest.raises(
-        MtError, match=r"target language fr: the model has no >>fr<< token \(its language tokens: >>en<<\)"
-    ):
-        tr.for_target("fr")
+    with pytest.raises(MtError, match=r"target language 'fr': the model has no such language; it has en"):
+        tr.for_languages(target="fr")
 
 
 def test_a_hub_id_offline_is_one_clear_line(tmp_path, monkeypatch):

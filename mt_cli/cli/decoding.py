@@ -33,8 +33,12 @@ ConstraintsFile = Annotated[
     Path | None,
     typer.Option(help="Per input line, tab-separated target terms the output must contain.", readable=False),
 ]
+SourceLang = Annotated[
+    str | None, typer.Option(help="The language read (de; NLLB: deu_Latn or de), for a model told its source.")
+]
 TargetLang = Annotated[
-    str | None, typer.Option(help="A multi-target model's target language xx: its >>xx<< token before each line.")
+    str | None,
+    typer.Option(help="The language to write (de; NLLB: deu_Latn or de), for a model that writes several."),
 ]
 
 
@@ -91,13 +95,16 @@ def score(
     format: Annotated[str, typer.Option(help="text (one score per line) or jsonl (with each token's).")] = "text",
     normalize: Annotated[bool, typer.Option(help="Divide by the token count (EOS included).")] = False,
     batch_size: Annotated[int | None, typer.Option(help="Pairs scored together.")] = None,
+    source_lang: SourceLang = None,
+    target_lang: TargetLang = None,
     device: Device = DEVICE,
 ) -> None:
     """Forced decoding: the log-probability the model gives each TGT line as the translation of its
     SRC line (natural log, summed over the target's tokens and EOS)."""
     from mt_cli.tools.translate_files import score_file
 
-    n = score_file(checkpoint, src, tgt, output, device, format, normalize, batch_size=batch_size)
+    n = score_file(checkpoint, src, tgt, output, device, format, normalize, (source_lang, target_lang),
+                   batch_size=batch_size)  # fmt: skip
     if output is not None:
         err(f"scored {n} pairs into {output}")
 

@@ -70,16 +70,17 @@ def export_model(
 @friendly
 def import_model(
     folder: Annotated[
-        Path, typer.Argument(help="A MarianMTModel folder (save_pretrained's layout), or a hub id to fetch.")
+        Path,
+        typer.Argument(help="A MarianMTModel or M2M100 / NLLB-200 folder (save_pretrained's), or a hub id to fetch."),
     ],
     out: Annotated[Path, typer.Option(help="The mt checkpoint to write, e.g. opus-de-en.pt.")],
-    format_: Annotated[str, typer.Option("--format", help="hf: a Hugging Face Marian (OPUS-MT) folder.")] = "hf",
+    format_: Annotated[str, typer.Option("--format", help="hf: a Hugging Face folder.")] = "hf",
 ) -> None:
-    """Import a pretrained model (Hugging Face Marian, OPUS-MT) as an mt checkpoint: translate, score,
-    fine-tune (`mt train --init`), export and serve it like any other."""
+    """Import a pretrained model (Hugging Face Marian / OPUS-MT, M2M100, NLLB-200) as an mt checkpoint:
+    translate, score, fine-tune (`mt train --init`), export and serve it like any other."""
     from mt_cli.errors import MtError
     from mt_cli.interop.hf_import import import_hf
 
     if format_ != "hf":
-        raise MtError(f"--format {format_!r}: the one import format is hf (a MarianMTModel folder)")
+        raise MtError(f"--format {format_!r}: the one import format is hf (a Hugging Face folder)")
     err(f"wrote {import_hf(folder, out)}")

@@ -67,7 +67,10 @@ class DocumentConfig:
     protect_pattern: str = option("", "A regular expression whose matches are protected too.", cli=True)
     overwrite: bool = option(False, "po: translate entries that already have a translation too.", cli=True)
     source_lang: str = option(
-        "", "The source language's code (de, zh), whose rules split sentences; default: the checkpoint's.", cli=True
+        "",
+        "The source language (de, zh; NLLB: deu_Latn or de): its rules split sentences, and a model told its source"
+        " language (M2M100, NLLB) reads it; default: the checkpoint's.",
+        cli=True,
     )
 
     def __post_init__(self) -> None:

@@ -30,10 +30,17 @@ class ModelConfig:
     shared_vocab: bool = option(True, "One joint tokenizer for both sides.")
     # "pad" starts as Marian and CTranslate2 do, so exported models decode identically at step 0;
     # checkpoints of format 1 were trained with "bos", and keep it.
-    decoder_start: str = option("pad", "What the decoder reads at step 0: pad (a zero vector, PAD's embedding) or bos.")
+    decoder_start: str = option(
+        "pad", "What the decoder reads at step 0: pad (a zero vector, PAD's embedding), bos, or eos (M2M100, NLLB)."
+    )
     activation: str = option("relu", "The feed-forward activation: relu, gelu or swish (SiLU, as OPUS-MT uses).")
     output_bias: bool = option(False, "A bias on the output layer (imported Marian models have one).")
     scale_embedding: bool = option(True, "Scale embeddings by sqrt(d_model), as the paper does.")
+    positions: str = option(
+        "marian",
+        "The sinusoid table: marian (angle pos/10000^(2i/d), as the paper) or fairseq (pos/10000^(i/(d/2-1)), from"
+        " position 2, as M2M100 and NLLB read it).",
+    )
     # Not shape, but what the weights mean: the server's /languages and sentence splitting read them.
     source_langs: tuple[str, ...] = option(
         (),
@@ -53,7 +60,10 @@ class ModelConfig:
         _check(self.d_model % 2 == 0, "model.d_model must be even for sinusoidal positions")
         for name in ("dropout", "attention_dropout", "activation_dropout"):
             _check(0.0 <= getattr(self, name) < 1.0, f"model.{name} must be in [0, 1)")
-        _check(self.decoder_start in ("pad", "bos"), f"model.decoder_start must be pad or bos: {self.decoder_start!r}")
+        _check(self.decoder_start in ("pad", "bos", "eos"),
+               f"model.decoder_start must be pad, bos or eos: {self.decoder_start!r}")  # fmt: skip
+        _check(self.positions in ("marian", "fairseq"),
+               f"model.positions must be marian or fairseq: {self.positions!r}")  # fmt: skip
         _check(self.activation in ACTIVATIONS, f"model.activation must be relu, gelu or swish, not {self.activation!r}")
 
 

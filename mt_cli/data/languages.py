@@ -4,8 +4,12 @@ English names of the ISO 639-1 codes."""
 
 from __future__ import annotations
 
+import difflib
 import re
+from collections.abc import Sequence
 from pathlib import Path
+
+from mt_cli.errors import MtError
 
 # ISO 639-1, English names (as ISO 639-2's registration authority lists them, shortened).
 _TABLE = (
@@ -59,3 +63,52 @@ def suffix_language(path: Path) -> str | None:
     name = name[: -len(".gz")] if name.endswith(".gz") else name
     suffix = name.rsplit(".", 1)[1] if "." in name else ""
     return language_code(suffix)
+
+
+# ISO 639-3 -> ISO 639-1 for the languages NLLB-200 names by 639-3 code and script (deu_Latn):
+# the 639-2/T codes with a 639-1 code (from ISO 639-3's tables), and for macrolanguages the
+# standard variety NLLB uses (arb: Arabic, zsm: Malay, swh: Swahili, ...).
+_ISO3 = (
+    "afr:af aka:ak amh:am asm:as bak:ba bam:bm bel:be ben:bn bod:bo bos:bs bul:bg cat:ca ces:cs cym:cy "
+    "dan:da deu:de dzo:dz ell:el eng:en epo:eo est:et eus:eu ewe:ee fao:fo fij:fj fin:fi fra:fr gla:gd "
+    "gle:ga glg:gl grn:gn guj:gu hat:ht hau:ha heb:he hin:hi hrv:hr hun:hu hye:hy ibo:ig ind:id isl:is "
+    "ita:it jav:jv jpn:ja kan:kn kas:ks kat:ka kaz:kk khm:km kik:ki kin:rw kir:ky kon:kg kor:ko lao:lo "
+    "lim:li lin:ln lit:lt ltz:lb lug:lg mal:ml mar:mr mkd:mk mlt:mt mri:mi mya:my nld:nl nno:nn nob:nb "
+    "nya:ny oci:oc pan:pa pol:pl por:pt ron:ro run:rn rus:ru sag:sg san:sa sin:si slk:sk slv:sl smo:sm "
+    "sna:sn snd:sd som:so sot:st spa:es srd:sc srp:sr ssw:ss sun:su swe:sv tam:ta tat:tt tel:te tgk:tg "
+    "tgl:tl tha:th tir:ti tsn:tn tso:ts tuk:tk tur:tr twi:tw uig:ug ukr:uk urd:ur vie:vi wol:wo xho:xh "
+    "yor:yo zho:zh zul:zu arb:ar pes:fa zsm:ms swh:sw lvs:lv khk:mn plt:mg gaz:om uzn:uz azj:az npi:ne "
+    "ory:or als:sq ydd:yi quy:qu ayr:ay pbt:ps kmr:ku"
+)
+ISO3_TO_ISO1 = dict(item.split(":") for item in _ISO3.split())
+# Where a 639-1 code has several scripts in a model and the code names none: the usual one.
+_USUAL_SCRIPT = {"zh": "Hans"}
+
+
+def short_code(code: str) -> str:
+    """A model's language code as ISO 639-1 where there is one: deu_Latn -> de, de -> de, ast -> ast."""
+    base = re.split(r"[_-]", code, maxsplit=1)[0]
+    return ISO3_TO_ISO1.get(base, base)
+
+
+def resolve_language(given: str, codes: Sequence[str], what: str) -> str:
+    """The model's code (one of `codes`) that `given` names: itself, or a 639-1 code for a model
+    that spells it otherwise (de for deu_Latn; zh-Hant for zho_Hant). Anything else is one line
+    naming `what` (a config field) and the model's nearest codes."""
+    if given in codes:
+        return given
+    folded = {c.lower().replace("-", "_"): c for c in codes}
+    if given.lower().replace("-", "_") in folded:
+        return folded[given.lower().replace("-", "_")]
+    base, _, script = given.replace("-", "_").partition("_")
+    same = [c for c in codes if base.lower() in (short_code(c), re.split(r"[_-]", c, maxsplit=1)[0].lower())]
+    if len(same) > 1:
+        script = script or _USUAL_SCRIPT.get(base.lower(), "")
+        same = [c for c in same if script and c.lower().endswith("_" + script.lower())] or same
+    if len(same) == 1:
+        return same[0]
+    near = same or difflib.get_close_matches(given, codes, n=6, cutoff=0.5)
+    near = near or [c for c in codes if c[:1].lower() == given[:1].lower()][:6]
+    hint = f"nearest: {', '.join(near)}" if near else f"it has {', '.join(list(codes)[:8])}"
+    hint += f" ({len(codes)} in all)" if len(codes) > len(near) else ""
+    raise MtError(f"{what} {given!r}: the model has no such language; {hint}")

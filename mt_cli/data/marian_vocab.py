@@ -15,9 +15,10 @@ keeps the vocabulary in Marian's own order, so export writes back exactly what w
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-from mt_cli.data.tokenizer import EOS, PAD, UNK, Tokenizer
+from mt_cli.data.tokenizer import EOS, PAD, UNK, LanguageTokens, Tokenizer
 from mt_cli.errors import MtError
 
 SPECIALS = ("pad", "unk", "eos")
@@ -97,6 +98,13 @@ class MarianVocab(Tokenizer):
 
     def vocabulary(self, side: str) -> list[str]:
         return list((self._src if side == "source" else self._tgt)[1])
+
+    TAG = re.compile(r">>([A-Za-z0-9_-]+)<<")  # a multi-target model's target tokens: >>de<<, >>por_BR<<
+
+    def language_tokens(self, source: str = "", target: str = "") -> LanguageTokens:
+        """As Tokenizer's, but with no target a multi-target model is left to choose (as OPUS-MT's
+        own tools do), and a line's own >>xx<< decides for it."""
+        return super().language_tokens(source, target) if target else LanguageTokens()
 
     def to_state(self) -> dict[str, Any]:
         return {"kind": "marian", **self.state}

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import io
+import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import sentencepiece as spm
 
 from mt_cli.config import TokenizerConfig
+from mt_cli.data.languages import resolve_language
 from mt_cli.errors import MtError
 from mt_cli.files import atomic_write_bytes
 from mt_cli.scripts import is_mostly_cjk
@@ -17,6 +20,30 @@ from mt_cli.scripts import is_mostly_cjk
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 
 JOINT_FILE, SRC_FILE, TGT_FILE = "joint.model", "src.model", "tgt.model"
+
+
+@dataclass(frozen=True)
+class LanguageTokens:
+    """How one direction is told to a model of several languages, as ids: before each source line
+    (a target tag, <2de> or OPUS-MT's >>de<<; M2M100's and NLLB's source language), after its EOS
+    (NLLB's legacy layout), and after the decoder's start token (M2M100's and NLLB's target
+    language, which their decoder reads before the translation)."""
+
+    source: tuple[int, ...] = ()
+    source_end: tuple[int, ...] = ()
+    start: tuple[int, ...] = ()
+    tags: frozenset[int] = frozenset()  # target tags: a line that starts with one keeps its own
+
+    def wrap(self, ids: list[int]) -> list[int]:
+        """A source line's ids (ending in EOS) with the language tokens around them."""
+        if self.source and not (ids and ids[0] in self.tags):
+            ids = [*self.source, *ids]
+        return [*ids, *self.source_end]
+
+    @property
+    def extra(self) -> int:
+        """Positions the tokens take on the source side (a line's own tag aside)."""
+        return len(self.source) + len(self.source_end)
 
 
 class Tokenizer:
@@ -63,6 +90,35 @@ class Tokenizer:
         sp = self.src if side == "source" else self.tgt
         return [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
 
+    # A target-language tag a source line starts with (Johnson et al. 2017); MarianVocab's are >>de<<.
+    TAG = re.compile(r"<2([A-Za-z0-9_-]+)>")
+
+    def target_tags(self) -> dict[str, int]:
+        """The target-language tags of the source vocabulary: language code -> source id."""
+        if getattr(self, "_tags", None) is None:
+            matches = ((self.TAG.fullmatch(p), i) for i, p in enumerate(self.vocabulary("source")))
+            self._tags = {m.group(1): i for m, i in matches if m}
+        return self._tags
+
+    def languages(self) -> tuple[list[str], list[str]]:
+        """The language codes the model is told by tokens: (sources, targets); empty when none."""
+        return [], list(self.target_tags())
+
+    def language_tokens(self, source: str = "", target: str = "") -> LanguageTokens:
+        """The ids that tell the model a direction: the target's tag before each source line (a
+        model of target tags is not told its source). `target` "" when the model has no tags."""
+        tags = self.target_tags()
+        if not target:
+            if tags:
+                raise MtError(f"the model writes {len(tags)} languages ({', '.join(list(tags)[:20])}); "
+                              "choose one: --target-lang (Translator: target=)")  # fmt: skip
+            return LanguageTokens()
+        if not tags:
+            raise MtError(f"target language {target!r}: the model has no target-language tokens; it writes one "
+                          "language (leave --target-lang out)")  # fmt: skip
+        code = resolve_language(target, list(tags), "target language")
+        return LanguageTokens(source=(tags[code],), tags=frozenset(tags.values()))
+
     def to_state(self) -> dict[str, bytes]:
         if self.joint:
             return {"joint": self._src_bytes}
@@ -75,6 +131,10 @@ class Tokenizer:
             from mt_cli.data.marian_vocab import MarianVocab
 
             return MarianVocab({k: v for k, v in state.items() if k != "kind"})
+        if state.get("kind") == "m2m100":  # an imported M2M100 or NLLB-200 model's vocabulary
+            from mt_cli.data.m2m_vocab import M2MVocab
+
+            return M2MVocab({k: v for k, v in state.items() if k != "kind"})
         if "joint" in state:
             return cls(state["joint"])
         return cls(state["src"], state["tgt"])

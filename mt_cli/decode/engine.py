@@ -202,8 +202,8 @@ class Step(nn.Module):
 class Engine(nn.Module):
     """A Transformer for search (the `Searchable` contract): its encoder, and the decoder step
     above in `precision` (fp32, bf16 or int8), run eagerly or, given `compiled`, as compiled
-    ahead of time for this CPU. The model is kept for what is not one step at a time (a whole
-    target at once, as forced scoring asks), which it decodes itself."""
+    ahead of time for this CPU. The model is kept for its encoder, and decodes a cache of its own
+    (DecoderCache) itself."""
 
     def __init__(self, model: Transformer, precision: str = "fp32",
                  compiled: Callable[[list[Tensor]], Tensor] | None = None) -> None:  # fmt: skip
@@ -242,14 +242,15 @@ class Engine(nn.Module):
         self, tgt: Tensor, memory: Tensor | None, src_mask: Tensor | None,
         cache: StepCache | DecoderCache | None = None, vocab: Tensor | None = None,
     ) -> tuple[Tensor, StepCache | DecoderCache]:  # fmt: skip
-        """The model's decode, one position at a time: tgt (R, 1) -> float logits (R, 1, V or V_s)."""
-        if isinstance(cache, DecoderCache) or (cache is None and tgt.size(1) > 1):
-            return self.model.decode(tgt, memory, src_mask, cache, vocab)  # several positions at once
+        """The model's decode, one position at a time: tgt (R, T) -> float logits (R, T, V or V_s).
+        Several positions (a decoder start of more than one token) are stepped through in turn."""
+        if isinstance(cache, DecoderCache):
+            return self.model.decode(tgt, memory, src_mask, cache, vocab)
         if cache is None:
             if memory is None or src_mask is None:
                 raise ValueError("decode needs memory and src_mask when it has no cache")
             cache = self.new_cache(memory, src_mask, tgt.size(0), vocab)
-        return self.step(tgt[:, 0], cache)[:, None], cache
+        return torch.stack([self.step(tgt[:, t], cache) for t in range(tgt.size(1))], dim=1), cache
 
     def step(self, tokens: Tensor, cache: StepCache) -> Tensor:
         """tokens (R,) at position cache.length -> logits (R, V) in fp32; the cache moves one step on."""

@@ -56,12 +56,14 @@ class Hypothesis:
 class Request:
     """One sentence as search takes it, built and checked once (decode/request.py): its source ids
     (ending in EOS), target ids it must start with, target terms (id sequences) it must contain,
-    and the key its random draws are seeded by (its line)."""
+    the key its random draws are seeded by (its line), and target ids the decoder reads after its
+    start token and before the output (an M2M100 or NLLB model's target language)."""
 
     src: tuple[int, ...] = ()
     prefix: tuple[int, ...] = ()
     constraints: tuple[tuple[int, ...], ...] = ()
     key: int = 0
+    start: tuple[int, ...] = ()
 
 
 @dataclass

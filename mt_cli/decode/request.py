@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from mt_cli.config import DecodeConfig
-from mt_cli.data.tokenizer import EOS, UNK, Tokenizer
+from mt_cli.data.tokenizer import EOS, UNK, LanguageTokens, Tokenizer
 from mt_cli.decode.hypothesis import Request
 from mt_cli.errors import MtError
 
@@ -25,12 +25,13 @@ def check_nbest(nbest: int, cfg: DecodeConfig) -> None:
         )
 
 
-def source_ids(tokenizer: Tokenizer, lines: Sequence[str], limit: int, target_token: str = "") -> list[list[int]]:
-    """Source ids ending in EOS, an over-long line cut to `limit` (the model's positions less one);
-    a multi-target model's `target_token` (>>xx<<) before each line that carries none."""
-    if target_token:
-        lines = [line if line.startswith(">>") else f"{target_token} {line}" for line in lines]
-    return [ids if len(ids) <= limit else ids[: limit - 1] + [EOS] for ids in tokenizer.encode_src(list(lines))]
+def source_ids(tokenizer: Tokenizer, lines: Sequence[str], limit: int,
+               languages: LanguageTokens = LanguageTokens()) -> list[list[int]]:  # fmt: skip
+    """Source ids ending in EOS (then NLLB's legacy language token), an over-long line cut to
+    `limit` (the model's positions less one); the `languages` tokens around each line."""
+    room = limit - languages.extra
+    cut = [ids if len(ids) <= room else ids[: room - 1] + [EOS] for ids in tokenizer.encode_src(list(lines))]
+    return [languages.wrap(ids) for ids in cut]
 
 
 class Requests:
@@ -39,7 +40,7 @@ class Requests:
 
     def __init__(self, tokenizer: Tokenizer, cfg: DecodeConfig, limit: int, n: int,
                  prefixes: Sequence[str | None] | None = None, constraints: Sequence[Sequence[str]] | None = None,
-                 first_line: int = 0, target_token: str = "") -> None:  # fmt: skip
+                 first_line: int = 0, languages: LanguageTokens = LanguageTokens()) -> None:  # fmt: skip
         for name, given in (("prefixes", prefixes), ("constraint lists", constraints)):
             if given is not None and len(given) != n:
                 raise MtError(f"{len(given)} {name} for {n} lines: give one per line (an empty one for none)")
@@ -49,12 +50,12 @@ class Requests:
             )
         self.tokenizer, self.cfg, self.limit = tokenizer, cfg, limit  # limit: the model's positions less one
         self.prefixes, self.constraints, self.first_line = prefixes, constraints, first_line
-        self.target_token = target_token  # a multi-target model's >>xx<<, before lines that carry none
+        self.languages = languages  # the direction's language tokens
 
     def build(self, lines: Sequence[str]) -> list[Request | None]:
         """A request per line; None for a blank line (it gets an empty translation, no search)."""
         todo = [i for i, line in enumerate(lines) if line.strip()]
-        src = source_ids(self.tokenizer, [lines[i] for i in todo], self.limit, self.target_token)
+        src = source_ids(self.tokenizer, [lines[i] for i in todo], self.limit, self.languages)
         out: list[Request | None] = [None] * len(lines)
         for i, ids in zip(todo, src):
             out[i] = self.of(i, ids)
@@ -65,8 +66,9 @@ class Requests:
         line, tok = self.first_line + i + 1, self.tokenizer
         prefix = self.prefixes[i] if self.prefixes is not None else None
         ids = tuple(tok.encode_tgt([prefix])[0]) if prefix and prefix.strip() else ()
-        if len(ids) + 1 > self.limit:
-            raise MtError(f"line {line}: the prefix is {len(ids)} pieces, more than the model's {self.limit - 1}")
+        room = self.limit - len(self.languages.start)  # the decoder reads the start tokens first
+        if len(ids) + 1 > room:
+            raise MtError(f"line {line}: the prefix is {len(ids)} pieces, more than the model's {room - 1}")
         n = self.cfg.no_repeat_ngram
         if n and len({ids[j : j + n] for j in range(len(ids) - n + 1)}) < len(ids) - n + 1:
             raise MtError(
@@ -77,4 +79,4 @@ class Requests:
         for term, pieces in zip(terms, encoded):
             if UNK in pieces:  # it would be met as UNK pieces, never as the text asked for
                 raise MtError(f"line {line}: the term {term!r} has characters the model's target vocabulary lacks")
-        return Request(tuple(src), ids, tuple(dict.fromkeys(encoded)), key=self.first_line + i)
+        return Request(tuple(src), ids, tuple(dict.fromkeys(encoded)), self.first_line + i, self.languages.start)

@@ -40,9 +40,15 @@ def force_batch(model: Searchable, src_ids: list[list[int]], tgt_ids: list[list[
     return out
 
 
-def force(model: Searchable, src_ids: list[list[int]], tgt_ids: list[list[int]], batch_size: int) -> list[Hypothesis]:
-    """Many pairs: batches of similar length, returned in input order."""
-    return _batched(force_batch, model, src_ids, tgt_ids, batch_size)
+def force(model: Searchable, src_ids: list[list[int]], tgt_ids: list[list[int]], batch_size: int,
+          start: tuple[int, ...] = ()) -> list[Hypothesis]:  # fmt: skip
+    """Many pairs: batches of similar length, returned in input order. `start`: target ids the
+    decoder reads before each target (an M2M100 or NLLB model's target language), not scored."""
+    found = _batched(force_batch, model, src_ids, [[*start, *ids] for ids in tgt_ids], batch_size)
+    if not start:
+        return found
+    cut = [(h.tokens[len(start) :], h.token_logprobs[len(start) :]) for h in found]
+    return [Hypothesis(tokens, sum(lps), lps) for tokens, lps in cut]
 
 
 def align(model: Transformer, src_ids: list[list[int]], tgt_ids: list[list[int]], batch_size: int) -> list[list[int]]:

@@ -61,9 +61,11 @@ def greedy_search(
     processors: tuple[Processor, ...] = DEFAULT_PROCESSORS,
     pick: Pick | None = None,
     vocab: Tensor | None = None,
+    start: Tensor | None = None,
 ) -> list[Hypothesis]:
     """src (B, S) padded ids -> the most probable token at each step (or the one `pick` draws), one
-    hypothesis per sentence. `vocab`: a shortlist's target ids, the only ones scored."""
+    hypothesis per sentence. `vocab`: a shortlist's target ids, the only ones scored. `start`
+    (B, E): ids the decoder reads after its start token, before the output (not scored)."""
     b = src.size(0)
     mask = src != PAD
     memory: Tensor | None = model.encode(src, mask)
@@ -72,7 +74,7 @@ def greedy_search(
     out = torch.full((b, steps), PAD, dtype=torch.long, device=src.device)
     out_lp = torch.zeros((b, steps), device=src.device)
     active = torch.arange(b, device=src.device)  # original row of each running sentence
-    tokens = torch.full((b, 1), model.start_token, dtype=torch.long, device=src.device)
+    tokens = start_tokens(model, b, start, src.device)
     cache = None
     for t in range(steps):
         logits, cache = model.decode(tokens, memory, src_mask, cache, vocab)
@@ -92,6 +94,12 @@ def greedy_search(
     return [_greedy_hypothesis(row, lps, length_penalty) for row, lps in zip(out.tolist(), out_lp.tolist())]
 
 
+def start_tokens(model: Searchable, rows: int, start: Tensor | None, device: torch.device) -> Tensor:
+    """The decoder's first input (rows, 1 + E): its start token, then `start` (rows, E) where given."""
+    first = torch.full((rows, 1), model.start_token, dtype=torch.long, device=device)
+    return first if start is None else torch.cat([first, start.to(device)], dim=1)
+
+
 def _greedy_hypothesis(row: list[int], lps: list[float], length_penalty: float) -> Hypothesis:
     n = row.index(EOS) + 1 if EOS in row else len(row)  # output length, EOS included
     token_lps = lps[:n]
@@ -109,12 +117,13 @@ def beam_search(
     processors: tuple[Processor, ...] = DEFAULT_PROCESSORS,
     guide: Guide | None = None,
     vocab: Tensor | None = None,
+    start: Tensor | None = None,
 ) -> list[list[Hypothesis]]:
     """src (B, S) padded ids -> each sentence's K finished hypotheses, best first by score / length**alpha.
 
     A `guide` (lexical constraints, decode/constraints.py) replaces the choice of each step's
     candidates; without one the choice is the vectorised rule below. `vocab`: a shortlist's
-    target ids, the only ones scored (search then never has a guide)."""
+    target ids, the only ones scored (search then never has a guide). `start`: as greedy's."""
     b, k, dev = src.size(0), beam, src.device
     mask = src != PAD
     memory: Tensor | None = model.encode(src, mask)  # (B, S, D): one row per sentence, shared by its K beams
@@ -124,7 +133,7 @@ def beam_search(
     scores[:, 1:] = float("-inf")  # all beams start identical; let only the first one expand
     history = torch.full((b * k, 0), PAD, dtype=torch.long, device=dev)
     history_lp = torch.zeros((b * k, 0), device=dev)  # each history token's own log-probability
-    tokens = torch.full((b * k, 1), model.start_token, dtype=torch.long, device=dev)
+    tokens = start_tokens(model, b * k, None if start is None else start.repeat_interleave(k, dim=0), dev)
     finished: list[list[Hypothesis]] = [[] for _ in range(b)]
     cache = None
     for t in range(int(max_lens.max())):
@@ -227,7 +236,7 @@ class Search:
         was_training = self.model.training
         self.model.eval()
         out: list[list[Hypothesis]] = [[] for _ in requests]
-        for chunk in self.batches([len(r.src) for r in requests]):
+        for chunk in self.batches([len(r.src) for r in requests], [r.start for r in requests]):
             for i, hyps in zip(chunk, self.batch([requests[i] for i in chunk], samples)):
                 out[i] = hyps
             if progress is not None:
@@ -235,14 +244,17 @@ class Search:
         self.model.train(was_training)
         return out
 
-    def batches(self, lengths: Sequence[int]) -> list[list[int]]:
+    def batches(self, lengths: Sequence[int], starts: Sequence[tuple[int, ...]] | None = None) -> list[list[int]]:
         """Indices sorted by source length, cut into batches of at most decode.batch_size sentences
-        and (where set) decode.batch_tokens source tokens; a longer sentence goes alone."""
+        and (where set) decode.batch_tokens source tokens; a longer sentence goes alone. Sentences
+        of different `starts` (decoder start ids: target languages) never share a batch."""
         budget = self.cfg.batch_tokens or float("inf")
+        starts = starts or [()] * len(lengths)
         out: list[list[int]] = []
         tokens = 0
-        for i in sorted(range(len(lengths)), key=lambda i: lengths[i]):
-            if not out or len(out[-1]) >= self.cfg.batch_size or tokens + lengths[i] > budget:
+        for i in sorted(range(len(lengths)), key=lambda i: (starts[i], lengths[i])):
+            if not out or len(out[-1]) >= self.cfg.batch_size or tokens + lengths[i] > budget or (
+                    starts[i] != starts[out[-1][0]]):  # fmt: skip
                 out.append([])
                 tokens = 0
             out[-1].append(i)
@@ -262,7 +274,8 @@ class Search:
         else:
             draws = [(r.key, 0) for r in requests]
         src = pad([list(r.src) for r in requests]).to(device)
-        limit = model.cfg.max_positions - 1
+        start = torch.tensor([r.start for r in requests], dtype=torch.long) if requests[0].start else None
+        limit = model.cfg.max_positions - 1 - len(requests[0].start)  # the start tokens take positions too
         max_lens = max_lengths(torch.tensor([len(r.src) for r in requests], device=device), cfg, limit)
         if any(r.prefix for r in requests):  # room for the prefix and at least EOS after it
             needed = torch.tensor([len(r.prefix) + 1 for r in requests], device=device)
@@ -276,20 +289,23 @@ class Search:
         if vocab is not None and vocab.numel() < 2 * cfg.beam:  # beam search takes each row's 2K best
             vocab = None
         if cfg.search_method == "greedy":
-            return [[h] for h in greedy_search(model, src, max_lens, cfg.length_penalty, processors, vocab=vocab)]
+            found = greedy_search(model, src, max_lens, cfg.length_penalty, processors, vocab=vocab, start=start)
+            return [[h] for h in found]
         if cfg.search_method == "sample":
-            found = greedy_search(model, src, max_lens, cfg.length_penalty, processors, Sampler(cfg, draws))
+            found = greedy_search(model, src, max_lens, cfg.length_penalty, processors, Sampler(cfg, draws),
+                                  start=start)  # fmt: skip
             return [sorted(found[i : i + samples], key=lambda h: -h.score) for i in range(0, len(found), samples)]
         guide = None
         if any(r.constraints for r in requests):
             guide = Constraints([r.constraints for r in requests], cfg.beam, self.glue() if self.glue else None)
             processors = (*processors, guide.rules)
-        return beam_search(model, src, max_lens, cfg.beam, cfg.length_penalty, processors, guide, vocab)
+        return beam_search(model, src, max_lens, cfg.beam, cfg.length_penalty, processors, guide, vocab, start)
 
 
-def as_requests(src_ids: Sequence[Sequence[int]]) -> list[Request]:
-    """Plain requests for source id lists (each ending in EOS), keyed by position."""
-    return [Request(src=tuple(ids), key=i) for i, ids in enumerate(src_ids)]
+def as_requests(src_ids: Sequence[Sequence[int]], start: tuple[int, ...] = ()) -> list[Request]:
+    """Plain requests for source id lists (each ending in EOS), keyed by position; `start`: the
+    decoder's start ids after its start token (Request.start)."""
+    return [Request(src=tuple(ids), key=i, start=start) for i, ids in enumerate(src_ids)]
 
 
 def search_ids(

@@ -30,7 +30,7 @@ def tune_grid(
     for beam in beams:
         for alpha in length_penalties if beam > 1 else length_penalties[:1]:  # greedy ignores alpha
             tr = translator.with_options(beam=beam, length_penalty=alpha)
-            found = tr.search_requests(as_requests(src_ids))
+            found = tr.search_requests(as_requests(src_ids, tr.decoder_start))
             bleu = score([hyps[0].text for hyps in found], [refs], ("bleu",))["bleu"]
             rows.append({"beam": beam, "length_penalty": alpha, "bleu": bleu})
     rows.sort(key=lambda r: -r["bleu"])

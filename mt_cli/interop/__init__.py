@@ -1,4 +1,4 @@
-"""Other toolkits' formats: Hugging Face Marian (both directions of the mapping) and CTranslate2."""
+"""Other toolkits' formats: Hugging Face Marian and M2M100 (both directions of the mapping) and CTranslate2."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ def export(ckpt: Checkpoint, out_dir: Path, fmt: str, quantization: str | None =
             raise MtError("quantization applies to the ct2 format only")
         from mt_cli.interop.marian import export_hf
 
-        return export_hf(ckpt, out_dir)
+        return export_hf(ckpt, out_dir)  # an imported M2M100 or NLLB model goes back to its own layout
     if fmt == "ct2":
         from mt_cli.interop.ct2 import export_ct2
 

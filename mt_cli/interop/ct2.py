@@ -1,11 +1,14 @@
-"""CTranslate2: the Hugging Face Marian export, converted by CTranslate2's own converter."""
+"""CTranslate2: the Hugging Face export (Marian, or an imported M2M100/NLLB model's own layout),
+converted by CTranslate2's own converter."""
 
 from __future__ import annotations
 
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
+from mt_cli.data.m2m_vocab import M2MVocab
 from mt_cli.decode.shortlist import Shortlist
 from mt_cli.errors import MtError
 from mt_cli.interop.marian import export_hf, move_into_place, refuse_non_empty
@@ -20,15 +23,41 @@ def export_ct2(ckpt: Checkpoint, out_dir: Path, quantization: str | None = None)
         raise MtError("--format ct2 needs CTranslate2 and transformers: pip install ctranslate2 transformers") from None
     out_dir = Path(out_dir)
     refuse_non_empty(out_dir)
+    tok = ckpt.tokenizer
     with tempfile.TemporaryDirectory(dir=out_dir.parent) as tmp:
         hf_dir = export_hf(ckpt, Path(tmp) / "hf")
-        converted = TransformersConverter(str(hf_dir)).convert(str(Path(tmp) / "ct2"), quantization=quantization)
-        for name in ("source.spm", "target.spm"):  # CTranslate2 takes pieces; users need the tokenizer too
+        converter = TransformersConverter(str(hf_dir))
+        if isinstance(tok, M2MVocab):
+            converter.load_tokenizer = _with_vocabulary(converter.load_tokenizer, tok.m2m["vocab"])
+        converted = converter.convert(str(Path(tmp) / "ct2"), quantization=quantization)
+        # CTranslate2 takes pieces; users need the tokenizer too
+        for name in ("sentencepiece.bpe.model",) if isinstance(tok, M2MVocab) else ("source.spm", "target.spm"):
             shutil.copy(hf_dir / name, Path(converted) / name)
         if ckpt.shortlist is not None:
             (Path(converted) / "vmap.txt").write_text(vocabulary_map(ckpt), encoding="utf-8")
         move_into_place(Path(converted), out_dir)
     return out_dir
+
+
+def _with_vocabulary(load: Any, pieces: list[str]) -> Any:
+    """The converter's tokenizer loader, its tokenizer reporting the model's whole vocabulary as mt
+    reads it (language tokens and unused rows included). Transformers 5's M2M100 tokenizer lists no
+    language tokens among its special tokens, and the converter, which appends those, fell short."""
+
+    class Vocabulary:
+        special_tokens_map: dict[str, Any] = {}
+        num_madeup_words = 0  # the unused rows are in `pieces` already
+
+        def __init__(self, tokenizer: Any) -> None:
+            self._tokenizer = tokenizer
+
+        def get_vocab(self) -> dict[str, int]:
+            return {p: i for i, p in enumerate(pieces)}
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._tokenizer, name)
+
+    return lambda *args, **kwargs: Vocabulary(load(*args, **kwargs))
 
 
 def vocabulary_map(ckpt: Checkpoint) -> str:

@@ -1,5 +1,6 @@
 """`mt import`: a Hugging Face MarianMTModel folder (OPUS-MT's layout, as `save_pretrained` writes
-it) -> an ordinary mt checkpoint, which every command and the Translator take unchanged.
+it) -> an ordinary mt checkpoint, which every command and the Translator take unchanged. M2M100
+and NLLB-200 folders go to interop/m2m100.py.
 
 The folder holds config.json, model.safetensors (or pytorch_model.bin, read with
 weights_only=True: no code is unpickled), source.spm, target.spm, vocab.json (target_vocab.json
@@ -31,12 +32,22 @@ ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "swish": "swish", "silu": "swish"
 
 
 def import_hf(folder: Path, out: Path) -> Path:
-    """Read a MarianMTModel folder and write it as an mt checkpoint at `out`."""
+    """Read a MarianMTModel or M2M100ForConditionalGeneration (M2M100, NLLB-200) folder and write
+    it as an mt checkpoint at `out`."""
     name = str(folder)
     folder = resolve_folder(name)
     hf = _json(folder / "config.json")
-    if hf.get("model_type") != "marian":
-        raise MtError(f"{folder / 'config.json'}: model_type is {hf.get('model_type')!r}; only marian models import")
+    kind = hf.get("model_type")
+    if kind in ("nllb-moe", "nllb_moe"):
+        raise MtError(f"{folder / 'config.json'}: {kind} is a mixture-of-experts model, which mt does not run; "
+                      "import a dense NLLB-200 (nllb-200-distilled-600M, -1.3B, -3.3B)")  # fmt: skip
+    if kind == "m2m_100":
+        from mt_cli.interop.m2m100 import import_m2m100
+
+        checkpoint.save(out, import_m2m100(folder, hf, load_weights(folder), out))
+        return out
+    if kind != "marian":
+        raise MtError(f"{folder / 'config.json'}: model_type is {kind!r}; mt imports marian and m2m_100 models")
     tokenizer = read_tokenizer(folder, hf)
     src, tgt = languages(name, hf, folder, tokenizer)
     model_cfg = replace(model_config(hf, tokenizer, folder / "config.json"), source_langs=src, target_langs=tgt)

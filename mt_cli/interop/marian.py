@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 
+from mt_cli.data.m2m_vocab import M2MVocab
 from mt_cli.data.marian_vocab import MarianVocab, mt_order
 from mt_cli.data.tokenizer import EOS, PAD, UNK
 from mt_cli.errors import MtError
@@ -248,8 +249,12 @@ def export_hf(ckpt: Checkpoint, out_dir: Path) -> Path:
     """
     from safetensors.torch import save_file
 
-    check_exportable(ckpt)
     out_dir = Path(out_dir)
+    if isinstance(ckpt.tokenizer, M2MVocab):  # an imported M2M100 or NLLB model: its own layout
+        from mt_cli.interop.m2m100 import export_m2m100
+
+        return export_m2m100(ckpt, out_dir)
+    check_exportable(ckpt)
     refuse_non_empty(out_dir)
     tmp = temp_dir(out_dir.parent, f".{out_dir.name}.")
     try:

@@ -2,6 +2,8 @@
 
 Parameter layout follows Hugging Face's MarianMTModel (biases on every projection, the same
 sinusoidal table, post-norm, no final encoder/decoder norm) so that export is a copy of weights.
+With model.pre_norm, model.positions fairseq and model.decoder_start eos it is M2M100's and
+NLLB's (pre-norm layers with a final norm on each side), which import and export the same way.
 """
 
 from __future__ import annotations
@@ -15,17 +17,10 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from mt_cli.config import ModelConfig
-from mt_cli.data.tokenizer import BOS, PAD
+from mt_cli.data.tokenizer import BOS, EOS, PAD
 from mt_cli.errors import MtError
 from mt_cli.model.decoder_cache import DecoderCache
-
-
-def sinusoid_table(n_positions: int, dim: int) -> Tensor:
-    """(P, D) with sin in columns [0, D/2) and cos in [D/2, D), as Marian lays it out."""
-    pos = torch.arange(n_positions, dtype=torch.float64)[:, None]
-    i = torch.arange(dim // 2, dtype=torch.float64)[None, :]
-    angle = pos / torch.pow(10000.0, 2 * i / dim)
-    return torch.cat([angle.sin(), angle.cos()], dim=1).float()
+from mt_cli.model.positions import sinusoid_table
 
 
 class Dropout(nn.Module):
@@ -254,9 +249,10 @@ class Transformer(nn.Module):
         if cfg.src_vocab_size <= 0 or cfg.tgt_vocab_size <= 0:
             raise MtError("model.src_vocab_size and tgt_vocab_size must be set (they come from the tokenizer)")
         self.cfg = cfg
-        # The first decoder input: PAD, which embeds as zeros (see Embeddings); format-1 models used BOS.
-        self.start_token = PAD if cfg.decoder_start == "pad" else BOS
-        positions = sinusoid_table(cfg.max_positions, cfg.d_model)
+        # The first decoder input: PAD, which embeds as zeros (see Embeddings); format-1 models used
+        # BOS; M2M100 and NLLB start from EOS.
+        self.start_token = {"pad": PAD, "bos": BOS, "eos": EOS}[cfg.decoder_start]
+        positions = sinusoid_table(cfg.max_positions, cfg.d_model, cfg.positions)
         tgt_embed = nn.Embedding(cfg.tgt_vocab_size, cfg.d_model, padding_idx=PAD)
         tie_src = cfg.tie_embeddings and cfg.shared_vocab
         src_embed = tgt_embed if tie_src else nn.Embedding(cfg.src_vocab_size, cfg.d_model, padding_idx=PAD)

@@ -55,7 +55,7 @@ class Tasks:
         tr = self.service.translator
         if job.target:
             if job.target not in self._targets:
-                self._targets[job.target] = tr.for_target(job.target)
+                self._targets[job.target] = tr.for_languages(target=job.target)
             tr = self._targets[job.target]
         lang = re.split(r"[-_]", job.source)[0]  # the sentence splitter's rules are by language only
         if not job.alternatives:

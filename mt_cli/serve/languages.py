@@ -67,7 +67,7 @@ def resolve(tr: Translator, cfg: ServeConfig) -> tuple[Translator, Languages]:
     says. Either option must agree with what the checkpoint records."""
     tokens = language_tokens(tr)
     if cfg.target_lang and tokens:
-        tr = tr.for_target(cfg.target_lang)  # refuses a language the model has no token for
+        tr = tr.for_languages(target=cfg.target_lang)  # refuses a language the model has no token for
     recorded = tr.model.cfg
     sources = _agreed(recorded.source_langs, cfg.source_lang, "source_lang", "reads")
     targets = _agreed(recorded.target_langs or tokens, cfg.target_lang, "target_lang", "writes")

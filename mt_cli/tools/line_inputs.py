@@ -86,7 +86,7 @@ class LineInputs:
     prefix_file: Path | None = None
     constraints_file: Path | None = None
     glossary_file: Path | None = None
-    target_lang: str | None = None  # a multi-target model's language: its >>xx<< token before each line
+    target_lang: str | None = None  # the language to write, where the model writes several
 
 
 class SideInputs:

@@ -73,7 +73,8 @@ def translate_file(
     kind = kind_of(input_path, document.input_type)
     output_path = _output_target(input_path, output_path, output.in_place, inputs)  # before the model loads
     protector = Protector(document.protect_pattern) if document.protect else None
-    tr = Translator.load(checkpoint_path, device, **decoding).for_target(inputs.target_lang)
+    tr = Translator.load(checkpoint_path, device, **decoding)
+    tr = tr.for_languages(document.source_lang or None, inputs.target_lang)
     if kind != "lines":
         return _translate_whole(tr, input_path, output_path, output, inputs, document, kind)
     check_nbest(output.nbest, tr.cfg)  # before any file is opened
@@ -159,15 +160,17 @@ def _translate_whole(
 
 def score_file(
     checkpoint_path: Path, src_path: Path, tgt_path: Path, output_path: Path | None, device: str = DEVICE,
-    fmt: str = "text", normalize: bool = False, **decoding: object,
+    fmt: str = "text", normalize: bool = False, languages: tuple[str | None, str | None] = (None, None),
+    **decoding: object,
 ) -> int:  # fmt: skip
     """`mt score`: the log-probability of each line of TGT as a translation of the same line of SRC,
-    a chunk of lines at a time; OUTPUT (stdout when None) appears only when complete."""
+    a chunk of lines at a time; OUTPUT (stdout when None) appears only when complete. `languages`:
+    (source, target), for a model that is told them."""
     OutputConfig(format=fmt)  # the one check of output.format
     for given in (src_path, tgt_path):
         if output_path is not None and _same_file(given, output_path):
             raise MtError(f"{output_path}: also an input ({given}); the scores would replace it: give another output")
-    tr = Translator.load(checkpoint_path, device, **decoding)
+    tr = Translator.load(checkpoint_path, device, **decoding).for_languages(*languages)
     pairs = itertools.zip_longest(input_lines(src_path), input_lines(tgt_path))
     pieces, count = tr.tokenizer.tgt_pieces, 0
     with contextlib.ExitStack() as stack:
