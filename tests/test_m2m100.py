@@ -294,3 +294,34 @@ def test_mt_import_translate_and_score_from_the_command_line(imported, tmp_path)
     scored = runner.invoke(app, ["score", "--checkpoint", str(out), "--src", str(lines), "--tgt", str(lines),
                                  "--source-lang", "de", "--target-lang", tgt])  # fmt: skip
     assert scored.exit_code == 0 and len(scored.stdout.splitlines()) == 3, scored.output
+
+
+def test_a_server_of_an_imported_model_takes_each_requests_languages(imported):
+    pytest.importorskip("fastapi")
+    from libretranslatepy import LibreTranslateAPI
+
+    from mt_cli.config import ServeConfig
+    from mt_cli.serve.app import create_app
+    from serving import Running, call
+
+    _, out, src, tgt = imported
+    tr = Translator.load(out, device="cpu", beam=2)
+    running = Running(create_app(lambda: tr, "imported.pt", ServeConfig(max_wait_ms=5)))
+    try:
+        lines = script_lines(4, seed=14)
+        to_en, to_fr = tr.for_languages(src, tgt), tr.for_languages("de", "fr")
+        asked = {"text": lines, "source_lang": "de", "target_lang": "en"}
+        status, _, body = call(running.url, "POST", "/translate", asked)
+        assert status == 200 and body["translations"] == to_en.translate(lines)
+        status, _, body = call(running.url, "POST", "/translate", {**asked, "source_lang": src, "target_lang": "fr"})
+        assert status == 200 and body["translations"] == to_fr.translate(lines)
+        status, _, body = call(running.url, "POST", "/translate", {"text": lines[:1], "source_lang": "de"})
+        assert status == 422 and "name the target language" in body["error"]
+        lt = LibreTranslateAPI(running.url)  # LibreTranslate's clients send ISO 639-1 codes
+        assert lt.translate(lines[0], "de", "fr") == to_fr.translate_document(lines[0], "text")
+        listed = {entry["code"] for entry in lt.languages()}
+        assert {"de", "en", "fr"} <= listed and len(listed) == len(tr.tokenizer.codes)
+        status, _, body = call(running.url, "POST", "/translate", {"q": "x", "source": "de", "target": "xx"})
+        assert status == 400 and "de -> xx is not supported" in body["error"]
+    finally:
+        running.stop()

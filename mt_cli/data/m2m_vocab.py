@@ -58,11 +58,11 @@ class M2MVocab(MarianVocab):
     def language_tokens(self, source: str = "", target: str = "") -> LanguageTokens:
         """The source language before the line (after it, legacy) and the target language after
         the decoder's start: both must be named, as the model's codes or ISO 639-1 (de)."""
-        for given, side, flag in ((source, "source", "--source-lang"), (target, "target", "--target-lang")):
+        for given, side in ((source, "source"), (target, "target")):
             if not given:
                 shown = ", ".join(list(self.codes)[:12])
                 raise MtError(f"the model translates between {len(self.codes)} languages ({shown}, ...); name the "
-                              f"{side} language: {flag} (Translator: {side}=)")  # fmt: skip
+                              f"{side} language: --{side}-lang ({side}_lang in a server request)")  # fmt: skip
         src = self.codes[resolve_language(source, list(self.codes), "source language")]
         tgt = self.codes[resolve_language(target, list(self.codes), "target language")]
         if self.legacy:

@@ -110,8 +110,8 @@ class Tokenizer:
         tags = self.target_tags()
         if not target:
             if tags:
-                raise MtError(f"the model writes {len(tags)} languages ({', '.join(list(tags)[:20])}); "
-                              "choose one: --target-lang (Translator: target=)")  # fmt: skip
+                raise MtError(f"the model writes {len(tags)} languages ({', '.join(list(tags)[:20])}); name the "
+                              "target language: --target-lang (target_lang in a server request)")  # fmt: skip
             return LanguageTokens()
         if not tags:
             raise MtError(f"target language {target!r}: the model has no target-language tokens; it writes one "

@@ -146,7 +146,8 @@ async def _translate(request: Request, model: Model, libre: LibreTranslate) -> d
         raise ApiError(422, 'nbest, token_scores and alignment need "format": "full"', kind="invalid", field="format")
     prefixes: list[str | None] | None = [req.prefix] if isinstance(req.prefix, str) else req.prefix
     output = OutputConfig("jsonl" if req.format == "full" else "text", req.nbest, req.token_scores, req.alignment)
-    found = await decode(model, lambda s: s.translation(lines, req.beam, output, req.glossary, prefixes))
+    direction = (req.source_lang, req.target_lang)
+    found = await decode(model, lambda s: s.translation(lines, req.beam, output, req.glossary, prefixes, direction))
     return {"translations": found}
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from mt_cli.data.languages import short_code
 from mt_cli.serve.guard import ApiError
 from mt_cli.serve.languages import Languages
 
@@ -63,7 +64,8 @@ class Detector:
             raise ApiError(500, "language detection needs lingua-language-detector: pip install "
                                 "'mt-cli[serve]'") from None  # fmt: skip
         for code in self.sources:
-            iso = getattr(IsoCode639_1, code[:2].upper(), None) if code[2:3] in ("", "_", "-") else None
+            short = short_code(code)  # de_AT -> de, deu_Latn -> de
+            iso = getattr(IsoCode639_1, short.upper(), None) if len(short) == 2 else None
             if iso is not None:
                 self._codes.setdefault(Language.from_iso_code_639_1(iso), code)
         return None if not self._codes else LanguageDetectorBuilder.from_languages(*self._codes).build()

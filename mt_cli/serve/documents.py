@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mt_cli.config import DocumentConfig
+from mt_cli.data.languages import short_code
 from mt_cli.decode.hypothesis import Hypothesis
 from mt_cli.decode.translator import Translator
 from mt_cli.documents import translate_document
@@ -31,9 +32,10 @@ class Documents:
 
     texts: list[str]
     kind: str  # a documents/ type: text, html, markdown, ...
-    source: str  # the source language, whose rules split sentences
-    target: str  # the target language: a multi-target model's token; "" for a model of one target
+    source: str  # the source language (the model's code), whose rules split sentences
+    target: str  # the target language, where the model is told it by a token; "" for a model of one target
     alternatives: int  # this many more translations of each text, next best first (kind text only)
+    source_told: bool = False  # the model is told the source too (M2M100, NLLB)
 
 
 Translated = tuple[str, list[str]]  # a text's translation and its alternatives
@@ -44,7 +46,7 @@ class Tasks:
 
     def __init__(self, service: Service) -> None:
         self.service = service
-        self._targets: dict[str, Translator] = {}
+        self._directions: dict[tuple[str | None, str | None], Translator] = {}
 
     def run(self, key: Hashable, jobs: list[Job]) -> list[Any]:
         if not isinstance(jobs[0].payload, Documents):
@@ -53,11 +55,12 @@ class Tasks:
 
     def _translate(self, job: Documents) -> list[Translated]:
         tr = self.service.translator
-        if job.target:
-            if job.target not in self._targets:
-                self._targets[job.target] = tr.for_languages(target=job.target)
-            tr = self._targets[job.target]
-        lang = re.split(r"[-_]", job.source)[0]  # the sentence splitter's rules are by language only
+        direction = (job.source if job.source_told else None, job.target or None)
+        if direction != (None, None):
+            if direction not in self._directions:
+                self._directions[direction] = tr.for_languages(*direction)
+            tr = self._directions[direction]
+        lang = short_code(job.source)  # the sentence splitter's rules are by language only
         if not job.alternatives:
             return [(tr.translate_document(text, job.kind, source_lang=lang), []) for text in job.texts]
         return [_alternatives(tr, text, job, lang) for text in job.texts]

@@ -1,6 +1,7 @@
 """The languages a server translates between: the checkpoint's own (model.source_langs and
 target_langs, which `mt train` and `mt import` record), else --source-lang and --target-lang; and
-for a multi-target model, the >>xx<< tokens that choose its target."""
+for a model told its languages by tokens (a multi-target model's >>xx<< or <2xx>; M2M100's and
+NLLB's source and target tokens), whether each request's languages reach the model."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mt_cli.config import ServeConfig
-from mt_cli.data.languages import language_name
+from mt_cli.data.languages import language_name, resolve_language, short_code
 from mt_cli.decode.translator import Translator
 from mt_cli.errors import MtError
 from mt_cli.serve.guard import ApiError
@@ -19,25 +20,40 @@ def _key(code: str) -> str:
     return code.lower().replace("_", "-")
 
 
+def _find(code: str, codes: tuple[str, ...]) -> str | None:
+    """The model's spelling of `code` among `codes`: the same code, or one it names (de for
+    deu_Latn, as LibreTranslate's clients send); None when it names none of them."""
+    same = next((c for c in codes if _key(c) == _key(code)), None)
+    if same is not None or not codes:
+        return same
+    try:
+        return resolve_language(code, codes, "language")
+    except MtError:
+        return None
+
+
 @dataclass(frozen=True)
 class Languages:
-    sources: tuple[str, ...]
+    sources: tuple[str, ...]  # the model's codes
     targets: tuple[str, ...]
-    tokens: bool  # a multi-target model: each target is chosen by its >>xx<< token
+    tokens: bool  # the target is told to the model by a token (a tag before each line; M2M100's, NLLB's)
+    told_source: bool = False  # the source is told too (M2M100, NLLB)
 
     def source(self, code: str) -> str | None:
         """The model's spelling of a source language code; None when it does not read it."""
-        return next((c for c in self.sources if _key(c) == _key(code)), None)
+        return _find(code, self.sources)
 
     def target(self, code: str) -> str | None:
-        return next((c for c in self.targets if _key(c) == _key(code)), None)
+        return _find(code, self.targets)
 
     def describe(self) -> str:
         """What this server translates, for an error message."""
         if not self.sources or not self.targets:
             return ("its model records no languages; start mt serve with --source-lang and --target-lang "
                     "to name them")  # fmt: skip
-        return f"this server translates {', '.join(self.sources)} -> {', '.join(self.targets)}"
+        shown = [", ".join(c[:40]) + (f", ... ({len(c)} in all)" if len(c) > 40 else "")
+                 for c in (self.public(self.sources), self.public(self.targets))]  # fmt: skip
+        return f"this server translates {shown[0]} -> {shown[1]}"
 
     def pair(self, source: str, target: str) -> tuple[str, str]:
         """The model's codes for a requested pair (source "auto" is resolved before); 400 naming the
@@ -47,36 +63,41 @@ class Languages:
             raise ApiError(400, f"{source} -> {target} is not supported: {self.describe()}")
         return found[0], found[1]
 
+    @staticmethod
+    def public(codes: tuple[str, ...]) -> list[str]:
+        """The codes as clients send them: ISO 639-1 where it names one of the model's languages
+        only (deu_Latn -> de), else the model's own (zho_Hans and zho_Hant)."""
+        shorts = [short_code(c) for c in codes]
+        return [s if shorts.count(s) == 1 else c for s, c in zip(shorts, codes)]
+
     def listing(self) -> list[dict[str, Any]]:
         """GET /languages: each language with the targets it translates into (none for a target only)."""
         codes = list(self.sources) + [c for c in self.targets if c not in self.sources]
-        return [{"code": c, "name": language_name(c), "targets": list(self.targets) if c in self.sources else []}
+        public = dict(zip(codes, self.public(tuple(codes))))
+        targets = [public[c] for c in self.targets]
+        return [{"code": public[c], "name": language_name(public[c]), "targets": targets if c in self.sources else []}
                 for c in codes]  # fmt: skip
-
-
-def language_tokens(tr: Translator) -> tuple[str, ...]:
-    """The codes of a multi-target model's >>xx<< tokens (none for a model of one target)."""
-    vocab = tr.tokenizer.vocabulary("source")
-    return tuple(p[2:-2] for p in vocab if p.startswith(">>") and p.endswith("<<") and len(p) > 4)
 
 
 def resolve(tr: Translator, cfg: ServeConfig) -> tuple[Translator, Languages]:
     """The translator the server decodes with and the languages it offers. serve.target_lang is the
-    target language whatever the model: a multi-target model's token goes before each line (as
-    `mt translate --target-lang`), and for one that records no languages it is what /languages
-    says. Either option must agree with what the checkpoint records."""
-    tokens = language_tokens(tr)
-    if cfg.target_lang and tokens:
-        tr = tr.for_languages(target=cfg.target_lang)  # refuses a language the model has no token for
+    target language whatever the model: where the model is told its target by a token, that token
+    (as `mt translate --target-lang`; with serve.source_lang, the source's too where it is told
+    that), and for one that records no languages it is what /languages says. Either option must
+    agree with what the checkpoint records."""
+    told_sources, told_targets = (tuple(c) for c in tr.tokenizer.languages())
+    if cfg.target_lang and told_targets and (cfg.source_lang or not told_sources):
+        tr = tr.for_languages(cfg.source_lang or None, cfg.target_lang)  # refuses a language the model lacks
     recorded = tr.model.cfg
-    sources = _agreed(recorded.source_langs, cfg.source_lang, "source_lang", "reads")
-    targets = _agreed(recorded.target_langs or tokens, cfg.target_lang, "target_lang", "writes")
-    return tr, Languages(sources, targets, bool(tokens))
+    sources = _agreed(recorded.source_langs or told_sources, cfg.source_lang, "source_lang", "reads")
+    targets = _agreed(recorded.target_langs or told_targets, cfg.target_lang, "target_lang", "writes")
+    return tr, Languages(sources, targets, bool(told_targets), bool(told_sources))
 
 
 def _agreed(recorded: tuple[str, ...], given: str, field: str, verb: str) -> tuple[str, ...]:
     if not given:
         return tuple(recorded)
-    if recorded and all(_key(c) != _key(given) for c in recorded):
-        raise MtError(f"serve.{field} {given}: the checkpoint {verb} {', '.join(recorded)}; name one of those")
+    if recorded and _find(given, recorded) is None:
+        shown = ", ".join(recorded[:20]) + (" ..." if len(recorded) > 20 else "")
+        raise MtError(f"serve.{field} {given}: the checkpoint {verb} {shown}; name one of those")
     return tuple(recorded) or (given,)

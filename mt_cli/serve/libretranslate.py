@@ -151,9 +151,8 @@ class LibreTranslate:
         beam = self.model.ready()[0].translator.cfg.beam
         self.limits.check_size(sum(len(t) for t in texts), max(beam, req.alternatives + 1))
         source, detected = await self._source(req.source, texts)
-        src, tgt = self.languages().pair(source, req.target)
         alternatives = req.alternatives if req.format == "text" else 0  # as LibreTranslate: none for html
-        found = await self.decode(Documents(texts, req.format, src, self._token(tgt), alternatives))
+        found = await self.decode(self._documents(texts, req.format, source, req.target, alternatives))
         out: dict[str, Any] = {"translatedText": found[0][0] if isinstance(req.q, str) else [t for t, _ in found]}
         if req.alternatives > 0:
             out["alternatives"] = found[0][1] if isinstance(req.q, str) else [a for _, a in found]
@@ -178,9 +177,11 @@ class LibreTranslate:
         detected = (await self.detect(texts))[0]
         return detected["language"], detected
 
-    def _token(self, target: str) -> str:
-        """What chooses the target: a multi-target model's language token; nothing for others."""
-        return target if self.languages().tokens else ""
+    def _documents(self, texts: list[str], kind: str, source: str, target: str, alternatives: int) -> Documents:
+        """The job for a requested pair (source "auto" resolved before); 400 when it is not served."""
+        languages = self.languages()
+        src, tgt = languages.pair(source, target)
+        return Documents(texts, kind, src, tgt if languages.tokens else "", alternatives, languages.told_source)
 
     async def decode(self, job: Documents) -> list[Translated]:
         """The job queued with the batcher and awaited, errors as LibreTranslate's."""
@@ -232,8 +233,7 @@ class LibreTranslate:
             `source`, `target` -> {"translatedFileUrl": ...}, a download kept 30 minutes."""
             name, text, kind, source, target = await self._upload(request)
             source, _ = await self._source(source, [text])
-            src, tgt = self.languages().pair(source, target)
-            [(translated, _)] = await self.decode(Documents([text], kind, src, self._token(tgt), 0))
+            [(translated, _)] = await self.decode(self._documents([text], kind, source, target, 0))
             saved = self.files.put(name, translated.encode("utf-8"))
             return {"translatedFileUrl": str(request.url_for("download_file", filename=saved))}
 

@@ -61,6 +61,14 @@ class TranslateRequest(BaseModel):
     alignment: bool = Field(
         False, description='with "format": "full": per output piece, the source piece attended most'
     )
+    source_lang: str | None = Field(
+        None, description="the language of the text, for a model told it (M2M100, NLLB: deu_Latn or de); the server's"
+        " own (--source-lang) when absent"
+    )  # fmt: skip
+    target_lang: str | None = Field(
+        None, description="the language to write, for a model of several targets; the server's own (--target-lang)"
+        " when absent; one the model lacks is a 422 naming its nearest"
+    )  # fmt: skip
 
 
 class ScoreRequest(BaseModel):

@@ -79,10 +79,14 @@ class Service:
             self._beams[beam] = self.translator.with_options(beam=beam)
         return self._beams[beam]
 
-    def translation(self, lines: list[str], beam: int | None, output: OutputConfig,
-                    glossary: dict[str, str] | None, prefixes: list[str | None] | None) -> Work:  # fmt: skip
-        """A translation request checked as `mt translate` checks its options and input."""
+    def translation(self, lines: list[str], beam: int | None, output: OutputConfig, glossary: dict[str, str] | None,
+                    prefixes: list[str | None] | None,
+                    direction: tuple[str | None, str | None] = (None, None)) -> Work:  # fmt: skip
+        """A translation request checked as `mt translate` checks its options and input; `direction`:
+        its (source, target) languages where it names them (the requests carry their tokens)."""
         tr = self.with_beam(beam)
+        if direction != (None, None):
+            tr = tr.for_languages(*direction)
         check_nbest(output.nbest, tr.cfg)
         if prefixes is not None and len(prefixes) != len(lines):
             raise MtError(f"prefix: {len(prefixes)} prefixes for {len(lines)} lines; give one per line (null for none)")
