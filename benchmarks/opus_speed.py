@@ -127,22 +127,25 @@ def prepare(work: Path, train_lines: list[str], multi30k: Path) -> None:
         (work / f"ct2-{q}" / "vmap.txt").write_text(vmap, encoding="utf-8")  # read only with use_vmap
 
 
-def run_systems(args, lines: list[str]) -> list[dict]:
-    """Every system on the same length-sorted batches of BATCH, taking turns over rounds."""
+def run_systems(args, lines: list[str], systems: dict = SYSTEMS, spm: str = "opus/source.spm",
+                extra: dict | None = None) -> list[dict]:  # fmt: skip
+    """Every system on the same length-sorted batches of BATCH, taking turns over rounds; `extra`:
+    more fields for every job (an M2M100 model's languages)."""
     import sentencepiece
 
-    sp = sentencepiece.SentencePieceProcessor(model_file=str(args.work / "opus" / "source.spm"))
+    sp = sentencepiece.SentencePieceProcessor(model_file=str(args.work / spm))
     order = sorted(range(len(lines)), key=lambda i: len(sp.encode(lines[i])))
     batches = [[lines[i] for i in order[k : k + BATCH]] for k in range(0, len(order), BATCH)]
     rows = []
     for beam in (4, 1):
         best: dict[str, tuple[float, list[list[str]]]] = {}
         for _ in range(args.rounds):
-            for name, (family, model, precision, vmap, engine) in SYSTEMS.items():
+            for name, (family, model, precision, vmap, engine) in systems.items():
                 job = {"kind": "decode", "family": family, "beam": beam, "batch": BATCH, "threads": args.threads,
                        "batches": batches, "limits": [args.steps] * len(batches), "model": str(args.work / model),
                        "precision": precision, "length_penalty": 0.0, "pieces": True, "vmap": vmap,
-                       "mt": {"max_len_ratio": 1e-9, "max_len_offset": args.steps, "engine": engine}}  # fmt: skip
+                       "mt": {"max_len_ratio": 1e-9, "max_len_offset": args.steps, "engine": engine},
+                       **(extra or {})}  # fmt: skip
                 got = in_worker(args, job)
                 out = [p for batch in got["out"] for p in batch]
                 if name not in best or got["seconds"] < best[name][0]:

@@ -21,6 +21,7 @@ PAGES = {
     "speed-table": DOCS / "speed.md",  # benchmarks/speed.py
     "levers-table": DOCS / "speed.md",  # benchmarks/levers.py --append
     "opus-speed-table": DOCS / "speed.md",  # benchmarks/opus_speed.py
+    "m2m-speed-table": DOCS / "pretrained.md",  # benchmarks/m2m_speed.py
     "shortlist-table": DOCS / "speed.md",  # benchmarks/shortlist.py
     "serve-table": DOCS / "serving.md",  # benchmarks/serve_load.py
     "neighbour-table": DOCS / "serving.md",  # benchmarks/serve_neighbour.py

@@ -46,30 +46,41 @@ def mt_decoder(job: dict) -> Callable[[Batch, int], list]:
         job["model"], "cpu", beam=job["beam"], batch_size=job["batch"], length_penalty=job.get("length_penalty", 1.0),
         precision=job["precision"], **job.get("mt", {}),
     )  # fmt: skip
+    if job.get("languages"):  # an M2M100 or NLLB model: (source, target) codes
+        translator = translator.for_languages(*job["languages"])
     if job.get("pieces"):
         return lambda lines, limit: [translator.tokenizer.tgt_pieces(h[0].tokens) for h in translator.search(lines)]
     return lambda lines, limit: translator.translate(lines)
 
 
 def hf_decoder(job: dict) -> Callable[[Batch, int], list]:
-    """MarianMTModel.generate on the `mt export --format hf` folder."""
+    """MarianMTModel.generate on the `mt export --format hf` folder; with a job's "languages" and
+    "language_tokens", M2M100ForConditionalGeneration's with the target language forced first."""
     import torch
     import transformers
 
     torch.set_num_threads(job["threads"])
-    tok = transformers.MarianTokenizer.from_pretrained(job["model"])
-    model = transformers.MarianMTModel.from_pretrained(job["model"]).eval()
+    m2m = bool(job.get("languages"))
+    if m2m:
+        tok = transformers.AutoTokenizer.from_pretrained(job["model"], src_lang=job["languages"][0])
+        model = transformers.M2M100ForConditionalGeneration.from_pretrained(job["model"]).eval()
+        forced = {"forced_bos_token_id": tok.convert_tokens_to_ids(job["language_tokens"][1])}
+    else:
+        tok = transformers.MarianTokenizer.from_pretrained(job["model"])
+        model = transformers.MarianMTModel.from_pretrained(job["model"]).eval()
+        forced = {}
+    skip = 2 if m2m else 1  # the decoder start (</s> or <pad>), then M2M100's forced target language
 
     def run(lines: Batch, limit: int) -> list:
         enc = tok(lines, return_tensors="pt", padding=True)
         with torch.inference_mode():
             ids = model.generate(
                 **enc, num_beams=job["beam"], do_sample=False, early_stopping=True,
-                length_penalty=job.get("length_penalty", 1.0), max_new_tokens=limit,
+                length_penalty=job.get("length_penalty", 1.0), max_new_tokens=limit + skip - 1, **forced,
             )  # fmt: skip
-        if job.get("pieces"):  # the first id is the decoder start (<pad>), which tokenizers skip too
+        if job.get("pieces"):  # tokenizers skip the decoder start too
             drop = {tok.pad_token_id, tok.eos_token_id}
-            return [tok.convert_ids_to_tokens([i for i in row.tolist()[1:] if i not in drop]) for row in ids]
+            return [tok.convert_ids_to_tokens([i for i in row.tolist()[skip:] if i not in drop]) for row in ids]
         return [" ".join(text.split()) for text in tok.batch_decode(ids, skip_special_tokens=True)]
 
     return run
@@ -83,19 +94,26 @@ def ct2_decoder(job: dict) -> Callable[[Batch, int], list]:
     import sentencepiece as spm
 
     folder = job["model"]
-    src = spm.SentencePieceProcessor(model_file=os.path.join(folder, "source.spm"))
-    tgt = spm.SentencePieceProcessor(model_file=os.path.join(folder, "target.spm"))
+    # An M2M100 or NLLB model: one SentencePiece model, the source language before the pieces and
+    # the target language as the target prefix (its first output, dropped below).
+    source_token, target_token = job.get("language_tokens") or ("", "")
+    names = ("sentencepiece.bpe.model",) * 2 if target_token else ("source.spm", "target.spm")
+    src, tgt = (spm.SentencePieceProcessor(model_file=os.path.join(folder, n)) for n in names)
     translator = ctranslate2.Translator(folder, device="cpu", intra_threads=job["threads"], inter_threads=1)
+    prefix = [target_token] if target_token else []
 
     def run(lines: Batch, limit: int) -> list:
-        pieces = [src.encode(line, out_type=str) + ["</s>"] for line in lines]
+        before = [source_token] if source_token else []
+        pieces = [before + src.encode(line, out_type=str) + ["</s>"] for line in lines]
         results = translator.translate_batch(
-            pieces, beam_size=job["beam"], length_penalty=job.get("length_penalty", 1.0), max_decoding_length=limit,
-            max_batch_size=len(lines), use_vmap=job.get("vmap", False),
+            pieces, beam_size=job["beam"], length_penalty=job.get("length_penalty", 1.0),
+            max_decoding_length=limit + len(prefix), max_batch_size=len(lines), use_vmap=job.get("vmap", False),
+            target_prefix=[prefix] * len(lines) if prefix else None,
         )  # fmt: skip
+        out = [r.hypotheses[0][len(prefix) :] for r in results]
         if job.get("pieces"):
-            return [r.hypotheses[0] for r in results]
-        return [" ".join(tgt.decode_pieces(r.hypotheses[0]).split()) for r in results]
+            return out
+        return [" ".join(tgt.decode_pieces(h).split()) for h in out]
 
     return run
 

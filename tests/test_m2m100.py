@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -325,3 +327,54 @@ def test_a_server_of_an_imported_model_takes_each_requests_languages(imported):
         assert status == 400 and "de -> xx is not supported" in body["error"]
     finally:
         running.stop()
+
+
+def test_fine_tuning_an_imported_model_reads_its_language_tokens_and_its_scores_improve(imported, tmp_path):
+    from conftest import write_lines
+    from mt_cli.config import build_config
+    from mt_cli.data.direction import Directed
+    from mt_cli.train.inputs import DataSpec
+    from mt_cli.train.loop import train
+
+    _, out, src, tgt = imported
+    start = checkpoint.load(out)
+    tok = start.tokenizer
+    files = {}
+    for name, n, seed in (("train", 200, 15), ("valid", 30, 16)):
+        files[name] = (write_lines(tmp_path / f"{name}.de", script_lines(n, seed)),
+                       write_lines(tmp_path / f"{name}.en", script_lines(n, seed + 1)))  # fmt: skip
+    # What training reads: the source language before each source, </s> then the target language before
+    # each target (the decoder's input), as transformers' tokenizer with text_target gives them.
+    directed = Directed(tok, tok.language_tokens(src, tgt))
+    assert directed.encode_src(["x y"])[0] == Translator.load(out).for_languages(src, tgt).source_ids(["x y"])[0]
+    assert directed.encode_tgt(["x y"])[0] == [tok.codes[tgt], *tok.encode_tgt(["x y"])[0]]
+    sets = [f"train.init={out}", "train.valid_every=40", "train.warmup_steps=5", "train.batch_tokens=600",
+            "train.max_steps=40", "train.lr=3e-3", "decode.beam=1", "model.dropout=0"]  # fmt: skip
+    train(DataSpec.text_files(*files["train"], *files["valid"]), tmp_path / "run", build_config(sets=sets),
+          log=lambda *_: None)  # fmt: skip
+    tuned = checkpoint.load(tmp_path / "run" / "last.pt")
+    assert tuned.tokenizer.to_state() == tok.to_state() and tuned.config.model == start.config.model
+    valid = [p.read_text(encoding="utf-8").splitlines() for p in files["valid"]]
+    before, after = (
+        Translator.from_checkpoint(c, "cpu").for_languages("de", "en").score(*valid) for c in (start, tuned)
+    )
+    assert sum(h.score for h in after) > sum(h.score for h in before)  # log-probabilities of the pairs rose
+    txt = [write_lines(tmp_path / f"x{i}.txt", script_lines(20, i)) for i in range(2)]
+    with pytest.raises(MtError, match="name the data's with files named by language"):
+        train(DataSpec.text_files(*txt, *txt), tmp_path / "r2", build_config(sets=sets), log=lambda *_: None)
+
+
+@pytest.mark.skipif(shutil.which(os.environ.get("CXX", "g++")) is None, reason="no C++ compiler")
+def test_the_compiled_step_translates_an_imported_model_as_the_eager_one(imported, tmp_path):
+    from mt_cli.decode import compiled
+
+    _, out, src, tgt = imported
+    path = tmp_path / "model.pt"
+    shutil.copy(out, path)
+    compiled.compile_checkpoint(path, "fp32")
+    lines = script_lines(16, seed=18)
+    for beam in (1, 3):
+        eager = Translator.load(path, device="cpu", beam=beam, engine="eager").for_languages(src, tgt)
+        fast = Translator.load(path, device="cpu", beam=beam, engine="compiled").for_languages(src, tgt)
+        assert fast.engine is not None and fast.engine.compiled is not None
+        assert fast.translate(lines) == eager.translate(lines)

@@ -22,10 +22,10 @@ from typing import Any
 
 import numpy as np
 
+from mt_cli.data.direction import Encoder
 from mt_cli.data.pairs import limit_length
 from mt_cli.data.sources import CHUNK, Source, decoded
 from mt_cli.data.text import BAD_UTF8_FIX
-from mt_cli.data.tokenizer import Tokenizer
 from mt_cli.errors import MtError
 from mt_cli.files import temp_dir
 
@@ -43,10 +43,10 @@ def _features() -> Any:
     )
 
 
-_WORKER_TOKENIZER: Tokenizer | None = None
+_WORKER_TOKENIZER: Encoder | None = None
 
 
-def _start_worker(tokenizer: Tokenizer) -> None:
+def _start_worker(tokenizer: Encoder) -> None:
     global _WORKER_TOKENIZER
     _WORKER_TOKENIZER = tokenizer
 
@@ -73,7 +73,7 @@ def _encode_chunk(chunk: tuple[list, list, int]) -> Any:
     return pa.RecordBatch.from_pydict(columns)
 
 
-def _encoded(chunks: Iterator, tokenizer: Tokenizer, workers: int, log: Callable[[str], None]) -> Iterator:
+def _encoded(chunks: Iterator, tokenizer: Encoder, workers: int, log: Callable[[str], None]) -> Iterator:
     """Record batches in input order. With workers, a bounded window of chunks is in flight, so
     memory does not grow with the corpus (Pool.imap would read the whole input ahead). If the
     workers cannot run (a `__main__` that cannot be re-imported, say), this process tokenizes."""
@@ -104,11 +104,13 @@ def _encoded(chunks: Iterator, tokenizer: Tokenizer, workers: int, log: Callable
         yield from map(_encode_chunk, chunks)
 
 
-def cache_key(data_fingerprint: str, tokenizer: Tokenizer) -> str:
+def cache_key(data_fingerprint: str, tokenizer: Encoder) -> str:
     state = tokenizer.to_state()
 
-    def digest(v: Any) -> str:  # model bytes; an imported vocabulary's lists, as canonical JSON
-        return hashlib.sha256(v if isinstance(v, bytes) else json.dumps(v, sort_keys=True).encode()).hexdigest()
+    def digest(v: Any) -> str:  # model bytes; an imported vocabulary's lists and files, as canonical JSON
+        if isinstance(v, bytes):
+            return hashlib.sha256(v).hexdigest()
+        return hashlib.sha256(json.dumps(v, sort_keys=True, default=digest).encode()).hexdigest()
 
     parts = [str(CACHE_FORMAT), data_fingerprint, *(digest(state[k]) for k in sorted(state))]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
@@ -116,7 +118,7 @@ def cache_key(data_fingerprint: str, tokenizer: Tokenizer) -> str:
 
 def build_cache(
     source: Source,
-    tokenizer: Tokenizer,
+    tokenizer: Encoder,
     cache_root: Path,
     workers: int,
     log: Callable[[str], None],
@@ -161,7 +163,7 @@ def build_cache(
     return final
 
 
-def wait_for_cache(data_fingerprint: str, tokenizer: Tokenizer, cache_root: Path, timeout_s: float) -> Path:
+def wait_for_cache(data_fingerprint: str, tokenizer: Encoder, cache_root: Path, timeout_s: float) -> Path:
     """For ranks other than 0: the cache that rank 0 builds, once it is whole."""
     final = Path(cache_root) / cache_key(data_fingerprint, tokenizer)
     deadline = time.monotonic() + timeout_s

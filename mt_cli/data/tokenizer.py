@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import io
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import sentencepiece as spm
 
 from mt_cli.config import TokenizerConfig
+from mt_cli.data.direction import LanguageTokens
 from mt_cli.data.languages import resolve_language
 from mt_cli.errors import MtError
 from mt_cli.files import atomic_write_bytes
@@ -20,30 +20,6 @@ from mt_cli.scripts import is_mostly_cjk
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 
 JOINT_FILE, SRC_FILE, TGT_FILE = "joint.model", "src.model", "tgt.model"
-
-
-@dataclass(frozen=True)
-class LanguageTokens:
-    """How one direction is told to a model of several languages, as ids: before each source line
-    (a target tag, <2de> or OPUS-MT's >>de<<; M2M100's and NLLB's source language), after its EOS
-    (NLLB's legacy layout), and after the decoder's start token (M2M100's and NLLB's target
-    language, which their decoder reads before the translation)."""
-
-    source: tuple[int, ...] = ()
-    source_end: tuple[int, ...] = ()
-    start: tuple[int, ...] = ()
-    tags: frozenset[int] = frozenset()  # target tags: a line that starts with one keeps its own
-
-    def wrap(self, ids: list[int]) -> list[int]:
-        """A source line's ids (ending in EOS) with the language tokens around them."""
-        if self.source and not (ids and ids[0] in self.tags):
-            ids = [*self.source, *ids]
-        return [*ids, *self.source_end]
-
-    @property
-    def extra(self) -> int:
-        """Positions the tokens take on the source side (a line's own tag aside)."""
-        return len(self.source) + len(self.source_end)
 
 
 class Tokenizer:

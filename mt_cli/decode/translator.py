@@ -23,8 +23,9 @@ from typing import Any, cast
 import torch
 
 from mt_cli.config import DEVICE, DecodeConfig, DocumentConfig
+from mt_cli.data.direction import LanguageTokens
 from mt_cli.data.languages import short_code
-from mt_cli.data.tokenizer import LanguageTokens, Tokenizer
+from mt_cli.data.tokenizer import Tokenizer
 from mt_cli.decode import compiled
 from mt_cli.decode.ensemble import Ensemble
 from mt_cli.decode.hypothesis import Hypothesis, Request, Searchable

@@ -35,7 +35,8 @@ def average_last(run: Run, record: Record, log: Log) -> None:
     averaged = checkpoint.average(paths)
     checkpoint.save(run.paths.averaged, averaged)
     model = averaged.build_model(run.device)
-    v = validate(model, run.tokenizer, run.valid_pairs, run.valid_refs, run.cfg, run.device, run.amp, run.shortlist)
+    v = validate(model, run.tokenizer, run.valid_pairs, run.valid_refs, run.cfg, run.device, run.amp, run.shortlist,
+                 run.start)  # fmt: skip
     best = run.state.best_bleu
     chosen = v.bleu >= best
     record({"step": run.state.step, "averaged": [p.name for p in paths], "valid_loss": v.loss,

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from mt_cli.config import Config, TrainConfig
 from mt_cli.data.cache import TokenCorpus, build_cache, wait_for_cache
+from mt_cli.data.direction import Encoder
 from mt_cli.data.doctor import preflight
 from mt_cli.data.pairs import Pairs
 from mt_cli.data.sources import HubDataset, Source, Table, TextPair, sample_texts
@@ -75,7 +76,7 @@ def get_tokenizer(spec: DataSpec, own: Path, cfg: Config, log: Log, d: Dist) -> 
     return tokenizer
 
 
-def load_train_data(spec: DataSpec, fp: str, tokenizer: Tokenizer, t: TrainConfig, log: Log, d: Dist) -> TokenCorpus:
+def load_train_data(spec: DataSpec, fp: str, tokenizer: Encoder, t: TrainConfig, log: Log, d: Dist) -> TokenCorpus:
     """The training split (fingerprint `fp`) from its tokenized cache, which rank 0 builds when missing."""
     source = spec.train
     if d.main:
@@ -97,7 +98,7 @@ def _bad_bytes(count: int, on_bad_utf8: str) -> str:
     return f", {done} {count} with bytes that are not UTF-8"
 
 
-def load_valid_data(source: Source, tokenizer: Tokenizer, t: TrainConfig, log: Log) -> tuple[Pairs, list[str]]:
+def load_valid_data(source: Source, tokenizer: Encoder, t: TrainConfig, log: Log) -> tuple[Pairs, list[str]]:
     """The validation split, whole in memory: token ids and the reference texts."""
     corpus = source.read(t.on_bad_utf8)
     pairs = Pairs(tokenizer.encode_src(corpus.src), tokenizer.encode_tgt(corpus.tgt))

@@ -162,7 +162,7 @@ def run_validation(run: Run, record: Record, progress: TrainProgress) -> None:
     if run.dist.main:
         scored = run.ema if run.ema is not None else run.model  # the weights best.pt would hold
         v = validate(scored, run.tokenizer, run.valid_pairs, run.valid_refs, run.cfg, run.device, run.amp,
-                     run.shortlist)  # fmt: skip
+                     run.shortlist, run.start)  # fmt: skip
         entry = {"step": state.step, "valid_loss": v.loss, "valid_nll": v.nll, "valid_bleu": v.bleu}
         record(entry)
         state.history.append(entry)

@@ -14,13 +14,12 @@ from typing import Any
 import torch
 
 from mt_cli import __version__
-from mt_cli.config import Config, ModelConfig, TrainConfig, to_yaml
+from mt_cli.config import Config, TrainConfig, to_yaml
 from mt_cli.data.cache import TokenCorpus
 from mt_cli.data.collate import collate
-from mt_cli.data.languages import language_code, suffix_language
+from mt_cli.data.direction import Directed, LanguageTokens
 from mt_cli.data.lexicon import build_lexicon, pair_chunks
 from mt_cli.data.pairs import Pairs, make_batches
-from mt_cli.data.sources import HubDataset, Source, Table, TextPair
 from mt_cli.data.tokenizer import Tokenizer
 from mt_cli.decode.shortlist import Shortlist
 from mt_cli.device import amp_dtype, cpu_has_bf16, set_threads
@@ -42,6 +41,7 @@ from mt_cli.train.inputs import (
     load_valid_data,
     wait_for_path,
 )
+from mt_cli.train.languages import direction, model_config
 from mt_cli.train.state import (
     TrainState,
     check_data,
@@ -139,6 +139,7 @@ class Run:
     valid_refs: list[str]
     state: TrainState
     shortlist: Shortlist | None = None  # built from the training pairs; in every checkpoint and validation
+    start: tuple[int, ...] = ()  # ids the decoder reads after its start token (an M2M100 model's target language)
 
     @property
     def cfg(self) -> Config:
@@ -206,10 +207,12 @@ def prepare(given: RunContext) -> Run:
     sources = given.data.sources()
     init = _init_checkpoint(given)
     tokenizer = init.tokenizer if init else get_tokenizer(given.data, given.paths.tokenizer, given.cfg, log, d)
-    ctx = replace(given, cfg=replace(given.cfg, model=_model_config(given.cfg, init, tokenizer, sources["train"])))
+    ctx = replace(given, cfg=replace(given.cfg, model=model_config(given.cfg, init, tokenizer, sources["train"])))
     fingerprints = {role: s.fingerprint() for role, s in sources.items()}  # sha256 of each file, read once
-    train_data = load_train_data(ctx.data, fingerprints["train"], tokenizer, t, log, d)
-    valid_pairs, valid_refs = load_valid_data(sources["valid"], tokenizer, t, log)
+    languages = direction(tokenizer, given.cfg.model, sources["train"])  # a model of several: its tokens
+    encoder = Directed(tokenizer, languages) if languages != LanguageTokens() else tokenizer
+    train_data = load_train_data(ctx.data, fingerprints["train"], encoder, t, log, d)
+    valid_pairs, valid_refs = load_valid_data(sources["valid"], encoder, t, log)
 
     random.seed(t.seed)
     torch.manual_seed(t.seed)
@@ -244,30 +247,7 @@ def prepare(given: RunContext) -> Run:
     log(f"MFU is against {peak / 1e12:.2f} TFLOP/s ({source})")
     shortlist = _shortlist(t, train_data, tokenizer, log) if d.main else None
     return Run(ctx, amp, scaler, peak, tokenizer, model, objective, optimizer, ema, train_data, valid_pairs,
-               valid_refs, state, shortlist)  # fmt: skip
-
-
-def _model_config(cfg: Config, init: Checkpoint | None, tokenizer: Tokenizer, train: Source) -> ModelConfig:
-    """The model a run builds: train.init's, as it was built; else the config's, sized to the
-    tokenizer, with the training data's languages where the config names none."""
-    if init is not None:
-        return init.config.model
-    src, tgt = _languages(train)
-    return replace(cfg.model, src_vocab_size=tokenizer.src_vocab_size, tgt_vocab_size=tokenizer.tgt_vocab_size,
-                   shared_vocab=tokenizer.joint, source_langs=cfg.model.source_langs or src,
-                   target_langs=cfg.model.target_langs or tgt)  # fmt: skip
-
-
-def _languages(train: Source) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """What the training data says its languages are, each side (), when it says nothing: a table's
-    or dataset's --src-lang/--tgt-lang when they are language codes (not column names such as
-    source), text files' suffixes (train.de, train.en.gz)."""
-    src = tgt = None
-    if isinstance(train, TextPair):
-        src, tgt = suffix_language(train.src), suffix_language(train.tgt)
-    elif isinstance(train, (Table, HubDataset)):
-        src, tgt = (language_code(c) if c else None for c in (train.src_lang, train.tgt_lang))
-    return (src,) if src else (), (tgt,) if tgt else ()
+               valid_refs, state, shortlist, languages.start)  # fmt: skip
 
 
 def _shortlist(t: TrainConfig, data: TokenCorpus, tokenizer: Tokenizer, log: Log) -> Shortlist | None:

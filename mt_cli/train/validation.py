@@ -39,12 +39,14 @@ def validate(
     device: torch.device,
     amp: torch.dtype | None = None,
     shortlist: Shortlist | None = None,
+    start: tuple[int, ...] = (),
 ) -> Validation:
     """Validation loss with teacher forcing, and BLEU of the same decoding `mt translate` does.
 
     The loss batches by train.valid_batch_tokens (no gradients are kept, so they can be larger
     than training's), and the output layer runs on a chunk of target tokens at a time: the float
-    (tokens, V) logits of a whole batch are never built at once."""
+    (tokens, V) logits of a whole batch are never built at once. `start`: the ids the decoder reads
+    after its start token (the pairs' targets begin with them: an M2M100 model's target language)."""
     model.eval()
     loss_sum = nll_sum = 0.0
     n_tokens = 0
@@ -61,7 +63,7 @@ def validate(
         decoding = dataclasses.replace(cfg.decode, precision=decode_precision(cfg.decode.precision, device))
         engine = Engine(model, decoding.precision) if decoding.uses_engine else None
         translator = Translator(model, tokenizer, decoding, shortlist=shortlist, engine=engine)
-        found = translator.search_requests(as_requests(pairs.src))
+        found = translator.search_requests(as_requests(pairs.src, start))
     model.train()
     bleu = score([hyps[0].text for hyps in found], [refs], metrics=("bleu",))["bleu"]
     return Validation(loss_sum / n_tokens, nll_sum / n_tokens, bleu)
