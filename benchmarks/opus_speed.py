@@ -130,7 +130,11 @@ def prepare(work: Path, train_lines: list[str], multi30k: Path) -> None:
 def run_systems(args, lines: list[str], systems: dict = SYSTEMS, spm: str = "opus/source.spm",
                 extra: dict | None = None) -> list[dict]:  # fmt: skip
     """Every system on the same length-sorted batches of BATCH, taking turns over rounds; `extra`:
-    more fields for every job (an M2M100 model's languages)."""
+    more fields for every job (an M2M100 model's languages). Where the target language is forced
+    first (`extra` has languages), mt's limit is one more: every system then writes the language
+    and --steps pieces in --steps + 1 decoder steps (mt's first reads </s> and the language at once,
+    and its last writes the </s> it ends with)."""
+    offset = args.steps + (1 if extra and extra.get("languages") else 0)
     import sentencepiece
 
     sp = sentencepiece.SentencePieceProcessor(model_file=str(args.work / spm))
@@ -144,7 +148,7 @@ def run_systems(args, lines: list[str], systems: dict = SYSTEMS, spm: str = "opu
                 job = {"kind": "decode", "family": family, "beam": beam, "batch": BATCH, "threads": args.threads,
                        "batches": batches, "limits": [args.steps] * len(batches), "model": str(args.work / model),
                        "precision": precision, "length_penalty": 0.0, "pieces": True, "vmap": vmap,
-                       "mt": {"max_len_ratio": 1e-9, "max_len_offset": args.steps, "engine": engine},
+                       "mt": {"max_len_ratio": 1e-9, "max_len_offset": offset, "engine": engine},
                        **(extra or {})}  # fmt: skip
                 got = in_worker(args, job)
                 out = [p for batch in got["out"] for p in batch]
