@@ -17,12 +17,12 @@ pieces, which the output layer scores like any other. Then:
   the vocabulary passed in: its M2M100 loader misses the language tokens under transformers 5),
   fp32 and int8, the target language as the target prefix.
 
-Random weights pick any length, so </s> is kept from ever winning (the output layer is untied
-from the embeddings, its </s> row pointing against a fixed direction of the last layer norm:
-the same compute) and every system writes the target language and then --steps pieces for every
-sentence. Beam 4 and greedy, batch 32, length penalty 0, --threads threads. Each timed run is a
-fresh process importing only its own system's library (speed_workers.py); systems take turns
-over rounds and keep their fastest. Output pieces are compared with mt fp32's.
+Random weights pick any length, so </s> is kept from ever winning (its row of the tied output
+layer points against a dimension the decoder's last layer norm holds at 100) and every system
+writes the target language and then --steps pieces for every sentence. Beam 4 and greedy, batch
+32, length penalty 0, --threads threads. Each timed run is a fresh process importing only its own
+system's library (speed_workers.py); systems take turns over rounds and keep their fastest.
+Output pieces are compared with mt fp32's.
 """
 
 from __future__ import annotations
@@ -114,15 +114,13 @@ def model_folder(folder: Path, shape: str, train_lines: list[str], small: bool =
         vocab_size=size, d_model=d, encoder_layers=layers, decoder_layers=layers, encoder_attention_heads=d // 64,
         decoder_attention_heads=d // 64, encoder_ffn_dim=4 * d, decoder_ffn_dim=4 * d, max_position_embeddings=1024,
         activation_function="relu", scale_embedding=True, pad_token_id=1, bos_token_id=0, eos_token_id=2,
-        decoder_start_token_id=2, tie_word_embeddings=False, **({"tokenizer_class": "NllbTokenizer"}
-                                                                 if flavour == "nllb" else {}),
+        decoder_start_token_id=2, **({"tokenizer_class": "NllbTokenizer"} if flavour == "nllb" else {}),
     )  # fmt: skip
     torch.manual_seed(seed)
     model = transformers.M2M100ForConditionalGeneration(cfg).eval()
-    with torch.no_grad():  # </s>'s logit ~ -100 * 100: never chosen, so every system runs --steps steps
-        model.model.decoder.layer_norm.bias[0] = 100.0
-        model.lm_head.weight[2] = 0.0
-        model.lm_head.weight[2, 0] = -100.0
+    with torch.no_grad():  # </s>'s logit = 100 * -100: never chosen, so every system runs --steps steps
+        model.model.decoder.layer_norm.weight[0], model.model.decoder.layer_norm.bias[0] = 0.0, 100.0
+        model.model.shared.weight[2, 0] = -100.0  # the one matrix of embeddings and output layer (tied)
     model.save_pretrained(folder)
 
 

@@ -378,3 +378,47 @@ def test_the_compiled_step_translates_an_imported_model_as_the_eager_one(importe
         fast = Translator.load(path, device="cpu", beam=beam, engine="compiled").for_languages(src, tgt)
         assert fast.engine is not None and fast.engine.compiled is not None
         assert fast.translate(lines) == eager.translate(lines)
+
+
+REAL = {  # one real sentence per language, for language identification
+    "de": "Ein Mann fährt mit dem Fahrrad durch die ganze Stadt.",
+    "fr": "Une femme lit un livre dans le jardin de sa maison.",
+    "cs": "Muž jede na kole přes celé město a zpívá si.",
+    "en": "A woman is reading a book in the garden of her house.",
+    "ru": "Женщина читает книгу в саду своего дома.",
+}
+
+
+def test_source_auto_identifies_each_lines_language_and_reads_it(imported, tmp_path):
+    pytest.importorskip("lingua")
+    from typer.testing import CliRunner
+
+    from conftest import write_lines
+    from mt_cli.cli import app
+    from mt_cli.data.languages import short_code
+
+    _, out, src, tgt = imported
+    tr = Translator.load(out, device="cpu", beam=2)
+    auto = tr.for_languages("auto", tgt)
+    lines = [*REAL.values(), "", REAL["de"]]
+    requests = auto.requests(lines)
+    detected = [r.source_lang if r is not None else None for r in requests]
+    assert [short_code(c) if c else c for c in detected] == [*REAL, None, "de"]
+    for line, code, got in zip(lines, detected, auto.translate(lines)):
+        if code:  # the same as naming the line's language
+            assert got == tr.for_languages(code, tgt).translate([line])[0]
+    given = write_lines(tmp_path / "in.txt", list(REAL.values()))
+    jsonl = CliRunner().invoke(app, ["translate", "--checkpoint", str(out), str(given), "--source-lang", "auto",
+                                     "--target-lang", tgt, "--format", "jsonl", "--beam", "2"])  # fmt: skip
+    assert jsonl.exit_code == 0, jsonl.output
+    assert [short_code(json.loads(x)["source_lang"]) for x in jsonl.stdout.splitlines()] == list(REAL)
+
+
+def test_source_auto_on_a_model_that_records_no_source_language_is_one_line(tmp_path):
+    from mt_cli.config import ModelConfig
+
+    fixture = Path(__file__).resolve().parent / "fixtures" / "decode" / "model.pt"
+    ckpt = checkpoint.load(fixture)
+    assert ckpt.config.model.source_langs == ModelConfig().source_langs == ()
+    with pytest.raises(MtError, match="source language auto: the model records no source languages"):
+        Translator.from_checkpoint(ckpt, "cpu").for_languages("auto", None)

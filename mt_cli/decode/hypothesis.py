@@ -64,6 +64,7 @@ class Request:
     constraints: tuple[tuple[int, ...], ...] = ()
     key: int = 0
     start: tuple[int, ...] = ()
+    source_lang: str = ""  # the language detected for this line (source "auto")
 
 
 @dataclass
@@ -82,9 +83,14 @@ EOS_PIECE = "</s>"  # the piece named for EOS in "tokens": token_logprobs has on
 
 
 def as_object(
-    hyps: list[Hypothesis], blank: bool, out: OutputConfig, pieces: Callable[[list[int]], list[str]]
+    hyps: list[Hypothesis],
+    blank: bool,
+    out: OutputConfig,
+    pieces: Callable[[list[int]], list[str]],
+    source_lang: str = "",
 ) -> dict[str, Any]:
-    """The JSON object of one input line (`--format jsonl`; the server's "full" format)."""
+    """The JSON object of one input line (`--format jsonl`; the server's "full" format), with the
+    language identified in it where the source was "auto"."""
     if blank:
         return {"translation": "", "score": None}
 
@@ -98,6 +104,8 @@ def as_object(
         return d
 
     obj = entry(hyps[0])
+    if source_lang:
+        obj["source_lang"] = source_lang
     if out.nbest > 1:
         obj["nbest"] = [entry(h) for h in hyps[: out.nbest]]
     return obj

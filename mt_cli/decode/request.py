@@ -26,13 +26,23 @@ def check_nbest(nbest: int, cfg: DecodeConfig) -> None:
         )
 
 
+# One direction's language tokens for every line, or each line's own (a source detected per line).
+Languages = LanguageTokens | Sequence[LanguageTokens]
+
+
+def per_line(languages: Languages, n: int) -> Sequence[LanguageTokens]:
+    return [languages] * n if isinstance(languages, LanguageTokens) else languages
+
+
 def source_ids(tokenizer: Tokenizer, lines: Sequence[str], limit: int,
-               languages: LanguageTokens = LanguageTokens()) -> list[list[int]]:  # fmt: skip
+               languages: Languages = LanguageTokens()) -> list[list[int]]:  # fmt: skip
     """Source ids ending in EOS (then NLLB's legacy language token), an over-long line cut to
     `limit` (the model's positions less one); the `languages` tokens around each line."""
-    room = limit - languages.extra
-    cut = [ids if len(ids) <= room else ids[: room - 1] + [EOS] for ids in tokenizer.encode_src(list(lines))]
-    return [languages.wrap(ids) for ids in cut]
+    out = []
+    for ids, lt in zip(tokenizer.encode_src(list(lines)), per_line(languages, len(lines))):
+        room = limit - lt.extra
+        out.append(lt.wrap(ids if len(ids) <= room else ids[: room - 1] + [EOS]))
+    return out
 
 
 class Requests:
@@ -41,7 +51,8 @@ class Requests:
 
     def __init__(self, tokenizer: Tokenizer, cfg: DecodeConfig, limit: int, n: int,
                  prefixes: Sequence[str | None] | None = None, constraints: Sequence[Sequence[str]] | None = None,
-                 first_line: int = 0, languages: LanguageTokens = LanguageTokens()) -> None:  # fmt: skip
+                 first_line: int = 0, languages: Languages = LanguageTokens(),
+                 source_langs: Sequence[str] | None = None) -> None:  # fmt: skip
         for name, given in (("prefixes", prefixes), ("constraint lists", constraints)):
             if given is not None and len(given) != n:
                 raise MtError(f"{len(given)} {name} for {n} lines: give one per line (an empty one for none)")
@@ -51,12 +62,13 @@ class Requests:
             )
         self.tokenizer, self.cfg, self.limit = tokenizer, cfg, limit  # limit: the model's positions less one
         self.prefixes, self.constraints, self.first_line = prefixes, constraints, first_line
-        self.languages = languages  # the direction's language tokens
+        self.languages = per_line(languages, n)  # each line's language tokens
+        self.source_langs = source_langs  # each line's detected source language (source "auto")
 
     def build(self, lines: Sequence[str]) -> list[Request | None]:
         """A request per line; None for a blank line (it gets an empty translation, no search)."""
         todo = [i for i, line in enumerate(lines) if line.strip()]
-        src = source_ids(self.tokenizer, [lines[i] for i in todo], self.limit, self.languages)
+        src = source_ids(self.tokenizer, [lines[i] for i in todo], self.limit, [self.languages[i] for i in todo])
         out: list[Request | None] = [None] * len(lines)
         for i, ids in zip(todo, src):
             out[i] = self.of(i, ids)
@@ -67,7 +79,8 @@ class Requests:
         line, tok = self.first_line + i + 1, self.tokenizer
         prefix = self.prefixes[i] if self.prefixes is not None else None
         ids = tuple(tok.encode_tgt([prefix])[0]) if prefix and prefix.strip() else ()
-        room = self.limit - len(self.languages.start)  # the decoder reads the start tokens first
+        start = self.languages[i].start  # the decoder reads these first
+        room = self.limit - len(start)
         if len(ids) + 1 > room:
             raise MtError(f"line {line}: the prefix is {len(ids)} pieces, more than the model's {room - 1}")
         n = self.cfg.no_repeat_ngram
@@ -80,4 +93,5 @@ class Requests:
         for term, pieces in zip(terms, encoded):
             if UNK in pieces:  # it would be met as UNK pieces, never as the text asked for
                 raise MtError(f"line {line}: the term {term!r} has characters the model's target vocabulary lacks")
-        return Request(tuple(src), ids, tuple(dict.fromkeys(encoded)), self.first_line + i, self.languages.start)
+        detected = self.source_langs[i] if self.source_langs is not None else ""
+        return Request(tuple(src), ids, tuple(dict.fromkeys(encoded)), self.first_line + i, start, detected)

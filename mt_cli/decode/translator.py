@@ -23,10 +23,10 @@ from typing import Any, cast
 import torch
 
 from mt_cli.config import DEVICE, DecodeConfig, DocumentConfig
-from mt_cli.data.direction import LanguageTokens
 from mt_cli.data.languages import short_code
 from mt_cli.data.tokenizer import Tokenizer
 from mt_cli.decode import compiled
+from mt_cli.decode.direction import Direction
 from mt_cli.decode.ensemble import Ensemble
 from mt_cli.decode.hypothesis import Hypothesis, Request, Searchable
 from mt_cli.decode.precision import quantize_int8
@@ -83,8 +83,7 @@ class Translator:
         self.engine = engine
         self.shortlist = shortlist  # the checkpoint's lexicon (decode/shortlist.py), used when cfg.shortlist
         self.device = next(model.parameters()).device
-        self.direction = ("", "")  # (source, target) languages as given: for_languages
-        self._languages: LanguageTokens | None = None  # their tokens, worked out when first needed
+        self.direction = Direction(tokenizer, model.cfg)  # the languages given (for_languages) and their tokens
         self.source: Path | None = None  # the checkpoint file, where compiled steps are kept (decode/compiled.py)
         self._glue_ids: torch.Tensor | None = None
 
@@ -141,40 +140,23 @@ class Translator:
             if isinstance(model, Transformer):
                 engine = compiled.engine_for(model, cfg, self.device, self.source)
         tr = type(self)(self.model, self.tokenizer, cfg, self.processors, self.shortlist, engine)
-        tr.direction, tr._languages, tr.source = self.direction, self._languages, self.source
+        tr.direction, tr.source = self.direction, self.source
         return tr
 
     def for_languages(self, source: str | None = None, target: str | None = None) -> Translator:
-        """This model translating from `source` into `target` (codes: de; NLLB's deu_Latn or de),
-        as far as the model is told them: a target tag (<2de>, OPUS-MT's >>de<<) before each line
-        that carries none; M2M100's and NLLB's source and target language tokens. None keeps the
-        current one; a language the model lacks is refused here, naming its nearest codes."""
+        """This model translating from `source` into `target` (codes: de; NLLB's deu_Latn or de;
+        source "auto": identified per line among the model's), as far as the model is told them: a
+        target tag (<2de>, OPUS-MT's >>de<<) before each line that carries none; M2M100's and NLLB's
+        source and target language tokens. None keeps the current one; a language the model lacks
+        is refused here, naming its nearest codes."""
         tr = self.with_options()
-        given = (source, target)
-        tr.direction = (given[0] if given[0] is not None else self.direction[0],
-                        given[1] if given[1] is not None else self.direction[1])  # fmt: skip
-        tr._languages = None
-        if tr.direction != ("", ""):
-            tr._language_tokens()  # refused now, not at the first line
+        tr.direction = self.direction.but(source, target)
         return tr
-
-    def _language_tokens(self) -> LanguageTokens:
-        """The direction's tokens; a model that needs a language not given says so here, once used."""
-        if self._languages is None:
-            source, target = self.direction
-            if not self.tokenizer.languages()[1] and target and self._writes(target):
-                target = ""  # a model of one target, told the language it writes: nothing to add
-            self._languages = self.tokenizer.language_tokens(source, target)
-        return self._languages
 
     @property
     def decoder_start(self) -> tuple[int, ...]:
         """Target ids the decoder reads after its start token in this direction (Request.start)."""
-        return self._language_tokens().start
-
-    def _writes(self, lang: str) -> bool:
-        """Whether `lang` is the language a model of one target records it writes."""
-        return lang in self.model.cfg.target_langs
+        return self.direction.tokens().start
 
     @functools.cached_property
     def _search(self) -> Search:
@@ -196,8 +178,9 @@ class Translator:
         """Each line as search takes it, built and checked once (None for a blank line): source
         ids, a target prefix the output starts with, target terms it must contain (beam search
         only). `first_line`: the index of lines[0] in a longer input (sampling seeds by it)."""
+        languages, detected = self.direction.for_lines(lines)
         requests = Requests(self.tokenizer, self.cfg, self._limit, len(lines), prefixes, constraints, first_line,
-                            self._language_tokens())  # fmt: skip
+                            languages, detected)  # fmt: skip
         return requests.build(lines)
 
     def search_requests(
@@ -263,7 +246,7 @@ class Translator:
 
     def source_ids(self, lines: Sequence[str]) -> list[list[int]]:
         """Source ids ending in EOS, an over-long line cut to what the model can read."""
-        return source_ids(self.tokenizer, lines, self._limit, self._language_tokens())
+        return source_ids(self.tokenizer, lines, self._limit, self.direction.for_lines(lines)[0])
 
     @property
     def _limit(self) -> int:
@@ -282,7 +265,7 @@ class Translator:
             raise MtError(f"target line {long + 1}: {len(tgt_ids[long])} pieces, more than the model's {limit - 1}")
         with autocast(self.cfg.precision == "bf16", self.device):
             found = force(self.model, self.source_ids(src_lines), tgt_ids, self.cfg.batch_size,
-                          self._language_tokens().start)  # fmt: skip
+                          self.direction.tokens().start)  # fmt: skip
         return [dataclasses.replace(h, text=" ".join(line.split())) for h, line in zip(found, tgt_lines)]
 
     def translate(self, lines: Sequence[str]) -> list[str]:
@@ -293,7 +276,7 @@ class Translator:
     def source_lang(self) -> str:
         """The language the model reads: the one given (for_languages), else the first its
         checkpoint records ("" when none)."""
-        return self.direction[0] or next(iter(self.model.cfg.source_langs), "")
+        return self.direction.source or next(iter(self.model.cfg.source_langs), "")
 
     def translate_document(self, text: str, kind: str = "text", **options: Any) -> str:
         """A document (kind: lines, text, html, markdown, srt, vtt or po) translated with its
@@ -303,7 +286,9 @@ class Translator:
         from mt_cli.documents import translate_document
 
         cfg = DocumentConfig(**{"input_type": kind, **options})
-        return translate_document(self, text, kind, cfg, short_code(cfg.source_lang or self.source_lang or "en"))
+        given = cfg.source_lang
+        lang = given if given not in ("", "auto") else self.direction.document_language(text)
+        return translate_document(self, text, kind, cfg, short_code(lang or "en"))
 
     def translate_aligned(self, lines: Sequence[str], alignment: bool = False) -> list[Aligned]:
         """documents/'s way in (documents/engine.py): the best translation of each line and, with

@@ -140,9 +140,16 @@ def mt_state_dict(w: dict[str, torch.Tensor], tok: M2MVocab, cfg: ModelConfig) -
         for theirs, ours in FINAL_NORMS.items():
             if k.startswith(theirs):
                 out[ours + k[len(theirs) :]] = v
-    embed = shared[order].clone()
-    out["decoder.embeddings.token.weight"] = out["encoder.embeddings.token.weight"] = embed
-    out["output_projection.weight"] = embed if cfg.tie_embeddings else w["lm_head.weight"][order].clone()
+    if cfg.tie_embeddings:  # one matrix, every name of it in the state dict
+        embed = shared[order].clone()
+        out["decoder.embeddings.token.weight"] = out["encoder.embeddings.token.weight"] = embed
+        out["output_projection.weight"] = embed
+        return out
+    # Untied (tie_word_embeddings false): transformers 5 keeps each embedding and the output layer
+    # apart; a folder transformers 4 saved holds the shared one for both embeddings.
+    for side in ("encoder", "decoder"):
+        out[f"{side}.embeddings.token.weight"] = w.get(f"model.{side}.embed_tokens.weight", shared)[order].clone()
+    out["output_projection.weight"] = w["lm_head.weight"][order].clone()
     return out
 
 
@@ -205,6 +212,8 @@ def hf_state_dict(ckpt: Checkpoint) -> dict[str, torch.Tensor]:
                 out[theirs + name[len(ours) :]] = tensor.contiguous()
     out["model.shared.weight"] = to_marian_order(state["decoder.embeddings.token.weight"], ids)
     if not ckpt.config.model.tie_embeddings:
+        for side in ("encoder", "decoder"):
+            out[f"model.{side}.embed_tokens.weight"] = to_marian_order(state[f"{side}.embeddings.token.weight"], ids)
         out["lm_head.weight"] = to_marian_order(state["output_projection.weight"], ids)
     return out
 

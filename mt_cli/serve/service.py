@@ -147,7 +147,8 @@ class Service:
             if job.output.format == "text":
                 out.append([hyps[0].text for hyps in mine])
             else:
-                out.append([as_object(h, r is None, job.output, pieces) for h, r in zip(mine, job.requests)])
+                out.append([as_object(h, r is None, job.output, pieces, r.source_lang if r else "")
+                            for h, r in zip(mine, job.requests)])  # fmt: skip
         return out
 
     def _score(self, job: Scoring) -> list[Any]:

@@ -46,8 +46,9 @@ def translate_stream(
         found = tr.search_requests(requests, nbest, output.alignment, progress.advance if progress else None)
         if masked:
             found = [_restored(protector, hyps, m) for hyps, m in zip(found, masked)]  # type: ignore[arg-type]
-        for line, hyps in zip(chunk, found):
-            out.write(render(hyps, not line.strip(), output, tr.tokenizer.tgt_pieces) + "\n")
+        for line, hyps, r in zip(chunk, found, requests):
+            detected = r.source_lang if r is not None else ""
+            out.write(render(hyps, not line.strip(), output, tr.tokenizer.tgt_pieces, detected) + "\n")
         count += len(chunk)
     if side is not None:
         side.finish(count)
@@ -185,11 +186,13 @@ def score_file(
     return count
 
 
-def render(hyps: list[Hypothesis], blank: bool, out: OutputConfig, pieces: Callable[[list[int]], list[str]]) -> str:
-    """One output line (without its newline) for one input line's hypotheses, best first."""
+def render(hyps: list[Hypothesis], blank: bool, out: OutputConfig, pieces: Callable[[list[int]], list[str]],
+           source_lang: str = "") -> str:  # fmt: skip
+    """One output line (without its newline) for one input line's hypotheses, best first (JSON:
+    with the language identified in the line, where the source was "auto")."""
     if out.format == "text":
         return hyps[0].text
-    return json.dumps(as_object(hyps, blank, out, pieces), ensure_ascii=False)
+    return json.dumps(as_object(hyps, blank, out, pieces, source_lang), ensure_ascii=False)
 
 
 def render_score(h: Hypothesis, fmt: str, normalize: bool, pieces: Callable[[list[int]], list[str]]) -> str:
