@@ -22,6 +22,7 @@ PAGES = {
     "levers-table": DOCS / "speed.md",  # benchmarks/levers.py --append
     "opus-speed-table": DOCS / "speed.md",  # benchmarks/opus_speed.py
     "m2m-speed-table": DOCS / "pretrained.md",  # benchmarks/m2m_speed.py
+    "multilingual-table": DOCS / "training.md",  # benchmarks/multilingual.py
     "shortlist-table": DOCS / "speed.md",  # benchmarks/shortlist.py
     "serve-table": DOCS / "serving.md",  # benchmarks/serve_load.py
     "neighbour-table": DOCS / "serving.md",  # benchmarks/serve_neighbour.py

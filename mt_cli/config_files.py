@@ -57,7 +57,7 @@ def load_yaml(path: Path) -> dict[str, Any]:
     except _yaml().YAMLError as e:
         raise MtError(f"{path}: not valid YAML ({e})".replace("\n", " ")) from None
     if not isinstance(data, dict):
-        raise MtError(f"{path}: expected a mapping of sections (model, tokenizer, train, decode)")
+        raise MtError(f"{path}: expected a mapping of sections (model, tokenizer, train, decode, data)")
     return data
 
 
@@ -82,6 +82,10 @@ def _coerce(value: Any, hint: Any, where: str) -> Any:
             return None
         hint = next(a for a in args if a is not type(None))
         origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if dataclasses.is_dataclass(hint) and isinstance(hint, type):  # a nested entry (data.pairs' PairConfig)
+        if not isinstance(value, dict):
+            raise MtError(f"{where} must be a mapping of {[f.name for f in dataclasses.fields(hint)]}, not {value!r}")
+        return build_section(hint, value, where)
     if origin is tuple and len(args) == 2 and args[1] is Ellipsis:  # tuple[int, ...]: any length
         if not isinstance(value, (list, tuple)):
             raise MtError(f"{where} must be a list, not {value!r}")

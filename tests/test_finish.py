@@ -55,7 +55,7 @@ def test_an_average_that_validates_as_well_takes_best_pt_and_the_single_step_is_
 
 
 def test_an_average_that_validates_worse_leaves_best_pt_the_best_single_step(corpus_files, tmp_path, monkeypatch):
-    monkeypatch.setattr(finish, "validate", lambda *a, **k: Validation(9.0, 9.0, -1.0))
+    monkeypatch.setattr(finish, "validate_all", lambda *a, **k: Validation(9.0, 9.0, -1.0))
     out = tmp_path / "run"
     log = _run(corpus_files, out, max_steps=20, keep_last=2, average_last=2)
     assert log[-1]["chosen"] is False

@@ -54,7 +54,7 @@ def train(
         Path | None, typer.Option(help="Where tokenized corpora are cached (default $MT_CACHE or ~/.cache/mt).")
     ] = None,
     preset: Annotated[str | None, typer.Option(help="Model size: tiny, small, base or big.")] = None,
-    config: Annotated[Path | None, typer.Option(help="YAML config (sections model/tokenizer/train/decode).")] = None,
+    config: Annotated[Path | None, typer.Option(help="YAML config (model/tokenizer/train/decode/data).")] = None,
     set_: Annotated[
         list[str] | None, typer.Option("--set", help="Override any field: --set model.dropout=0 (repeatable).")
     ] = None,
@@ -63,7 +63,8 @@ def train(
     """Train a Transformer; writes OUT/best.pt (best validation BLEU), OUT/last.pt and OUT/log.jsonl.
 
     Data: text files (--train-src/--train-tgt, --valid-src/--valid-tgt), a table file per split
-    (--train, --valid), or --dataset. Several processes: torchrun --nproc_per_node=N -m mt_cli train ...
+    (--train, --valid), or --dataset; several directions in one model: data.pairs in --config.
+    Several processes: torchrun --nproc_per_node=N -m mt_cli train ...
     The checkpoint records the languages the data names: the text files' suffixes (train.de,
     train.en), or --src-lang/--tgt-lang when they are language codes (`mt serve` lists them).
 
@@ -72,7 +73,8 @@ def train(
     decoding default (the recipes in configs/ set both).
     """
     from mt_cli.config import build_config
-    from mt_cli.train.inputs import data_spec
+    from mt_cli.errors import MtError
+    from mt_cli.train.inputs import DataSpec, data_spec
     from mt_cli.train.loop import train as run_training
 
     given = dict((options or {}).get("train", {}))
@@ -81,7 +83,14 @@ def train(
     cfg = build_config(preset, config, {"train": given}, set_)
     files = {"train_src": train_src, "train_tgt": train_tgt, "valid_src": valid_src, "valid_tgt": valid_tgt,
              "train": train, "valid": valid}  # fmt: skip
-    spec = data_spec(files, dataset, dataset_config, (train_split, valid_split), (src_lang, tgt_lang), tokenizer, cache)
+    if cfg.data.pairs:  # several directions, from the config's data section
+        given_flags = [f"--{k.replace('_', '-')}" for k, v in files.items() if v] + (["--dataset"] if dataset else [])
+        if given_flags:
+            raise MtError(f"the config lists data.pairs; give the data one way: drop {', '.join(given_flags)}")
+        spec = DataSpec.of_pairs(cfg.data, tokenizer, cache)
+    else:
+        spec = data_spec(files, dataset, dataset_config, (train_split, valid_split), (src_lang, tgt_lang), tokenizer,
+                         cache)  # fmt: skip
     run_training(spec, out, cfg, log=err)
 
 

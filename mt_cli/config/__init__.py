@@ -17,6 +17,7 @@ from mt_cli.config.commands import (
     ServeConfig,
     TuningConfig,
 )
+from mt_cli.config.data import DataConfig, PairConfig
 from mt_cli.config.fields import (
     ACTIVATIONS,
     CORPUS_CHUNK_LINES,
@@ -36,6 +37,7 @@ SECTIONS: dict[str, type] = {
         TokenizerConfig,
         TrainConfig,
         DecodeConfig,
+        DataConfig,
         OutputConfig,
         DocumentConfig,
         ServeConfig,
@@ -47,7 +49,7 @@ SECTIONS: dict[str, type] = {
 
 __all__ = [
     "ACTIVATIONS", "CORPUS_CHUNK_LINES", "DEFAULT_METRICS", "DEVICE", "IMPORTED_BEAM", "PRESETS", "SECTIONS",
-    "Config", "DecodeConfig", "DocumentConfig", "DoctorConfig", "ModelConfig", "OutputConfig", "QuickstartConfig",
-    "ServeConfig", "TokenizerConfig", "TrainConfig", "TuningConfig", "build_config", "describe", "from_dict", "option",
-    "to_dict", "to_yaml",
+    "Config", "DataConfig", "DecodeConfig", "DocumentConfig", "DoctorConfig", "ModelConfig", "OutputConfig",
+    "PairConfig", "QuickstartConfig", "ServeConfig", "TokenizerConfig", "TrainConfig", "TuningConfig", "build_config",
+    "describe", "from_dict", "option", "to_dict", "to_yaml",
 ]  # fmt: skip

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mt_cli.config.data import DataConfig
 from mt_cli.config.sections import DecodeConfig, ModelConfig, TokenizerConfig, TrainConfig
 from mt_cli.config_files import build_section, load_yaml, merge, parse_set
 from mt_cli.errors import MtError
@@ -20,6 +21,7 @@ class Config:
     tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     decode: DecodeConfig = field(default_factory=DecodeConfig)
+    data: DataConfig = field(default_factory=DataConfig)
 
 
 # Presets override ModelConfig defaults only; everything else keeps its one default above.
@@ -64,7 +66,8 @@ def from_dict(data: dict[str, Any], where: str = "config") -> Config:
 
 
 def _section_classes() -> dict[str, type]:
-    return {"model": ModelConfig, "tokenizer": TokenizerConfig, "train": TrainConfig, "decode": DecodeConfig}
+    return {"model": ModelConfig, "tokenizer": TokenizerConfig, "train": TrainConfig, "decode": DecodeConfig,
+            "data": DataConfig}  # fmt: skip
 
 
 def build_config(

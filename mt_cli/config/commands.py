@@ -68,8 +68,9 @@ class DocumentConfig:
     overwrite: bool = option(False, "po: translate entries that already have a translation too.", cli=True)
     source_lang: str = option(
         "",
-        "The source language (de, zh; NLLB: deu_Latn or de): its rules split sentences, and a model told its source"
-        " language (M2M100, NLLB) reads it; default: the checkpoint's.",
+        "The source language (de, zh; NLLB: deu_Latn or de; auto: identified per line among the model's): its"
+        " rules split sentences, and a model told its source language (M2M100, NLLB) reads it; default: the"
+        " checkpoint's.",
         cli=True,
     )
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ WHERE = {
     "train": "YAML or `--set` with `mt train`; the fields with an option also as options of `mt train`",
     "decode": "saved in checkpoints as their defaults; options of `mt translate`, `mt serve` and `mt evaluate`;"
     " keywords of `Translator.load`",
+    "data": "YAML with `mt train --config`; `--set data.temperature=5`",
     "output": "options of `mt translate`",
     "document": "options of `mt translate` (and of `mt serve`, for its LibreTranslate API); keywords of"
     " `Translator.translate_document`",
@@ -51,6 +53,12 @@ def render() -> str:
             flag = f.metadata["flag"] or "--" + f.name.replace("_", "-")
             option = f"`{flag}`" if f.metadata["cli"] else ""
             out.append(f"| `{f.name}` | {_default(f.default)} | {option} | {_cell(f.metadata['help'])} |")
+        for f in dataclasses.fields(cls):  # a list of entries (data.pairs): each entry's fields
+            entry = typing.get_args(typing.get_type_hints(cls)[f.name])[:1]
+            if entry and dataclasses.is_dataclass(entry[0]):
+                out += ["", f"Each entry of `{name}.{f.name}`:", "", "| field | default | description |"]
+                out += ["|---|---|---|"] + [f"| `{e.name}` | {_default(e.default)} | {_cell(e.metadata['help'])} |"
+                                           for e in dataclasses.fields(entry[0])]  # fmt: skip
     return "\n".join(out) + "\n"
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -140,8 +141,9 @@ def _load_sp(model: bytes) -> spm.SentencePieceProcessor:
     return sp
 
 
-def train_sentencepiece(lines: list[str], cfg: TokenizerConfig) -> bytes:
-    """Train one SentencePiece model in memory and return its serialized bytes."""
+def train_sentencepiece(lines: list[str], cfg: TokenizerConfig, symbols: Sequence[str] = ()) -> bytes:
+    """Train one SentencePiece model in memory and return its serialized bytes; `symbols` (target
+    tags such as <2de>) are pieces of their own, never split."""
     lines = [line for line in lines if line.strip()]
     if not lines:
         raise MtError("cannot train a tokenizer on an empty corpus")
@@ -150,7 +152,7 @@ def train_sentencepiece(lines: list[str], cfg: TokenizerConfig) -> bytes:
         coverage = 0.9995 if is_mostly_cjk(lines) else 1.0
     model = io.BytesIO()
     try:
-        _train_spm(lines, model, cfg, coverage)
+        _train_spm(lines, model, cfg, coverage, symbols)
     except RuntimeError as e:
         # SentencePiece fails when the vocabulary cannot even hold the corpus's characters.
         if "required_chars" not in str(e):
@@ -163,7 +165,8 @@ def train_sentencepiece(lines: list[str], cfg: TokenizerConfig) -> bytes:
     return model.getvalue()
 
 
-def _train_spm(lines: list[str], model: io.BytesIO, cfg: TokenizerConfig, coverage: float) -> None:
+def _train_spm(lines: list[str], model: io.BytesIO, cfg: TokenizerConfig, coverage: float,
+               symbols: Sequence[str] = ()) -> None:  # fmt: skip
     spm.SentencePieceTrainer.train(
         sentence_iterator=iter(lines),
         model_writer=model,
@@ -184,10 +187,15 @@ def _train_spm(lines: list[str], model: io.BytesIO, cfg: TokenizerConfig, covera
         shuffle_input_sentence=True,
         num_threads=2,
         minloglevel=2,
+        user_defined_symbols=",".join(symbols),  # none when empty
     )
 
 
-def train_tokenizer(src_lines: list[str], tgt_lines: list[str], cfg: TokenizerConfig) -> Tokenizer:
+def train_tokenizer(src_lines: list[str], tgt_lines: list[str], cfg: TokenizerConfig,
+                    tags: Sequence[str] = ()) -> Tokenizer:  # fmt: skip
+    """`tags`: a multilingual model's target tags (<2de>), pieces of the source side's model."""
     if cfg.joint:
-        return Tokenizer(train_sentencepiece(src_lines + tgt_lines, cfg))
+        return Tokenizer(train_sentencepiece(src_lines + tgt_lines, cfg, tags))
+    if tags:
+        return Tokenizer(train_sentencepiece(src_lines, cfg, tags), train_sentencepiece(tgt_lines, cfg))
     return Tokenizer(train_sentencepiece(src_lines, cfg), train_sentencepiece(tgt_lines, cfg))

@@ -87,7 +87,7 @@ def tune_decoding(
     translator = Translator.from_checkpoint(ckpt, device)
     src, ref = read_lines(src_path), read_lines(ref_path)
     check_aligned(src_path, src, ref_path, ref)
-    rows = tune_grid(translator, translator.source_ids(src), ref, beams, length_penalties)
+    rows = tune_grid(translator, [(translator.source_ids(src), ref, translator.decoder_start)], beams, length_penalties)
     if out is not None:
         ckpt.config = with_decoding(ckpt.config, rows[0])
         checkpoint.save(out, ckpt)

@@ -1,11 +1,13 @@
 """The order a run trains in: each epoch's batches shuffled with the seed train.seed + epoch, so a
-run resumed mid-epoch replays the same batches from where it stopped."""
+run resumed mid-epoch replays the same batches from where it stopped. A run of several corpora
+draws each epoch's rows from them by their sampling probabilities (data/mixture.py) first."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from mt_cli.data.cache import TokenCorpus
+from mt_cli.data.mixture import MixedCorpus
 from mt_cli.data.pairs import make_batches
 from mt_cli.train.state import TrainState
 
@@ -16,14 +18,19 @@ class Epochs:
 
     batches: list[np.ndarray]
 
-    def __init__(self, data: TokenCorpus, batch_tokens: int, seed: int) -> None:
+    def __init__(self, data: TokenCorpus | MixedCorpus, batch_tokens: int, seed: int) -> None:
         self.data, self.batch_tokens, self.seed = data, batch_tokens, seed
         self.epoch, self.batches = -1, []  # no epoch's batches made yet
 
     def of(self, epoch: int) -> list[np.ndarray]:
         if epoch != self.epoch:
-            self.epoch = epoch
-            self.batches = make_batches(self.data.src_lens, self.data.tgt_lens, self.batch_tokens, self.seed + epoch)
+            self.epoch, data, seed = epoch, self.data, self.seed + epoch
+            if isinstance(data, MixedCorpus):  # the epoch's rows drawn from each corpus, then batched
+                rows = data.epoch_rows(seed)
+                batches = make_batches(data.src_lens[rows], data.tgt_lens[rows], self.batch_tokens, seed)
+                self.batches = [rows[b] for b in batches]
+            else:
+                self.batches = make_batches(data.src_lens, data.tgt_lens, self.batch_tokens, seed)
         return self.batches
 
     def next_batch(self, state: TrainState) -> np.ndarray:

@@ -14,7 +14,7 @@ from mt_cli.model import checkpoint
 from mt_cli.train.inputs import Log
 from mt_cli.train.progress import Record
 from mt_cli.train.setup import Run
-from mt_cli.train.validation import validate
+from mt_cli.train.validation import validate_all
 
 
 def finish(run: Run, record: Record, log: Log) -> None:
@@ -35,8 +35,7 @@ def average_last(run: Run, record: Record, log: Log) -> None:
     averaged = checkpoint.average(paths)
     checkpoint.save(run.paths.averaged, averaged)
     model = averaged.build_model(run.device)
-    v = validate(model, run.tokenizer, run.valid_pairs, run.valid_refs, run.cfg, run.device, run.amp, run.shortlist,
-                 run.start)  # fmt: skip
+    v = validate_all(model, run.tokenizer, run.valid, run.cfg, run.device, run.amp, run.shortlist)
     best = run.state.best_bleu
     chosen = v.bleu >= best
     record({"step": run.state.step, "averaged": [p.name for p in paths], "valid_loss": v.loss,
@@ -58,7 +57,7 @@ def tune_best(run: Run, record: Record, log: Log) -> None:
     beams, penalties = t.tune_beams or (d.beam,), t.tune_length_penalties or (d.length_penalty,)
     ckpt = checkpoint.load(run.paths.best)
     translator = Translator.from_checkpoint(ckpt, str(run.device))
-    rows = tune_grid(translator, run.valid_pairs.src, run.valid_refs, beams, penalties)
+    rows = tune_grid(translator, [(s.pairs.src, s.refs, s.start) for s in run.valid], beams, penalties)
     ckpt.config = with_decoding(ckpt.config, rows[0])
     checkpoint.save(run.paths.best, ckpt)
     record({"step": run.state.step, "tuned": rows})

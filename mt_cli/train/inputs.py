@@ -9,10 +9,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from mt_cli.config import Config, TrainConfig
+from mt_cli.config import Config, DataConfig, TrainConfig
 from mt_cli.data.cache import TokenCorpus, build_cache, wait_for_cache
 from mt_cli.data.direction import Encoder
 from mt_cli.data.doctor import preflight
+from mt_cli.data.languages import suffix_language
+from mt_cli.data.mixture import sample_by_language
 from mt_cli.data.pairs import Pairs
 from mt_cli.data.sources import HubDataset, Source, Table, TextPair, sample_texts
 from mt_cli.data.tokenizer import Tokenizer, train_tokenizer
@@ -27,22 +29,63 @@ Log = Callable[[str], None]
 
 
 @dataclass(frozen=True)
-class DataSpec:
-    """The training and validation sources, the tokenizer folder to use (None: train one into
-    RUN/tokenizer) and where tokenized caches go (None: $MT_CACHE or ~/.cache/mt)."""
+class PairSpec:
+    """One direction of a run: its training and validation sources, its languages ("" where the
+    data does not say) and its weight in the sampling distribution (data/mixture.py)."""
 
     train: Source
     valid: Source
+    source_lang: str = ""
+    target_lang: str = ""
+    weight: float = 1.0
+
+    @property
+    def name(self) -> str:
+        return f"{self.source_lang}-{self.target_lang}"
+
+
+@dataclass(frozen=True)
+class DataSpec:
+    """The directions a run trains (one, or several: a multilingual model), the tokenizer folder
+    to use (None: train one into RUN/tokenizer) and where tokenized caches go (None: $MT_CACHE or
+    ~/.cache/mt)."""
+
+    pairs: tuple[PairSpec, ...]
     tokenizer: Path | None = None
     cache: Path | None = None
 
     @classmethod
     def text_files(cls, train_src: Path, train_tgt: Path, valid_src: Path, valid_tgt: Path,
                    tokenizer: Path | None = None, cache: Path | None = None) -> DataSpec:  # fmt: skip
-        return cls(TextPair(train_src, train_tgt), TextPair(valid_src, valid_tgt), tokenizer, cache)
+        return cls((PairSpec(TextPair(train_src, train_tgt), TextPair(valid_src, valid_tgt)),), tokenizer, cache)
+
+    @classmethod
+    def of_pairs(cls, data: DataConfig, tokenizer: Path | None = None, cache: Path | None = None) -> DataSpec:
+        """data.pairs' text files, each pair's languages given or named by its files' suffixes."""
+        pairs = []
+        for i, p in enumerate(data.pairs):
+            langs = [given or suffix_language(Path(f)) or "" for given, f in ((p.source_lang, p.src),
+                                                                              (p.target_lang, p.tgt))]  # fmt: skip
+            for lang, field in zip(langs, ("source_lang", "target_lang")):
+                if not lang:
+                    raise MtError(f"data.pairs[{i}]: its files' names ({p.src}, {p.tgt}) name no language; set {field}")
+            train, valid = TextPair(Path(p.src), Path(p.tgt)), TextPair(Path(p.valid_src), Path(p.valid_tgt))
+            pairs.append(PairSpec(train, valid, langs[0], langs[1], p.weight))
+        names = [p.name for p in pairs]
+        if len(set(names)) < len(names):
+            raise MtError(f"data.pairs: two pairs of one direction ({', '.join(names)}); give one corpus each")
+        return cls(tuple(pairs), tokenizer, cache)
+
+    @property
+    def train(self) -> Source:
+        """The training source of a run of one direction."""
+        return self.pairs[0].train
 
     def sources(self) -> dict[str, Source]:
-        return {"train": self.train, "valid": self.valid}
+        """Every source by its role: train and valid, or for several directions train.de-en, ..."""
+        if len(self.pairs) == 1:
+            return {"train": self.pairs[0].train, "valid": self.pairs[0].valid}
+        return {f"{role}.{p.name}": getattr(p, role) for p in self.pairs for role in ("train", "valid")}
 
     def cache_root(self) -> Path:
         default = Path(os.environ.get("MT_CACHE", Path.home() / ".cache" / "mt"))
@@ -67,8 +110,11 @@ def get_tokenizer(spec: DataSpec, own: Path, cfg: Config, log: Log, d: Dist) -> 
     if own.is_dir():
         return Tokenizer.load(own)
     log(f"training a {cfg.tokenizer.vocab_size}-piece tokenizer into {own}")
-    src, tgt = sample_texts(spec.train, TOKENIZER_SAMPLE, cfg.train.seed, cfg.train.on_bad_utf8)
-    tokenizer = train_tokenizer(src, tgt, cfg.tokenizer)
+    if len(spec.pairs) == 1:
+        src, tgt = sample_texts(spec.train, TOKENIZER_SAMPLE, cfg.train.seed, cfg.train.on_bad_utf8)
+        tokenizer = train_tokenizer(src, tgt, cfg.tokenizer)
+    else:
+        tokenizer = _joint_tokenizer(spec, cfg, log)
     # Whole or not at all: a kill between the src and tgt models must not leave half a tokenizer.
     tmp = temp_dir(own.parent, ".tokenizer.")
     tokenizer.save(tmp)
@@ -76,13 +122,32 @@ def get_tokenizer(spec: DataSpec, own: Path, cfg: Config, log: Log, d: Dist) -> 
     return tokenizer
 
 
-def load_train_data(spec: DataSpec, fp: str, tokenizer: Encoder, t: TrainConfig, log: Log, d: Dist) -> TokenCorpus:
-    """The training split (fingerprint `fp`) from its tokenized cache, which rank 0 builds when missing."""
-    source = spec.train
+def _joint_tokenizer(spec: DataSpec, cfg: Config, log: Log) -> Tokenizer:
+    """One SentencePiece model over every pair's languages, each language sampled by
+    data.temperature (as batches draw the pairs), with a target tag (<2de>) per target language
+    where the run writes several."""
+    if not cfg.tokenizer.joint:
+        raise MtError("a run of several pairs trains one joint tokenizer: leave tokenizer.joint true")
+    texts: dict[str, list[str]] = {}
+    for p in spec.pairs:
+        src, tgt = sample_texts(p.train, TOKENIZER_SAMPLE // len(spec.pairs), cfg.train.seed, cfg.train.on_bad_utf8)
+        texts.setdefault(p.source_lang, []).extend(src)
+        texts.setdefault(p.target_lang, []).extend(tgt)
+    targets = list(dict.fromkeys(p.target_lang for p in spec.pairs))
+    tags = [f"<2{lang}>" for lang in targets] if len(targets) > 1 else []
+    lines = sample_by_language(texts, cfg.data.temperature, cfg.train.seed)
+    log(f"  {len(lines)} lines of {', '.join(sorted(texts))}" + (f"; target tags {' '.join(tags)}" if tags else ""))
+    return train_tokenizer(lines, [], cfg.tokenizer, tags)
+
+
+def load_train_data(source: Source, root: Path, fp: str, tokenizer: Encoder, t: TrainConfig, log: Log,
+                    d: Dist) -> TokenCorpus:  # fmt: skip
+    """A training source (fingerprint `fp`) from its tokenized cache under `root`, which rank 0
+    builds when missing."""
     if d.main:
-        cache = build_cache(source, tokenizer, spec.cache_root(), t.workers, log, fp)
+        cache = build_cache(source, tokenizer, root, t.workers, log, fp)
     else:
-        cache = wait_for_cache(fp, tokenizer, spec.cache_root(), d.timeout_s)
+        cache = wait_for_cache(fp, tokenizer, root, d.timeout_s)
     data = TokenCorpus(cache, t.max_len, t.long_pairs, t.on_bad_utf8, source.describe())
     c = data.counts
     said = f"dropped {c['empty']} with an empty side" + _bad_bytes(c["bad_utf8"], t.on_bad_utf8)
@@ -145,4 +210,4 @@ def data_spec(
             sources[split] = HubDataset(dataset, dataset_config, hub_split, langs[0], langs[1])
         else:
             raise MtError(f"no {split} data: give --{split}-src and --{split}-tgt, --{split} TABLE, or --dataset NAME")
-    return DataSpec(sources["train"], sources["valid"], tokenizer, cache)
+    return DataSpec((PairSpec(sources["train"], sources["valid"]),), tokenizer, cache)

@@ -12,14 +12,20 @@ from mt_cli.data.sources import HubDataset, Source, Table, TextPair
 from mt_cli.data.tokenizer import Tokenizer
 from mt_cli.errors import MtError
 from mt_cli.model.checkpoint import Checkpoint
+from mt_cli.train.inputs import DataSpec
 
 
-def model_config(cfg: Config, init: Checkpoint | None, tokenizer: Tokenizer, train: Source) -> ModelConfig:
+def model_config(cfg: Config, init: Checkpoint | None, tokenizer: Tokenizer, data: DataSpec) -> ModelConfig:
     """The model a run builds: train.init's, as it was built; else the config's, sized to the
-    tokenizer, with the training data's languages where the config names none."""
+    tokenizer, with the training data's languages where the config names none (a run of several
+    directions: all of theirs)."""
     if init is not None:
         return init.config.model
-    src, tgt = _languages(train)
+    if len(data.pairs) > 1:
+        src = tuple(dict.fromkeys(p.source_lang for p in data.pairs))
+        tgt = tuple(dict.fromkeys(p.target_lang for p in data.pairs))
+    else:
+        src, tgt = _languages(data.train)
     return replace(cfg.model, src_vocab_size=tokenizer.src_vocab_size, tgt_vocab_size=tokenizer.tgt_vocab_size,
                    shared_vocab=tokenizer.joint, source_langs=cfg.model.source_langs or src,
                    target_langs=cfg.model.target_langs or tgt)  # fmt: skip

@@ -26,7 +26,7 @@ from mt_cli.train.signals import StopSignals
 from mt_cli.train.state import TrainState
 from mt_cli.train.step import StepResult, train_step
 from mt_cli.train.throughput import Throughput
-from mt_cli.train.validation import validate
+from mt_cli.train.validation import validate_all
 
 
 def train(data: DataSpec, out: Path, cfg: Config, log: Log = print) -> TrainState:
@@ -161,9 +161,10 @@ def run_validation(run: Run, record: Record, progress: TrainProgress) -> None:
     state, paths = run.state, run.paths
     if run.dist.main:
         scored = run.ema if run.ema is not None else run.model  # the weights best.pt would hold
-        v = validate(scored, run.tokenizer, run.valid_pairs, run.valid_refs, run.cfg, run.device, run.amp,
-                     run.shortlist, run.start)  # fmt: skip
-        entry = {"step": state.step, "valid_loss": v.loss, "valid_nll": v.nll, "valid_bleu": v.bleu}
+        v = validate_all(scored, run.tokenizer, run.valid, run.cfg, run.device, run.amp, run.shortlist)
+        entry: dict[str, Any] = {"step": state.step, "valid_loss": v.loss, "valid_nll": v.nll, "valid_bleu": v.bleu}
+        if v.by_pair:  # several directions: valid_bleu is their mean
+            entry["valid_bleu_by_pair"] = v.by_pair
         record(entry)
         state.history.append(entry)
         improved = v.bleu > state.best_bleu
@@ -178,7 +179,8 @@ def run_validation(run: Run, record: Record, progress: TrainProgress) -> None:
             for old in paths.numbered()[:-keep]:
                 old.unlink()
         best = " (best, saved)" if improved else f" (best {state.best_bleu:.2f} at step {state.best_step})"
-        progress.note(f"step {state.step}: valid loss {v.loss:.3f}, BLEU {v.bleu:.2f}{best}")
+        pairs = f" ({', '.join(f'{k} {b:.2f}' for k, b in v.by_pair.items())})" if v.by_pair else ""
+        progress.note(f"step {state.step}: valid loss {v.loss:.3f}, BLEU {v.bleu:.2f}{pairs}{best}")
     verdict = (state.best_bleu, state.best_step, state.validations_since_best, state.history)
     state.best_bleu, state.best_step, state.validations_since_best, state.history = ddp.broadcast(verdict, run.dist)
     if (last := run.resumable()) is not None:

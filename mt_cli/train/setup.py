@@ -17,9 +17,9 @@ from mt_cli import __version__
 from mt_cli.config import Config, TrainConfig, to_yaml
 from mt_cli.data.cache import TokenCorpus
 from mt_cli.data.collate import collate
-from mt_cli.data.direction import Directed, LanguageTokens
 from mt_cli.data.lexicon import build_lexicon, pair_chunks
-from mt_cli.data.pairs import Pairs, make_batches
+from mt_cli.data.mixture import MixedCorpus
+from mt_cli.data.pairs import make_batches
 from mt_cli.data.tokenizer import Tokenizer
 from mt_cli.decode.shortlist import Shortlist
 from mt_cli.device import amp_dtype, cpu_has_bf16, set_threads
@@ -30,6 +30,7 @@ from mt_cli.model.checkpoint import Checkpoint
 from mt_cli.model.loss import TranslationLoss
 from mt_cli.model.transformer import Transformer, build_model
 from mt_cli.train import distributed as ddp
+from mt_cli.train.corpora import ValidSet, load_corpora
 from mt_cli.train.distributed import Dist
 from mt_cli.train.hardware import CompiledOrEager, auto_batch_tokens, faster_amp
 from mt_cli.train.inputs import (
@@ -37,11 +38,9 @@ from mt_cli.train.inputs import (
     Log,
     check_first,
     get_tokenizer,
-    load_train_data,
-    load_valid_data,
     wait_for_path,
 )
-from mt_cli.train.languages import direction, model_config
+from mt_cli.train.languages import model_config
 from mt_cli.train.state import (
     TrainState,
     check_data,
@@ -134,12 +133,10 @@ class Run:
     objective: Any  # TranslationLoss(model): maybe compiled, and under torchrun in DistributedDataParallel
     optimizer: torch.optim.Optimizer
     ema: Transformer | None  # the moving average of the weights, when train.ema_decay > 0
-    train_data: TokenCorpus
-    valid_pairs: Pairs
-    valid_refs: list[str]
+    train_data: TokenCorpus | MixedCorpus  # one direction's, or several mixed
+    valid: list[ValidSet]  # one per direction
     state: TrainState
     shortlist: Shortlist | None = None  # built from the training pairs; in every checkpoint and validation
-    start: tuple[int, ...] = ()  # ids the decoder reads after its start token (an M2M100 model's target language)
 
     @property
     def cfg(self) -> Config:
@@ -207,12 +204,9 @@ def prepare(given: RunContext) -> Run:
     sources = given.data.sources()
     init = _init_checkpoint(given)
     tokenizer = init.tokenizer if init else get_tokenizer(given.data, given.paths.tokenizer, given.cfg, log, d)
-    ctx = replace(given, cfg=replace(given.cfg, model=model_config(given.cfg, init, tokenizer, sources["train"])))
+    ctx = replace(given, cfg=replace(given.cfg, model=model_config(given.cfg, init, tokenizer, given.data)))
     fingerprints = {role: s.fingerprint() for role, s in sources.items()}  # sha256 of each file, read once
-    languages = direction(tokenizer, given.cfg.model, sources["train"])  # a model of several: its tokens
-    encoder = Directed(tokenizer, languages) if languages != LanguageTokens() else tokenizer
-    train_data = load_train_data(ctx.data, fingerprints["train"], encoder, t, log, d)
-    valid_pairs, valid_refs = load_valid_data(sources["valid"], encoder, t, log)
+    train_data, valid = load_corpora(given.data, fingerprints, tokenizer, given.cfg, log, d)
 
     random.seed(t.seed)
     torch.manual_seed(t.seed)
@@ -238,7 +232,7 @@ def prepare(given: RunContext) -> Run:
         if dropped := trim_log(ctx.paths.log, state.step):
             log(f"{ctx.paths.log}: dropped {dropped} entries past step {state.step}, which will be redone")
         atomic_write_text(ctx.paths.config, to_yaml(ctx.cfg))
-        write_run_info(ctx, fingerprints, train_data, valid_pairs, amp)
+        write_run_info(ctx, fingerprints, train_data, valid, amp)
     objective = _wrapped(ctx, objective)
     n_params = sum(p.numel() for p in model.parameters())
     where = f" x {d.world} processes" if d.active else ""
@@ -246,11 +240,11 @@ def prepare(given: RunContext) -> Run:
     peak, source = peak_flops(device, amp is not None)
     log(f"MFU is against {peak / 1e12:.2f} TFLOP/s ({source})")
     shortlist = _shortlist(t, train_data, tokenizer, log) if d.main else None
-    return Run(ctx, amp, scaler, peak, tokenizer, model, objective, optimizer, ema, train_data, valid_pairs,
-               valid_refs, state, shortlist, languages.start)  # fmt: skip
+    return Run(ctx, amp, scaler, peak, tokenizer, model, objective, optimizer, ema, train_data, valid, state,
+               shortlist)  # fmt: skip
 
 
-def _shortlist(t: TrainConfig, data: TokenCorpus, tokenizer: Tokenizer, log: Log) -> Shortlist | None:
+def _shortlist(t: TrainConfig, data: TokenCorpus | MixedCorpus, tokenizer: Tokenizer, log: Log) -> Shortlist | None:
     """The vocabulary shortlist of train.shortlist_*, counted over the training pairs (rebuilt
     the same on resume: it depends on the data and the sizes only)."""
     if t.shortlist_per_source == 0:
@@ -289,7 +283,11 @@ def freeze(model: Transformer, t: TrainConfig) -> Transformer:
 
 
 def _resolve_batch_tokens(
-    ctx: RunContext, state: TrainState, objective: torch.nn.Module, amp: torch.dtype | None, train_data: TokenCorpus
+    ctx: RunContext,
+    state: TrainState,
+    objective: torch.nn.Module,
+    amp: torch.dtype | None,
+    train_data: TokenCorpus | MixedCorpus,
 ) -> Config:
     """The config with train.batch_tokens auto (0) resolved, once: probed on a fresh run, then kept
     in last.pt (and config.yaml), so a resumed run batches as it did, without probing again."""
@@ -315,7 +313,7 @@ def _resolve_amp(
     state: TrainState,
     objective: torch.nn.Module,
     amp: torch.dtype | None,
-    data: TokenCorpus,
+    data: TokenCorpus | MixedCorpus,
     start_token: int,
 ) -> torch.dtype | None:
     """train.amp auto on a CPU with bf16 arithmetic: bf16 or fp32, whichever trains this model's
@@ -351,17 +349,19 @@ def _wrapped(ctx: RunContext, objective: torch.nn.Module) -> torch.nn.Module:
     return objective
 
 
-def write_run_info(
-    ctx: RunContext, fingerprints: dict, train_data: TokenCorpus, valid_pairs: Pairs, amp: torch.dtype | None
-) -> None:
+def write_run_info(ctx: RunContext, fingerprints: dict, train_data: TokenCorpus | MixedCorpus,
+                   valid: list[ValidSet], amp: torch.dtype | None) -> None:  # fmt: skip
     """RUN/run.json: the data and the environment of the run, for `mt report`."""
     sources, device = ctx.data.sources(), ctx.device
-    data = {
-        "train": {"source": sources["train"].describe(), "fingerprint": fingerprints["train"],
-                  "pairs": len(train_data), "left_out": {k: v for k, v in train_data.counts.items() if v}},
-        "valid": {"source": sources["valid"].describe(), "fingerprint": fingerprints["valid"],
-                  "pairs": len(valid_pairs)},
-    }  # fmt: skip
+    corpora = train_data.corpora if isinstance(train_data, MixedCorpus) else [train_data]
+    sizes = iter([len(c) for c in corpora] + [len(v.pairs) for v in valid])
+    left = iter([{k: v for k, v in c.counts.items() if v} for c in corpora])
+    data = {role: {"source": s.describe(), "fingerprint": fingerprints[role], "pairs": next(sizes)}
+            for role, s in sources.items() if role.startswith("train")}  # fmt: skip
+    for entry in data.values():
+        entry["left_out"] = next(left)
+    data.update({role: {"source": s.describe(), "fingerprint": fingerprints[role], "pairs": next(sizes)}
+                 for role, s in sources.items() if role.startswith("valid")})  # fmt: skip
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or platform.machine()
     environment = {
         "mt": __version__,

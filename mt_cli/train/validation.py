@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -19,6 +19,7 @@ from mt_cli.device import autocast, decode_precision
 from mt_cli.metrics import score
 from mt_cli.model.loss import label_smoothed_loss
 from mt_cli.model.transformer import Transformer
+from mt_cli.train.corpora import ValidSet
 
 LOSS_CHUNK = 1024  # target tokens whose (chunk, V) logits exist at a time
 
@@ -28,6 +29,19 @@ class Validation:
     loss: float
     nll: float
     bleu: float
+    by_pair: dict[str, float] = field(default_factory=dict)  # each direction's BLEU, where a run has several
+
+
+def validate_all(model: Transformer, tokenizer: Tokenizer, sets: list[ValidSet], cfg: Config, device: torch.device,
+                 amp: torch.dtype | None = None, shortlist: Shortlist | None = None) -> Validation:  # fmt: skip
+    """Each direction's validation (`validate`), and for several their mean loss and BLEU: the
+    best checkpoint of a multilingual run is the one best on average."""
+    found = [validate(model, tokenizer, s.pairs, s.refs, cfg, device, amp, shortlist, s.start) for s in sets]
+    if len(found) == 1:
+        return found[0]
+    n = len(found)
+    return Validation(sum(v.loss for v in found) / n, sum(v.nll for v in found) / n, sum(v.bleu for v in found) / n,
+                      {s.name: v.bleu for s, v in zip(sets, found)})  # fmt: skip
 
 
 def validate(

@@ -1,0 +1,54 @@
+"""The `data:` section: the corpora of a run of several directions (a multilingual model)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mt_cli.config.fields import check, option
+
+
+@dataclass(frozen=True)
+class PairConfig:
+    """One corpus of a multilingual run, a direction: its files and its languages (an entry of
+    data.pairs)."""
+
+    src: str = option("", "Training source file, one sentence per line (.gz too).")
+    tgt: str = option("", "Its target side, line-aligned.")
+    source_lang: str = option("", "The source language's code (de); default: the source file's suffix (train.de).")
+    target_lang: str = option("", "The target language's code (en); default: the target file's suffix.")
+    valid_src: str = option("", "This direction's validation source; its BLEU is logged and averaged.")
+    valid_tgt: str = option("", "Its references.")
+    weight: float = option(
+        1.0, "Multiplies the pair's line count in the sampling distribution, before the temperature."
+    )
+
+    def __post_init__(self) -> None:
+        for name in ("src", "tgt", "valid_src", "valid_tgt"):
+            check(bool(getattr(self, name)), f"data.pairs: every pair needs {name} (a file)")
+        check(self.weight > 0, f"data.pairs: weight must be positive, not {self.weight}")
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """Several corpora in one run, each a direction: one joint tokenizer over all of them, a target
+    tag (<2de>) on every source where the model writes several languages, batches drawn from the
+    pairs by their sampling distribution, and validation BLEU per pair (the best checkpoint by their
+    average)."""
+
+    section = "data"
+    pairs: tuple[PairConfig, ...] = option(
+        (),
+        "The corpora, each {src, tgt, source_lang, target_lang, valid_src, valid_tgt, weight}; `mt train`'s"
+        " --train-src, --train-tgt, --valid-src and --valid-tgt fill one when none are listed.",
+    )
+    temperature: float = option(
+        1.0,
+        "Sampling temperature across pairs: a pair is drawn with probability proportional to (its share of the"
+        " lines)^(1/T), for batches and for the tokenizer's sample; 1: as the data is, larger: nearer uniform"
+        " (fairseq and Marian use 5).",
+    )
+
+    def __post_init__(self) -> None:
+        check(self.temperature > 0, f"data.temperature must be positive, not {self.temperature}")
+        files = [(p.src, p.tgt) for p in self.pairs]
+        check(len(set(files)) == len(files), "data.pairs: a pair of files is listed twice")
