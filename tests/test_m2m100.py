@@ -422,3 +422,19 @@ def test_source_auto_on_a_model_that_records_no_source_language_is_one_line(tmp_
     assert ckpt.config.model.source_langs == ModelConfig().source_langs == ()
     with pytest.raises(MtError, match="source language auto: the model records no source languages"):
         Translator.from_checkpoint(ckpt, "cpu").for_languages("auto", None)
+
+
+def test_nllbs_legacy_layout_puts_the_source_language_after_eos_as_transformers_does(imported, tmp_path):
+    folder, _, src, tgt = imported
+    if (folder / "vocab.json").is_file():
+        pytest.skip("M2M100 has no legacy layout; NLLB's tokenizer has")
+    legacy = tmp_path / "legacy"
+    shutil.copytree(folder, legacy)
+    tc = json.loads((legacy / "tokenizer_config.json").read_text())
+    (legacy / "tokenizer_config.json").write_text(json.dumps({**tc, "legacy_behaviour": True}))
+    hf_tok = transformers.AutoTokenizer.from_pretrained(legacy, src_lang=src, tgt_lang=tgt)
+    tr = Translator.load(import_hf(legacy, tmp_path / "legacy.pt"), device="cpu").for_languages(src, tgt)
+    lines = script_lines(200, seed=19)
+    ids = to_mt(tr.tokenizer)
+    theirs = [[ids[i] for i in row] for row in hf_tok(lines).input_ids]
+    assert tr.source_ids(lines) == theirs and theirs[0][-1] == ids[hf_tok.convert_tokens_to_ids(src)]
