@@ -407,6 +407,11 @@ def test_source_auto_identifies_each_lines_language_and_reads_it(imported, tmp_p
     for line, code, got in zip(lines, detected, auto.translate(lines)):
         if code:  # the same as naming the line's language
             assert got == tr.for_languages(code, tgt).translate([line])[0]
+    scored = auto.score(lines[:2], ["x y", "z"])  # forced decoding reads each line's language too
+    alone = [
+        tr.for_languages(c, tgt).score([s], [t])[0].score for c, s, t in zip(detected[:2], lines[:2], ["x y", "z"])
+    ]
+    assert [h.score for h in scored] == pytest.approx(alone, abs=1e-4)  # batched: padding changes the last bits
     given = write_lines(tmp_path / "in.txt", list(REAL.values()))
     jsonl = CliRunner().invoke(app, ["translate", "--checkpoint", str(out), str(given), "--source-lang", "auto",
                                      "--target-lang", tgt, "--format", "jsonl", "--beam", "2"])  # fmt: skip

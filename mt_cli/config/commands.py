@@ -107,12 +107,16 @@ class ServeConfig:
     max_queue_lines: int = option(4000, "Lines that may wait; past this requests get 503 with Retry-After.", cli=True)
     shutdown_s: float = option(8.0, "On SIGTERM: seconds the requests in flight get to finish.")
     source_lang: str = option(
-        "", "The source language (a code: de) of a checkpoint that records none, for /languages.", cli=True
+        "",
+        "The source language (a code: de): for a checkpoint that records none, what /languages offers; for one told"
+        " its source (NLLB, M2M100), with serve.target_lang, the direction of requests that name none.",
+        cli=True,
     )
     target_lang: str = option(
         "",
-        "The target language (en): a multi-target model's >>en<< token goes before each line; for a checkpoint"
-        " that records none, what /languages offers.",
+        "The target language (en), for a model of several: its target token (>>en<<, <2en>, NLLB's eng_Latn) is"
+        " read with each line unless a request names another; for a checkpoint that records none, what /languages"
+        " offers.",
         cli=True,
     )
     max_chars: int = option(

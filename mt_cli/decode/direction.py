@@ -32,12 +32,14 @@ class Direction:
         new = Direction(self.tokenizer, self.model, self.source if source is None else source,
                         self.target if target is None else target, self._identifier)  # fmt: skip
         if (new.source, new.target) != ("", ""):
-            new.tokens(new.sources()[0] if new.source == AUTO else new.source)
+            new.tokens()
         return new
 
     def tokens(self, source: str | None = None) -> LanguageTokens:
-        """The tokens for the given source language (None: this direction's own)."""
+        """The tokens for the given source language (None: this direction's own; for "auto", the
+        first the model has, which serves where only the target's tokens matter)."""
         source = self.source if source is None else source
+        source = self.sources()[0] if source == AUTO else source
         if source not in self._tokens:
             target = self.target
             if not self.tokenizer.languages()[1] and target and target in self.model.target_langs:

@@ -250,6 +250,8 @@ class Engine(nn.Module):
             if memory is None or src_mask is None:
                 raise ValueError("decode needs memory and src_mask when it has no cache")
             cache = self.new_cache(memory, src_mask, tgt.size(0), vocab)
+        if tgt.size(1) == 1:  # the usual case: a view, no copy of the (R, V) logits
+            return self.step(tgt[:, 0], cache)[:, None], cache
         return torch.stack([self.step(tgt[:, t], cache) for t in range(tgt.size(1))], dim=1), cache
 
     def step(self, tokens: Tensor, cache: StepCache) -> Tensor:
