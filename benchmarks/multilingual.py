@@ -100,9 +100,10 @@ def main() -> None:
     rows = ["| variant | direction | one model per pair | multilingual model | difference |", "|---|---|---|---|---|"]
     for variant in args.variants:
         pairs = VARIANTS[variant]
-        multi = train(args.work, variant, pairs, d, args.minutes * len(pairs))
+        budget = f"{args.minutes:g}min"  # runs of another budget are other runs, never reused
+        multi = train(args.work, f"{variant}-{budget}", pairs, d, args.minutes * len(pairs))
         for s, t in pairs:
-            single = train(args.work, f"single-{s}-{t}", [(s, t)], d, args.minutes)
+            single = train(args.work, f"single-{s}-{t}-{budget}", [(s, t)], d, args.minutes)
             a, b = test_bleu(args.work, single, s, t, d, False), test_bleu(args.work, multi, s, t, d, True)
             rows.append(f"| {variant} | {s}->{t} | {a:.2f} | {b:.2f} | {b - a:+.2f} |")
             print(rows[-1], flush=True)
