@@ -73,8 +73,7 @@ def train(
     decoding default (the recipes in configs/ set both).
     """
     from mt_cli.config import build_config
-    from mt_cli.errors import MtError
-    from mt_cli.train.inputs import DataSpec, data_spec
+    from mt_cli.train.inputs import data_spec
     from mt_cli.train.loop import train as run_training
 
     given = dict((options or {}).get("train", {}))
@@ -84,14 +83,23 @@ def train(
     files = {"train_src": train_src, "train_tgt": train_tgt, "valid_src": valid_src, "valid_tgt": valid_tgt,
              "train": train, "valid": valid}  # fmt: skip
     if cfg.data.pairs:  # several directions, from the config's data section
-        given_flags = [f"--{k.replace('_', '-')}" for k, v in files.items() if v] + (["--dataset"] if dataset else [])
-        if given_flags:
-            raise MtError(f"the config lists data.pairs; give the data one way: drop {', '.join(given_flags)}")
-        spec = DataSpec.of_pairs(cfg.data, tokenizer, cache)
+        spec = _pairs_spec(cfg.data, files, dataset, tokenizer, cache)
     else:
         spec = data_spec(files, dataset, dataset_config, (train_split, valid_split), (src_lang, tgt_lang), tokenizer,
                          cache)  # fmt: skip
     run_training(spec, out, cfg, log=err)
+
+
+def _pairs_spec(data: Any, files: dict[str, Path | None], dataset: str | None, tokenizer: Path | None,
+                cache: Path | None) -> Any:  # fmt: skip
+    """data.pairs' DataSpec; data options given beside it are refused, naming them."""
+    from mt_cli.errors import MtError
+    from mt_cli.train.inputs import DataSpec
+
+    given = [f"--{k.replace('_', '-')}" for k, v in files.items() if v] + (["--dataset"] if dataset else [])
+    if given:
+        raise MtError(f"the config lists data.pairs; give the data one way: drop {', '.join(given)}")
+    return DataSpec.of_pairs(data, tokenizer, cache)
 
 
 @app.command(rich_help_panel=TRAIN)

@@ -32,6 +32,7 @@ class Tokenizer:
         self._tgt_bytes = tgt_model
         self.src = _load_sp(src_model)
         self.tgt = self.src if tgt_model is None else _load_sp(tgt_model)
+        self._tags: dict[str, int] | None = None  # target_tags, worked out when first asked for
 
     def __reduce__(self) -> tuple[type, tuple[bytes, bytes | None]]:
         # Pickled as its model bytes, for the tokenizing worker processes.
@@ -72,7 +73,7 @@ class Tokenizer:
 
     def target_tags(self) -> dict[str, int]:
         """The target-language tags of the source vocabulary: language code -> source id."""
-        if getattr(self, "_tags", None) is None:
+        if self._tags is None:
             matches = ((self.TAG.fullmatch(p), i) for i, p in enumerate(self.vocabulary("source")))
             self._tags = {m.group(1): i for m, i in matches if m}
         return self._tags

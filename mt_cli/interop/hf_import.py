@@ -36,7 +36,7 @@ def import_hf(folder: Path, out: Path) -> Path:
     it as an mt checkpoint at `out`."""
     name = str(folder)
     folder = resolve_folder(name)
-    hf = _json(folder / "config.json")
+    hf = read_json(folder / "config.json")
     kind = hf.get("model_type")
     if kind in ("nllb-moe", "nllb_moe"):
         raise MtError(f"{folder / 'config.json'}: {kind} is a mixture-of-experts model, which mt does not run; "
@@ -51,7 +51,7 @@ def import_hf(folder: Path, out: Path) -> Path:
     tokenizer = read_tokenizer(folder, hf)
     src, tgt = languages(name, hf, folder, tokenizer)
     model_cfg = replace(model_config(hf, tokenizer, folder / "config.json"), source_langs=src, target_langs=tgt)
-    generation = _json(folder / "generation_config.json") if (folder / "generation_config.json").is_file() else {}
+    generation = read_json(folder / "generation_config.json") if (folder / "generation_config.json").is_file() else {}
     beam = int(generation.get("num_beams", hf.get("num_beams", IMPORTED_BEAM)) or IMPORTED_BEAM)
     cfg = Config(
         model=model_cfg,
@@ -85,7 +85,7 @@ def resolve_folder(name: str) -> Path:
                       "online, save it with save_pretrained and give that folder") from None  # fmt: skip
 
 
-def _json(path: Path) -> dict[str, Any]:
+def read_json(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise MtError(f"{path}: not found; a save_pretrained folder has it")
     try:
@@ -96,7 +96,7 @@ def _json(path: Path) -> dict[str, Any]:
 
 
 def read_tokenizer(folder: Path, hf: dict[str, Any]) -> MarianVocab:
-    tc = _json(folder / "tokenizer_config.json") if (folder / "tokenizer_config.json").is_file() else {}
+    tc = read_json(folder / "tokenizer_config.json") if (folder / "tokenizer_config.json").is_file() else {}
     specials = {k: str(tc.get(f"{k}_token", default)) for k, default in (("pad", "<pad>"), ("unk", "<unk>"),
                                                                           ("eos", "</s>"))}  # fmt: skip
     separate = bool(tc.get("separate_vocabs", False))
@@ -122,7 +122,7 @@ def languages(name: str, hf: dict[str, Any], folder: Path, tok: MarianVocab) -> 
     name (the hub id, config.json's _name_or_path, or the folder's name: opus-mt-de-en, several
     codes joined by _ or +). A multi-target model's >>xx<< tokens are its target languages, as
     they are spelt. Only ISO 639-1 codes are taken: group names (ROMANCE, mul, gem) say nothing."""
-    tc = _json(folder / "tokenizer_config.json") if (folder / "tokenizer_config.json").is_file() else {}
+    tc = read_json(folder / "tokenizer_config.json") if (folder / "tokenizer_config.json").is_file() else {}
     sides = [language_code(str(tc.get(k) or "")) for k in ("source_lang", "target_lang")]
     found: list[tuple[str, ...]] = [(c,) if c else () for c in sides]
     for candidate in (name, str(hf.get("_name_or_path") or ""), folder.name):
@@ -149,7 +149,7 @@ def _bytes(path: Path) -> bytes:
 
 def _vocab(path: Path) -> list[str]:
     """vocab.json (piece -> id) as a list in id order; the ids must be 0..n-1."""
-    data = _json(path)
+    data = read_json(path)
     by_id = {int(i): p for p, i in data.items()}
     if sorted(by_id) != list(range(len(data))):
         raise MtError(f"{path}: ids are not 0..{len(data) - 1}, each once")
@@ -165,9 +165,7 @@ def model_config(hf: dict[str, Any], tok: MarianVocab, where: Path) -> ModelConf
     ):
         if hf.get(key) is bad:
             raise MtError(f"{where}: {key} is {bad} ({why}), which MarianMTModel (and mt) do not have")
-    for a, b in (("encoder_ffn_dim", "decoder_ffn_dim"), ("encoder_attention_heads", "decoder_attention_heads")):
-        if hf[a] != hf[b]:
-            raise MtError(f"{where}: {a} {hf[a]} differs from {b} {hf[b]}; mt has one of each for both sides")
+    same_both_sides(hf, where)
     act = ACTIVATIONS.get(str(hf.get("activation_function", "swish")))
     if act is None:
         raise MtError(f"{where}: activation_function {hf.get('activation_function')!r}; mt has relu, gelu, swish")
@@ -186,6 +184,13 @@ def model_config(hf: dict[str, Any], tok: MarianVocab, where: Path) -> ModelConf
         shared_vocab=bool(hf.get("share_encoder_decoder_embeddings", True)), decoder_start="pad", activation=act,
         output_bias=True, scale_embedding=bool(hf.get("scale_embedding", False)),
     )  # fmt: skip
+
+
+def same_both_sides(hf: dict[str, Any], where: Path) -> None:
+    """The encoder and decoder share their FFN width and head count, as mt's one field of each does."""
+    for a, b in (("encoder_ffn_dim", "decoder_ffn_dim"), ("encoder_attention_heads", "decoder_attention_heads")):
+        if hf[a] != hf[b]:
+            raise MtError(f"{where}: {a} {hf[a]} differs from {b} {hf[b]}; mt has one of each for both sides")
 
 
 def load_weights(folder: Path) -> dict[str, torch.Tensor]:

@@ -11,10 +11,7 @@ sentencepiece.bpe.model, with M2M100's vocab.json or NLLB's tokenizer.json for t
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import shutil
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -25,8 +22,8 @@ from mt_cli.config import IMPORTED_BEAM, Config, DecodeConfig, ModelConfig, Toke
 from mt_cli.data.m2m_vocab import M2MVocab
 from mt_cli.data.marian_vocab import mt_order
 from mt_cli.errors import MtError
-from mt_cli.files import temp_dir
-from mt_cli.interop.marian import from_marian_name, move_into_place, refuse_non_empty, to_marian_name, to_marian_order
+from mt_cli.interop.hf_import import read_json, same_both_sides
+from mt_cli.interop.marian import from_marian_name, to_marian_name, to_marian_order, write_folder, write_json
 from mt_cli.model.checkpoint import Checkpoint
 
 # fairseq's M2M100 language lists (M2M100Tokenizer's language_codes): the tokens __xx__ follow
@@ -64,7 +61,7 @@ def read_tokenizer(folder: Path, hf: dict[str, Any], tc: dict[str, Any]) -> M2MV
 
 def _m2m100_vocab(folder: Path, tc: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
     """vocab.json's pieces by id, then a token per language (__de__), as M2M100Tokenizer numbers them."""
-    data = _json(folder / "vocab.json")
+    data = read_json(folder / "vocab.json")
     by_id = {int(i): p for p, i in data.items()}
     if sorted(by_id) != list(range(len(data))):
         raise MtError(f"{folder / 'vocab.json'}: ids are not 0..{len(data) - 1}, each once")
@@ -82,7 +79,7 @@ def _nllb_vocab(folder: Path) -> tuple[list[str], dict[str, str]]:
     path = folder / "tokenizer.json"
     if not path.is_file():
         raise MtError(f"{path}: not found; save the NLLB tokenizer with transformers 4.x or later, which writes it")
-    data = _json(path)
+    data = read_json(path)
     by_id = {int(i): p for p, i in data.get("model", {}).get("vocab", {}).items()}
     by_id.update({int(t["id"]): str(t["content"]) for t in data.get("added_tokens", [])})
     if sorted(by_id) != list(range(len(by_id))):
@@ -96,9 +93,7 @@ def _nllb_vocab(folder: Path) -> tuple[list[str], dict[str, str]]:
 
 def model_config(hf: dict[str, Any], where: Path) -> ModelConfig:
     """M2M100Config's fields -> mt's ModelConfig, refusing what mt's Transformer cannot hold."""
-    for a, b in (("encoder_ffn_dim", "decoder_ffn_dim"), ("encoder_attention_heads", "decoder_attention_heads")):
-        if hf[a] != hf[b]:
-            raise MtError(f"{where}: {a} {hf[a]} differs from {b} {hf[b]}; mt has one of each for both sides")
+    same_both_sides(hf, where)
     act = str(hf.get("activation_function", "relu"))
     if act not in ("relu", "gelu"):
         raise MtError(f"{where}: activation_function {act!r}; mt imports relu or gelu M2M100 models")
@@ -118,11 +113,11 @@ def model_config(hf: dict[str, Any], where: Path) -> ModelConfig:
 
 def import_m2m100(folder: Path, hf: dict[str, Any], weights: dict[str, torch.Tensor], out: Path) -> Checkpoint:
     """An M2M100 or NLLB-200 folder's config, weights and tokenizer as an mt checkpoint."""
-    tc = _json(folder / "tokenizer_config.json") if (folder / "tokenizer_config.json").is_file() else {}
+    tc = read_json(folder / "tokenizer_config.json") if (folder / "tokenizer_config.json").is_file() else {}
     tok = read_tokenizer(folder, hf, tc)
     codes = tuple(tok.codes)
     model_cfg = replace(model_config(hf, folder / "config.json"), source_langs=codes, target_langs=codes)
-    generation = _json(folder / "generation_config.json") if (folder / "generation_config.json").is_file() else {}
+    generation = read_json(folder / "generation_config.json") if (folder / "generation_config.json").is_file() else {}
     beam = int(generation.get("num_beams", hf.get("num_beams", IMPORTED_BEAM)) or IMPORTED_BEAM)
     cfg = Config(model=model_cfg, tokenizer=TokenizerConfig(vocab_size=model_cfg.tgt_vocab_size),
                  decode=DecodeConfig(beam=beam))  # fmt: skip
@@ -160,25 +155,18 @@ def export_m2m100(ckpt: Checkpoint, out_dir: Path) -> Path:
 
     tok = ckpt.tokenizer
     assert isinstance(tok, M2MVocab)
-    refuse_non_empty(out_dir)
-    tmp = temp_dir(out_dir.parent, f".{out_dir.name}.")
-    try:
-        _write_json(tmp / "config.json", hf_config(ckpt))
-        _write_json(tmp / "generation_config.json", {"decoder_start_token_id": 2, "eos_token_id": 2,
-                    "pad_token_id": 1, "bos_token_id": 0, "num_beams": ckpt.config.decode.beam,
-                    "max_length": 200})  # fmt: skip
+
+    def write(tmp: Path) -> None:
+        write_json(tmp / "config.json", hf_config(ckpt))
+        write_json(tmp / "generation_config.json", {"decoder_start_token_id": 2, "eos_token_id": 2,
+                   "pad_token_id": 1, "bos_token_id": 0, "num_beams": ckpt.config.decode.beam,
+                   "max_length": 200})  # fmt: skip
         save_file(hf_state_dict(ckpt), str(tmp / "model.safetensors"), metadata={"format": "pt"})
         (tmp / SPM).write_bytes(tok.m2m["spm"])
         for name, data in tok.m2m["files"].items():
             (tmp / name).write_bytes(data)
-        for f in tmp.iterdir():
-            with open(f, "rb") as fh:
-                os.fsync(fh.fileno())
-        move_into_place(tmp, out_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return out_dir
+
+    return write_folder(out_dir, write)
 
 
 def hf_config(ckpt: Checkpoint) -> dict[str, Any]:
@@ -216,15 +204,3 @@ def hf_state_dict(ckpt: Checkpoint) -> dict[str, torch.Tensor]:
             out[f"model.{side}.embed_tokens.weight"] = to_marian_order(state[f"{side}.embeddings.token.weight"], ids)
         out["lm_head.weight"] = to_marian_order(state["output_projection.weight"], ids)
     return out
-
-
-def _json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise MtError(f"{path}: not readable JSON ({e})") from None
-    return data
-
-
-def _write_json(path: Path, data: dict) -> None:
-    path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -220,16 +221,16 @@ def write_tokenizer(ckpt: Checkpoint, out: Path) -> None:
     if isinstance(tok, MarianVocab):  # back as it was imported
         (out / "source.spm").write_bytes(tok.state["source_spm"])
         (out / "target.spm").write_bytes(tok.state["target_spm"])
-        _write_json(out / "vocab.json", {p: i for i, p in enumerate(tok.state["vocab"])})
+        write_json(out / "vocab.json", {p: i for i, p in enumerate(tok.state["vocab"])})
         if tok.separate:
-            _write_json(out / "target_vocab.json", {p: i for i, p in enumerate(tok.state["target_vocab"])})
+            write_json(out / "target_vocab.json", {p: i for i, p in enumerate(tok.state["target_vocab"])})
         specials = {f"{k}_token": v for k, v in tok.specials.items()}
         separate = tok.separate
     else:
         spm_bytes = tok.to_state()["joint"]
         (out / "source.spm").write_bytes(spm_bytes)
         (out / "target.spm").write_bytes(spm_bytes)
-        _write_json(out / "vocab.json", marian_vocab(ckpt))
+        write_json(out / "vocab.json", marian_vocab(ckpt))
         sp = tok.tgt
         specials = {
             "unk_token": sp.id_to_piece(UNK),
@@ -237,7 +238,7 @@ def write_tokenizer(ckpt: Checkpoint, out: Path) -> None:
             "pad_token": sp.id_to_piece(PAD),
         }
         separate = False
-    _write_json(out / "tokenizer_config.json", {"tokenizer_class": "MarianTokenizer", **specials,
+    write_json(out / "tokenizer_config.json", {"tokenizer_class": "MarianTokenizer", **specials,
                 "model_max_length": ckpt.config.model.max_positions, "separate_vocabs": separate,
                 **({"target_vocab_file": "target_vocab.json"} if separate else {})})  # fmt: skip
 
@@ -255,14 +256,24 @@ def export_hf(ckpt: Checkpoint, out_dir: Path) -> Path:
 
         return export_m2m100(ckpt, out_dir)
     check_exportable(ckpt)
+
+    def write(tmp: Path) -> None:
+        config, generation = marian_config(ckpt)
+        write_json(tmp / "config.json", config)
+        write_json(tmp / "generation_config.json", generation)
+        save_file(marian_state_dict(ckpt), str(tmp / "model.safetensors"), metadata={"format": "pt"})
+        write_tokenizer(ckpt, tmp)
+
+    return write_folder(out_dir, write)
+
+
+def write_folder(out_dir: Path, write: Callable[[Path], None]) -> Path:
+    """A folder whole or not at all: `write` fills a temporary folder beside it, whose files are
+    synced and which is then renamed into place. An existing non-empty `out_dir` is refused."""
     refuse_non_empty(out_dir)
     tmp = temp_dir(out_dir.parent, f".{out_dir.name}.")
     try:
-        config, generation = marian_config(ckpt)
-        _write_json(tmp / "config.json", config)
-        _write_json(tmp / "generation_config.json", generation)
-        save_file(marian_state_dict(ckpt), str(tmp / "model.safetensors"), metadata={"format": "pt"})
-        write_tokenizer(ckpt, tmp)
+        write(tmp)
         for f in tmp.iterdir():
             with open(f, "rb") as fh:
                 os.fsync(fh.fileno())
@@ -273,5 +284,5 @@ def export_hf(ckpt: Checkpoint, out_dir: Path) -> Path:
     return out_dir
 
 
-def _write_json(path: Path, data: dict) -> None:
+def write_json(path: Path, data: dict) -> None:
     path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
