@@ -100,6 +100,14 @@ def _first_line(e: BaseException) -> str:
     return text[0][:300] if text else type(e).__name__
 
 
+def barrier(d: Dist) -> None:
+    """Wait until every rank gets here. At the end of training, so that no process leaves the
+    group (tearing down its gloo or NCCL connections) while another still has a collective with
+    it in flight: the rank that left first could abort in its teardown."""
+    if d.active:
+        dist.barrier()
+
+
 def all_sum(values: list[float], d: Dist) -> list[float]:
     """Element-wise sum over ranks (in float64, so that sums of losses lose nothing)."""
     if not d.active:

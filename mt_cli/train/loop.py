@@ -63,6 +63,7 @@ def train(data: DataSpec, out: Path, cfg: Config, log: Log = print) -> TrainStat
             if out_of_patience(state, t):
                 log(f"early stop: no better validation BLEU in {t.patience} validations")
             log(f"done: {state.step} steps; best validation BLEU {state.best_bleu:.2f} at step {state.best_step}")
+            ddp.barrier(dist)  # every rank's last collective done before any leaves the group
             # 4. Finish (rank 0): best.pt becomes the validated choice, averaged and with tuned decoding.
             if dist.main:
                 finish(run, record, log)
