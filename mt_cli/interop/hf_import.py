@@ -51,8 +51,7 @@ def import_hf(folder: Path, out: Path) -> Path:
     tokenizer = read_tokenizer(folder, hf)
     src, tgt = languages(name, hf, folder, tokenizer)
     model_cfg = replace(model_config(hf, tokenizer, folder / "config.json"), source_langs=src, target_langs=tgt)
-    generation = read_json(folder / "generation_config.json") if (folder / "generation_config.json").is_file() else {}
-    beam = int(generation.get("num_beams", hf.get("num_beams", IMPORTED_BEAM)) or IMPORTED_BEAM)
+    beam = imported_beam(folder, hf)
     cfg = Config(
         model=model_cfg,
         tokenizer=TokenizerConfig(vocab_size=model_cfg.tgt_vocab_size, joint=tokenizer.joint),
@@ -85,8 +84,11 @@ def resolve_folder(name: str) -> Path:
                       "online, save it with save_pretrained and give that folder") from None  # fmt: skip
 
 
-def read_json(path: Path) -> dict[str, Any]:
+def read_json(path: Path, optional: bool = False) -> dict[str, Any]:
+    """A JSON file of a save_pretrained folder; an optional one that is missing reads as {}."""
     if not path.is_file():
+        if optional:
+            return {}
         raise MtError(f"{path}: not found; a save_pretrained folder has it")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -95,17 +97,24 @@ def read_json(path: Path) -> dict[str, Any]:
     return data
 
 
+def imported_beam(folder: Path, hf: dict[str, Any]) -> int:
+    """The beam the model's authors set (generation_config.json, else config.json), or mt's default."""
+    generation = read_json(folder / "generation_config.json", optional=True)
+    return int(generation.get("num_beams", hf.get("num_beams", IMPORTED_BEAM)) or IMPORTED_BEAM)
+
+
 def read_tokenizer(folder: Path, hf: dict[str, Any]) -> MarianVocab:
-    tc = read_json(folder / "tokenizer_config.json") if (folder / "tokenizer_config.json").is_file() else {}
+    tc = read_json(folder / "tokenizer_config.json", optional=True)
     specials = {k: str(tc.get(f"{k}_token", default)) for k, default in (("pad", "<pad>"), ("unk", "<unk>"),
                                                                           ("eos", "</s>"))}  # fmt: skip
     separate = bool(tc.get("separate_vocabs", False))
+    target_vocab = folder / str(tc.get("target_vocab_file") or "target_vocab.json")
     state: dict[str, Any] = {
         "source_spm": _bytes(folder / "source.spm"),
         "target_spm": _bytes(folder / "target.spm"),
         "specials": specials,
-        "vocab": _vocab(folder / "vocab.json"),
-        "target_vocab": _vocab(folder / str(tc.get("target_vocab_file") or "target_vocab.json")) if separate else None,
+        "vocab": read_vocab(folder / "vocab.json"),
+        "target_vocab": read_vocab(target_vocab) if separate else None,
     }
     tok = MarianVocab(state)
     tgt = state["target_vocab"] or state["vocab"]
@@ -122,7 +131,7 @@ def languages(name: str, hf: dict[str, Any], folder: Path, tok: MarianVocab) -> 
     name (the hub id, config.json's _name_or_path, or the folder's name: opus-mt-de-en, several
     codes joined by _ or +). A multi-target model's >>xx<< tokens are its target languages, as
     they are spelt. Only ISO 639-1 codes are taken: group names (ROMANCE, mul, gem) say nothing."""
-    tc = read_json(folder / "tokenizer_config.json") if (folder / "tokenizer_config.json").is_file() else {}
+    tc = read_json(folder / "tokenizer_config.json", optional=True)
     sides = [language_code(str(tc.get(k) or "")) for k in ("source_lang", "target_lang")]
     found: list[tuple[str, ...]] = [(c,) if c else () for c in sides]
     for candidate in (name, str(hf.get("_name_or_path") or ""), folder.name):
@@ -147,7 +156,7 @@ def _bytes(path: Path) -> bytes:
     return path.read_bytes()
 
 
-def _vocab(path: Path) -> list[str]:
+def read_vocab(path: Path) -> list[str]:
     """vocab.json (piece -> id) as a list in id order; the ids must be 0..n-1."""
     data = read_json(path)
     by_id = {int(i): p for p, i in data.items()}

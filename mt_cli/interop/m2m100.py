@@ -18,11 +18,11 @@ from typing import Any
 
 import torch
 
-from mt_cli.config import IMPORTED_BEAM, Config, DecodeConfig, ModelConfig, TokenizerConfig
+from mt_cli.config import Config, DecodeConfig, ModelConfig, TokenizerConfig
 from mt_cli.data.m2m_vocab import M2MVocab
 from mt_cli.data.marian_vocab import mt_order
 from mt_cli.errors import MtError
-from mt_cli.interop.hf_import import read_json, same_both_sides
+from mt_cli.interop.hf_import import imported_beam, read_json, read_vocab, same_both_sides
 from mt_cli.interop.marian import from_marian_name, to_marian_name, to_marian_order, write_folder, write_json
 from mt_cli.model.checkpoint import Checkpoint
 
@@ -61,16 +61,13 @@ def read_tokenizer(folder: Path, hf: dict[str, Any], tc: dict[str, Any]) -> M2MV
 
 def _m2m100_vocab(folder: Path, tc: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
     """vocab.json's pieces by id, then a token per language (__de__), as M2M100Tokenizer numbers them."""
-    data = read_json(folder / "vocab.json")
-    by_id = {int(i): p for p, i in data.items()}
-    if sorted(by_id) != list(range(len(data))):
-        raise MtError(f"{folder / 'vocab.json'}: ids are not 0..{len(data) - 1}, each once")
+    pieces = read_vocab(folder / "vocab.json")
     lists = {"m2m100": M2M100_CODES, "wmt21": WMT21_CODES}
     which = str(tc.get("language_codes", "m2m100"))
     if which not in lists:
         raise MtError(f"{folder / 'tokenizer_config.json'}: language_codes {which!r}; M2M100 has m2m100 or wmt21")
     codes = {c: f"__{c}__" for c in lists[which]}
-    return [by_id[i] for i in range(len(data))] + list(codes.values()), codes
+    return pieces + list(codes.values()), codes
 
 
 def _nllb_vocab(folder: Path) -> tuple[list[str], dict[str, str]]:
@@ -113,12 +110,11 @@ def model_config(hf: dict[str, Any], where: Path) -> ModelConfig:
 
 def import_m2m100(folder: Path, hf: dict[str, Any], weights: dict[str, torch.Tensor], out: Path) -> Checkpoint:
     """An M2M100 or NLLB-200 folder's config, weights and tokenizer as an mt checkpoint."""
-    tc = read_json(folder / "tokenizer_config.json") if (folder / "tokenizer_config.json").is_file() else {}
+    tc = read_json(folder / "tokenizer_config.json", optional=True)
     tok = read_tokenizer(folder, hf, tc)
     codes = tuple(tok.codes)
     model_cfg = replace(model_config(hf, folder / "config.json"), source_langs=codes, target_langs=codes)
-    generation = read_json(folder / "generation_config.json") if (folder / "generation_config.json").is_file() else {}
-    beam = int(generation.get("num_beams", hf.get("num_beams", IMPORTED_BEAM)) or IMPORTED_BEAM)
+    beam = imported_beam(folder, hf)
     cfg = Config(model=model_cfg, tokenizer=TokenizerConfig(vocab_size=model_cfg.tgt_vocab_size),
                  decode=DecodeConfig(beam=beam))  # fmt: skip
     return Checkpoint(cfg, tok, mt_state_dict(weights, tok, model_cfg), None)
