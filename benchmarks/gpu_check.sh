@@ -4,7 +4,8 @@
 # DATA_DIR holds Multi30k train.{de,en} and val.{de,en}. The device machine sees only the working
 # tree, so copy them into the git-ignored data/multi30k/ and carry that path, e.g.
 #   run(command="bash benchmarks/gpu_check.sh data/multi30k $OUT/gpu", carry=["data/multi30k"])
-# 1. the CUDA tests (pytest -m cuda: bf16/fp16 steps, fused attention, the batch probe, NCCL when
+# 1. the CUDA tests (tests/test_cuda.py alone, so that the serving and export tests' packages need not
+#    be there: bf16/fp16 steps, fused attention, the batch probe, NCCL when
 #    two GPUs exist, bitwise resume under --deterministic, decoding parity with the CPU);
 # 2. the base preset, bf16 autocast, --batch-tokens auto, 2 minutes: tokens/s and MFU.
 # Everything goes to OUT_DIR/gpu-results.md (and is printed), whatever fails along the way.
@@ -18,7 +19,7 @@ RESULTS="$OUT/gpu-results.md"
   python -c "import torch; print(f'- torch {torch.__version__}, CUDA {torch.version.cuda}')"; echo; } > "$RESULTS"
 
 start=$SECONDS
-python -m pytest -q -m cuda tests/ > "$OUT/cuda-tests.txt" 2>&1
+python -m pytest -q -m cuda tests/test_cuda.py > "$OUT/cuda-tests.txt" 2>&1
 { echo "### CUDA tests ($((SECONDS - start)) s, exit $?)"; echo; echo '```'; tail -15 "$OUT/cuda-tests.txt"; echo '```'; echo; } >> "$RESULTS"
 
 start=$SECONDS

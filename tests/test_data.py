@@ -1,7 +1,8 @@
+import numpy as np
 import pytest
 
 from mt_cli.data.collate import collate
-from mt_cli.data.pairs import Pairs, limit_length, make_batches
+from mt_cli.data.pairs import MAX_BATCH_ROWS, Pairs, limit_length, make_batches
 from mt_cli.data.sources import read_parallel
 from mt_cli.data.text import read_lines
 from mt_cli.data.tokenizer import BOS, EOS, PAD
@@ -60,6 +61,13 @@ def test_batches_cover_every_pair_once_and_respect_the_token_budget():
     assert [b.tolist() for b in again] == [b.tolist() for b in batches]
     other = make_batches(pairs.src_lens, pairs.tgt_lens, 40, seed=4)
     assert [b.tolist() for b in other] != [b.tolist() for b in batches]
+
+
+def test_a_batch_of_short_pairs_never_holds_more_rows_than_fused_attention_kernels_take():
+    lens = np.full(150_000, 2)  # 150,000 two-token pairs fit a 1M-token budget in one batch but for the cap
+    batches = make_batches(lens, lens - 1, batch_tokens=1 << 20, seed=0)
+    assert max(len(b) for b in batches) == MAX_BATCH_ROWS
+    assert sum(len(b) for b in batches) == 150_000
 
 
 def test_over_long_pairs_are_dropped_and_counted():

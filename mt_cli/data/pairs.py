@@ -57,6 +57,12 @@ def limit_length(src: list[list[int]], tgt: list[list[int]], max_len: int, mode:
     return Pairs([src[i] for i in keep], [tgt[i] for i in keep]), len(long)
 
 
+# The fused attention kernels put a batch's rows on one CUDA grid axis, whose limit is 65,535:
+# cuDNN's and the memory-efficient kernel both failed on 65,536 rows of short sentences (an H200,
+# torch 2.11), which a large GPU batch of short pairs reaches. A batch never holds more.
+MAX_BATCH_ROWS = 65_535
+
+
 def make_batches(src_lens: np.ndarray, tgt_lens: np.ndarray, batch_tokens: int, seed: int) -> list[np.ndarray]:
     """Group similar lengths so little is padding; a batch holds at most `batch_tokens` padded tokens.
 
@@ -73,7 +79,7 @@ def make_batches(src_lens: np.ndarray, tgt_lens: np.ndarray, batch_tokens: int, 
     while start < n:
         # Sorted by size, the last pair is the longest: the batch can take pairs while
         # size[j] * count <= budget, a condition that only gets harder further on.
-        window = sizes[start : start + max(1, batch_tokens // max(int(sizes[start]), 1))]
+        window = sizes[start : start + min(MAX_BATCH_ROWS, max(1, batch_tokens // max(int(sizes[start]), 1)))]
         fits = window * np.arange(1, len(window) + 1) <= batch_tokens
         count = max(1, int(np.argmin(fits)) if not fits.all() else len(window))
         batches.append(order[start : start + count])

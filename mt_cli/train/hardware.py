@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from mt_cli.config import Config, TrainConfig
+from mt_cli.data.pairs import MAX_BATCH_ROWS
 from mt_cli.device import autocast
 from mt_cli.errors import MtError
 from mt_cli.train.distributed import Dist, broadcast
@@ -71,7 +72,7 @@ def _fits_on(
 ) -> Callable[[int], bool]:
 
     def fits(tokens: int) -> bool:
-        rows = max(1, tokens // longest)
+        rows = min(max(1, tokens // longest), MAX_BATCH_ROWS)  # as make_batches caps them
         ids = torch.randint(4, vocab, (rows, longest), device=device, generator=gen)
         try:
             with autocast(amp, device):
