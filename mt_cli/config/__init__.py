@@ -1,5 +1,5 @@
 """Typed, frozen configuration: the sections a checkpoint saves (model, tokenizer, train, decode)
-and the settings of single commands (output, serve, doctor, tuning, quickstart).
+and the settings of single commands (output, serve, doctor, tuning, quickstart, clean).
 
 Every default and every option's description lives in this package, once: each field carries its
 help text in `field(metadata=...)` (through `fields.option`), and both the command-line options
@@ -27,6 +27,7 @@ from mt_cli.config.fields import (
     describe,
     option,
 )
+from mt_cli.config.pipeline import CleanConfig
 from mt_cli.config.sections import DecodeConfig, ModelConfig, TokenizerConfig, TrainConfig
 
 # Every section, by the name its fields are spelt with (`decode.beam`).
@@ -44,12 +45,14 @@ SECTIONS: dict[str, type] = {
         DoctorConfig,
         TuningConfig,
         QuickstartConfig,
+        CleanConfig,
     )  # fmt: skip
 }
 
 __all__ = [
     "ACTIVATIONS", "CORPUS_CHUNK_LINES", "DEFAULT_METRICS", "DEVICE", "IMPORTED_BEAM", "PRESETS", "SECTIONS",
-    "Config", "DataConfig", "DecodeConfig", "DocumentConfig", "DoctorConfig", "ModelConfig", "OutputConfig",
+    "CleanConfig", "Config", "DataConfig", "DecodeConfig", "DocumentConfig", "DoctorConfig", "ModelConfig",
+    "OutputConfig",
     "PairConfig", "QuickstartConfig", "ServeConfig", "TokenizerConfig", "TrainConfig", "TuningConfig", "build_config",
     "describe", "from_dict", "option", "to_dict", "to_yaml",
 ]  # fmt: skip

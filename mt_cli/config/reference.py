@@ -27,6 +27,7 @@ WHERE = {
     "doctor": "options of `mt doctor`",
     "tuning": "options of `mt tune-decoding`",
     "quickstart": "options of `mt quickstart`",
+    "clean": "options of `mt clean`, or `--set clean.FIELD=V` with it",
 }
 
 

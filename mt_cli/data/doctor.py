@@ -71,15 +71,15 @@ def check_pair(name: str, src: Side, tgt: Side, max_chars: int, max_ratio: float
             dup.append(i)
         seen[pair] += 1
     out += _finding("warning", "duplicate pairs", where, dup,
-                    "deduplicate (e.g. awk '!seen[$0]++' on a pasted file) unless the repeats are wanted")  # fmt: skip
+                    "mt clean removes them (and near-exact ones) unless the repeats are wanted")  # fmt: skip
     out += _finding("warning", "source = target", where, n(lambda s, t: s.strip() and s.strip() == t.strip()),
-                    "untranslated copies teach the model to copy; remove them")  # fmt: skip
+                    "untranslated copies teach the model to copy; mt clean removes them")  # fmt: skip
     out += _finding("warning", "over-long lines", where, n(lambda s, t: max(len(s), len(t)) > max_chars),
                     f"lines over {max_chars} characters; mt train drops pairs over train.max_len tokens, "
                     "so split or drop them")  # fmt: skip
     out += _finding("warning", "length-ratio outliers", where, _ratio_outliers(pairs, max_ratio),
                     f"one side over {max_ratio:g}x longer than usual for this corpus: often a misalignment; "
-                    "check those lines and drop the bad ones")  # fmt: skip
+                    "check those lines; mt clean drops pairs of very unequal lengths")  # fmt: skip
     return out
 
 
@@ -148,7 +148,10 @@ def preflight(files: dict[str, tuple[Path, Path]], log: Callable[[str], None]) -
         lines = ", ".join(map(str, f.lines)) + (", ..." if f.count > len(f.lines) else "")
         log(f"data warning: {f.check}: {f.count} in {f.where} (lines {lines}): {f.fix}")
     if findings:
-        log("(mt doctor --src ... --tgt ... --json lists these in full; --set train.doctor=false skips the checks)")
+        log(
+            "(mt doctor --src ... --tgt ... --json lists these in full; mt clean --src ... --tgt ... --out-prefix P"
+            " writes the corpus without them; --set train.doctor=false skips the checks)"
+        )
     return findings
 
 
