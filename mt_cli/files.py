@@ -126,3 +126,11 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 def atomic_write_text(path: Path, text: str) -> None:
     with atomic_open(path, "w") as f:
         f.write(text)
+
+
+def pair_paths(prefix: Path, src_lang: str, tgt_lang: str) -> tuple[Path, Path]:
+    """PREFIX.de and PREFIX.en where the languages are known and differ (so that mt train reads
+    them from the suffixes), else PREFIX.src and PREFIX.tgt."""
+    known = src_lang and tgt_lang and src_lang != tgt_lang
+    src, tgt = (src_lang, tgt_lang) if known else ("src", "tgt")
+    return prefix.parent / f"{prefix.name}.{src}", prefix.parent / f"{prefix.name}.{tgt}"

@@ -15,7 +15,8 @@ from mt_cli.config.pipeline import CleanConfig
 from mt_cli.data.cleaning import Sides, first_rule, pair_key, script_ratio, units
 from mt_cli.errors import MtError
 from mt_cli.tools import clean as clean_tool
-from mt_cli.tools.clean import clean_config, clean_corpus
+from mt_cli.tools.clean import clean_corpus
+from mt_cli.tools.pipeline_config import clean_config
 
 MULTI30K = SHARED_DATA / "multi30k"
 CFG = CleanConfig()

@@ -5,9 +5,8 @@ from typing import Annotated, Any
 
 import typer
 
-from mt_cli.cli.app import DATA, Device, ExistingFile, app, config_options, err, friendly, tokenizer_app
-from mt_cli.config import DEVICE, DoctorConfig, TokenizerConfig
-from mt_cli.config.pipeline import CleanConfig
+from mt_cli.cli.app import DATA, ExistingFile, app, config_options, err, friendly, tokenizer_app
+from mt_cli.config import DoctorConfig, TokenizerConfig
 
 
 @tokenizer_app.command("train")
@@ -53,25 +52,3 @@ def doctor(
     typer.echo(text)
     if has_error:
         raise typer.Exit(1)
-
-
-@app.command(rich_help_panel=DATA)
-@friendly
-@config_options(CleanConfig)
-def clean(
-    src: ExistingFile,
-    tgt: ExistingFile,
-    out_prefix: Annotated[Path, typer.Option(help="Writes PREFIX.<lang> (else .src/.tgt) and PREFIX.removed.tsv.")],
-    device: Device = DEVICE,
-    set_: Annotated[
-        list[str] | None, typer.Option("--set", help="Any clean.* field: --set clean.rules=empty,duplicate.")
-    ] = None,
-    options: dict[str, dict[str, Any]] | None = None,
-) -> None:
-    """Remove the pairs of a parallel corpus that would hurt training: empty, over-long or unequal
-    sides, copies, numbers or URLs that differ, symbols, the wrong script or language, a model's
-    unlikely pairs, duplicates. The inputs are left as they are; counts per rule are printed."""
-    from mt_cli.tools.clean import clean_config, clean_corpus, summary
-
-    cfg = clean_config((options or {}).get("clean", {}), set_ or [])
-    typer.echo(summary(clean_corpus(src, tgt, out_prefix, cfg, device, log=err)))

@@ -73,3 +73,36 @@ class CleanConfig:
             not self.score_reverse_checkpoint or bool(self.score_checkpoint),
             "clean.score_reverse_checkpoint needs clean.score_checkpoint (the forward model) too",
         )
+
+
+@dataclass(frozen=True)
+class DistillConfig:
+    """`mt distill`: how the teachers' translations become the student's training data (the
+    student's own settings are `mt train`'s: model, train, decode)."""
+
+    section = "distill"
+    teacher_beam: int = option(0, "Beam the teachers translate with (0: the first teacher's own).", cli=True)
+    nbest: int = option(
+        1, "Translations kept per source line, each a training pair (sequence-level KD keeps the best only).", cli=True
+    )
+    max_cross_entropy: float = option(
+        0.0,
+        "Teacher translations whose cross-entropy per token (nats, under the teachers) is above this are left out"
+        " (0: none are).",
+        cli=True,
+    )
+    original_weight: float = option(
+        0.0,
+        "The original pairs are trained on beside the teachers', with this weight in the sampling distribution"
+        " (0: the teachers' alone).",
+        cli=True,
+    )
+    ct2_quantization: str = option("int8", "The CTranslate2 export's quantization (CTranslate2's names; none: fp32).")
+
+    def __post_init__(self) -> None:
+        check(
+            self.teacher_beam >= 0, f"distill.teacher_beam must be 0 (the teacher's) or more, not {self.teacher_beam}"
+        )
+        check(self.nbest >= 1, f"distill.nbest must be at least 1, not {self.nbest}")
+        check(self.max_cross_entropy >= 0, "distill.max_cross_entropy must be 0 (keep all) or positive")
+        check(self.original_weight >= 0, "distill.original_weight must be 0 (none) or positive")

@@ -26,12 +26,11 @@ import numpy as np
 
 from mt_cli.config import DEVICE
 from mt_cli.config.pipeline import CLEAN_RULES, CleanConfig
-from mt_cli.config_files import build_section, parse_set
 from mt_cli.data.cleaning import Sides, first_rule, pair_key
 from mt_cli.data.languages import suffix_language
 from mt_cli.data.text import clean_line, open_bytes
 from mt_cli.errors import MtError
-from mt_cli.files import atomic_open, check_readable, temp_dir
+from mt_cli.files import atomic_open, check_readable, pair_paths, temp_dir
 
 CODE = {rule: i + 1 for i, rule in enumerate(CLEAN_RULES)}  # a verdict byte; 0: kept
 BUCKET_BYTES = 16 << 20  # input bytes per duplicate bucket: its keys are a few MB
@@ -54,24 +53,9 @@ class CleanReport:
         return self.total - sum(self.removed.values())
 
 
-def clean_config(given: dict[str, Any], sets: list[str]) -> CleanConfig:
-    """clean.* from the command's options and --set clean.FIELD=VALUE (a list as YAML, [a, b], or a, b)."""
-    values = dict(given)
-    for item in sets:
-        for section, fields in parse_set(item).items():
-            if section != "clean":
-                raise MtError(f"--set {item}: mt clean takes clean.* fields only")
-            values.update(fields)
-    for name in ("rules", "language_others"):
-        if isinstance(values.get(name), str):
-            values[name] = [x.strip() for x in values[name].split(",") if x.strip()]
-    return build_section(CleanConfig, values, "clean")
-
-
 def output_paths(prefix: Path, src_lang: str, tgt_lang: str) -> tuple[Path, Path, Path]:
-    """P.de and P.en where the languages are known (and differ), else P.src and P.tgt; and P.removed.tsv."""
-    src, tgt = (src_lang, tgt_lang) if src_lang and tgt_lang and src_lang != tgt_lang else ("src", "tgt")
-    return tuple(prefix.parent / f"{prefix.name}.{s}" for s in (src, tgt, "removed.tsv"))  # type: ignore[return-value]
+    """The kept pairs' files (tools/synthetic.pair_paths) and PREFIX.removed.tsv."""
+    return (*pair_paths(prefix, src_lang, tgt_lang), prefix.parent / f"{prefix.name}.removed.tsv")
 
 
 def clean_corpus(src: Path, tgt: Path, prefix: Path, cfg: CleanConfig, device: str = DEVICE,

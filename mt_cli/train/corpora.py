@@ -4,7 +4,7 @@ encoded with its direction's language tokens (a target tag, or an imported M2M10
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from mt_cli.config import Config
 from mt_cli.data.cache import TokenCorpus
@@ -12,6 +12,7 @@ from mt_cli.data.direction import Directed, Encoder, LanguageTokens
 from mt_cli.data.mixture import MixedCorpus, sampling_probs
 from mt_cli.data.pairs import Pairs
 from mt_cli.data.tokenizer import Tokenizer
+from mt_cli.errors import MtError
 from mt_cli.train.distributed import Dist
 from mt_cli.train.inputs import DataSpec, Log, PairSpec, load_train_data, load_valid_data
 from mt_cli.train.languages import direction
@@ -32,9 +33,16 @@ def pair_tokens(tokenizer: Tokenizer, pair: PairSpec) -> LanguageTokens:
     """The language tokens of one of several directions: the target's tag where the model writes
     several languages, and the source's too for a model told it (M2M100, NLLB)."""
     told_sources, tags = tokenizer.languages()
-    if not told_sources and not tags:
-        return LanguageTokens()
-    return tokenizer.language_tokens(pair.source_lang if told_sources else "", pair.target_lang)
+    languages = LanguageTokens()
+    if told_sources or tags:
+        languages = tokenizer.language_tokens(pair.source_lang if told_sources else "", pair.target_lang)
+    if not pair.tag:
+        return languages
+    tag = tokenizer.src.piece_to_id(pair.tag)
+    if tag == tokenizer.src.unk_id():
+        raise MtError(f"data.pairs: the tag {pair.tag} of {pair.name} is not a piece of the tokenizer; train one with"
+                      " the run (leave --tokenizer out), which learns every pair's tag as a piece")  # fmt: skip
+    return replace(languages, source=(*languages.source, tag))
 
 
 def load_corpora(spec: DataSpec, fingerprints: dict[str, str], tokenizer: Tokenizer, cfg: Config, log: Log,
@@ -44,6 +52,7 @@ def load_corpora(spec: DataSpec, fingerprints: dict[str, str], tokenizer: Tokeni
     t, root = cfg.train, spec.cache_root()
     if len(spec.pairs) == 1:
         pair = spec.pairs[0]
+        assert pair.valid is not None  # a run's one pair is validated (inputs.named)
         languages = direction(tokenizer, cfg.model, pair.train)  # a model of several languages: its tokens
         encoder = _encoder(tokenizer, languages)
         train = load_train_data(pair.train, root, fingerprints["train"], encoder, t, log, d)
@@ -54,8 +63,9 @@ def load_corpora(spec: DataSpec, fingerprints: dict[str, str], tokenizer: Tokeni
         languages = pair_tokens(tokenizer, pair)
         encoder = _encoder(tokenizer, languages)
         corpora.append(load_train_data(pair.train, root, fingerprints[f"train.{pair.name}"], encoder, t, log, d))
-        pairs, refs = load_valid_data(pair.valid, encoder, t, log)
-        sets.append(ValidSet(pair.name, pairs, refs, languages.start))
+        if pair.valid is not None:
+            pairs, refs = load_valid_data(pair.valid, encoder, t, log)
+            sets.append(ValidSet(pair.name, pairs, refs, languages.start))
     probs = sampling_probs([len(c) for c in corpora], [p.weight for p in spec.pairs], cfg.data.temperature)
     mixed = MixedCorpus(corpora, probs)
     shares = ", ".join(f"{p.name} {100 * q:.1f}% ({n} a pass)" for p, q, n in zip(spec.pairs, probs, mixed.counts))

@@ -4,9 +4,10 @@ training cache and the validation pairs. Under torchrun rank 0 makes each of the
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from mt_cli.config import Config, DataConfig, TrainConfig
@@ -34,14 +35,16 @@ class PairSpec:
     data does not say) and its weight in the sampling distribution (data/mixture.py)."""
 
     train: Source
-    valid: Source
+    valid: Source | None  # None: not validated (a synthetic corpus beside a real one)
     source_lang: str = ""
     target_lang: str = ""
     weight: float = 1.0
+    tag: str = ""  # a token before each source line (<BT>)
+    label: str = ""  # the name, where two pairs share a direction
 
     @property
     def name(self) -> str:
-        return f"{self.source_lang}-{self.target_lang}"
+        return self.label or f"{self.source_lang}-{self.target_lang}"
 
 
 @dataclass(frozen=True)
@@ -69,12 +72,16 @@ class DataSpec:
             for lang, field in zip(langs, ("source_lang", "target_lang")):
                 if not lang:
                     raise MtError(f"data.pairs[{i}]: its files' names ({p.src}, {p.tgt}) name no language; set {field}")
-            train, valid = TextPair(Path(p.src), Path(p.tgt)), TextPair(Path(p.valid_src), Path(p.valid_tgt))
-            pairs.append(PairSpec(train, valid, langs[0], langs[1], p.weight))
-        names = [p.name for p in pairs]
-        if len(set(names)) < len(names):
-            raise MtError(f"data.pairs: two pairs of one direction ({', '.join(names)}); give one corpus each")
-        return cls(tuple(pairs), tokenizer, cache)
+            train = TextPair(Path(p.src), Path(p.tgt))
+            valid = TextPair(Path(p.valid_src), Path(p.valid_tgt)) if p.valid_src else None
+            pairs.append(PairSpec(train, valid, langs[0], langs[1], p.weight, p.tag))
+        return cls(named(pairs), tokenizer, cache)
+
+    @classmethod
+    def with_extra(cls, main: PairSpec, extra: list[PairSpec], tokenizer: Path | None = None,
+                   cache: Path | None = None) -> DataSpec:  # fmt: skip
+        """One direction's corpus and more of the same direction (validated on the first alone)."""
+        return cls(named([main, *extra]), tokenizer, cache)
 
     @property
     def train(self) -> Source:
@@ -84,12 +91,29 @@ class DataSpec:
     def sources(self) -> dict[str, Source]:
         """Every source by its role: train and valid, or for several directions train.de-en, ..."""
         if len(self.pairs) == 1:
-            return {"train": self.pairs[0].train, "valid": self.pairs[0].valid}
-        return {f"{role}.{p.name}": getattr(p, role) for p in self.pairs for role in ("train", "valid")}
+            return {"train": self.pairs[0].train, "valid": self.pairs[0].valid}  # type: ignore[dict-item]
+        return {f"{role}.{p.name}": getattr(p, role) for p in self.pairs for role in ("train", "valid")
+                if getattr(p, role) is not None}  # fmt: skip
 
     def cache_root(self) -> Path:
         default = Path(os.environ.get("MT_CACHE", Path.home() / ".cache" / "mt"))
         return Path(self.cache) if self.cache is not None else default
+
+
+def named(pairs: list[PairSpec]) -> tuple[PairSpec, ...]:
+    """The pairs, each with a name of its own: a second corpus of a direction is de-en.2 (its tag's
+    name where it has one: de-en.BT)."""
+    out: list[PairSpec] = []
+    for p in pairs:
+        if p.name in {q.name for q in out}:
+            mark = re.sub(r"[^A-Za-z0-9_-]", "", p.tag) or str(1 + sum(q.name.startswith(p.name) for q in out))
+            p = replace(p, label=f"{p.name}.{mark}")
+        if p.name in {q.name for q in out}:
+            raise MtError(f"data.pairs: two corpora of {p.name} with one tag; give them different tags, or join them")
+        out.append(p)
+    if all(p.valid is None for p in out):
+        raise MtError("data.pairs: no pair is validated; give one valid_src and valid_tgt")
+    return tuple(out)
 
 
 def wait_for_path(path: Path, what: str, d: Dist) -> None:
@@ -135,8 +159,9 @@ def _joint_tokenizer(spec: DataSpec, cfg: Config, log: Log) -> Tokenizer:
         texts.setdefault(p.target_lang, []).extend(tgt)
     targets = list(dict.fromkeys(p.target_lang for p in spec.pairs))
     tags = [f"<2{lang}>" for lang in targets] if len(targets) > 1 else []
+    tags += list(dict.fromkeys(p.tag for p in spec.pairs if p.tag))  # pieces of their own, as target tags
     lines = sample_by_language(texts, cfg.data.temperature, cfg.train.seed)
-    log(f"  {len(lines)} lines of {', '.join(sorted(texts))}" + (f"; target tags {' '.join(tags)}" if tags else ""))
+    log(f"  {len(lines)} lines of {', '.join(sorted(texts))}" + (f"; tags {' '.join(tags)}" if tags else ""))
     return train_tokenizer(lines, [], cfg.tokenizer, tags)
 
 

@@ -22,8 +22,8 @@ def model_config(cfg: Config, init: Checkpoint | None, tokenizer: Tokenizer, dat
     if init is not None:
         return init.config.model
     if len(data.pairs) > 1:
-        src = tuple(dict.fromkeys(p.source_lang for p in data.pairs))
-        tgt = tuple(dict.fromkeys(p.target_lang for p in data.pairs))
+        src = tuple(dict.fromkeys(p.source_lang for p in data.pairs if p.source_lang))
+        tgt = tuple(dict.fromkeys(p.target_lang for p in data.pairs if p.target_lang))
     else:
         src, tgt = _languages(data.train)
     return replace(cfg.model, src_vocab_size=tokenizer.src_vocab_size, tgt_vocab_size=tokenizer.tgt_vocab_size,
