@@ -29,6 +29,8 @@ PAGES = {
     "data-scale": DOCS / "training.md",  # benchmarks/data_scale.py --docs
     "documents-table": DOCS / "documents.md",  # benchmarks/documents.py
     "protect-table": DOCS / "documents.md",  # benchmarks/protect.py
+    "clean-table": DOCS / "pipeline.md",  # benchmarks/distill.py clean
+    "distill-table": DOCS / "pipeline.md",  # benchmarks/distill.py distill
 }
 
 

@@ -1,6 +1,6 @@
 """Translate a file with CTranslate2 as its user would: the whole-process peer of `mt translate FILE`.
 
-    python benchmarks/peers/ct2_translate.py CT2_FOLDER SRC OUT [--beam 5] [--batch 64]
+    python benchmarks/peers/ct2_translate.py CT2_FOLDER SRC OUT [--beam 5] [--batch 64] [--length-penalty 1]
 
 CT2_FOLDER is `mt export --format ct2` output (it holds source.spm and target.spm). Imports
 CTranslate2 and SentencePiece only. Batches are length-sorted, and each gets mt's length limit
@@ -19,6 +19,7 @@ p.add_argument("src")
 p.add_argument("out")
 p.add_argument("--beam", type=int, default=5)
 p.add_argument("--batch", type=int, default=64)
+p.add_argument("--length-penalty", type=float, default=1.0)  # CTranslate2's own default, as mt's
 args = p.parse_args()
 
 src = spm.SentencePieceProcessor(model_file=os.path.join(args.folder, "source.spm"))
@@ -31,7 +32,9 @@ out = [""] * len(pieces)
 for start in range(0, len(order), args.batch):
     idx = order[start : start + args.batch]
     limit = int(max(len(pieces[i]) for i in idx) * 1.5) + 10
-    results = translator.translate_batch([pieces[i] for i in idx], beam_size=args.beam, max_decoding_length=limit)
+    results = translator.translate_batch(
+        [pieces[i] for i in idx], beam_size=args.beam, max_decoding_length=limit, length_penalty=args.length_penalty
+    )
     for i, r in zip(idx, results):
         out[i] = tgt.decode_pieces(r.hypotheses[0])
 with open(args.out, "w", encoding="utf-8") as f:

@@ -1,0 +1,233 @@
+"""The data pipeline's figures: `mt clean`'s removals per rule, and distilled students against their
+teacher and against students trained on the original data, on Multi30k.
+
+    python benchmarks/distill.py clean --data ../shared/data
+    python benchmarks/distill.py distill --data ../shared/data --work /work/bench/distill --direction de-en \
+        --teacher-steps 8149 --teachers 1 --student-minutes 30
+
+distill:
+- teachers: configs/multi30k.yaml's recipe trained for --teacher-steps updates (the steps its
+  60-minute budget reaches on an idle 2-core CPU: 8,149 de->en, 9,535 en->de), seeds 1..--teachers;
+  or given with --teacher (repeatable);
+- students, each `mt distill` from the single teacher and, with two, from their ensemble, for
+  --student-minutes of training: configs/multi30k-student.yaml (6 encoder layers, 1 decoder layer,
+  Kasai et al. 2021's deep-encoder/shallow-decoder) and the recipe's shape with a 2-layer decoder
+  (4+2);
+- baselines: the same two shapes trained by `mt train` on the original pairs for the same minutes.
+Every model translates test2016, test2017 and test2018 (joined into one file) in a clean process,
+as `mt translate` does with the checkpoint's defaults (a student: int8 and its shortlist, as
+mt distill writes it), and as CTranslate2 runs its int8 export (benchmarks/peers/ct2_translate.py,
+the same beam and length penalty); systems take turns over --rounds and keep their fastest.
+Sentences/s are whole processes (start, model load and all). BLEU and chrF: sacreBLEU, mt's output.
+Runs train one at a time; --work keeps finished ones, so a rerun resumes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import sacrebleu
+from results import DOCS, RESULTS, ROOT, commit, newest_run, write_table
+from speed import machine
+
+from mt_cli.files import atomic_write_text
+
+MT = [sys.executable, "-m", "mt_cli"]
+RECIPE, STUDENT = ROOT / "configs" / "multi30k.yaml", ROOT / "configs" / "multi30k-student.yaml"
+SHAPES = {"6+1": [], "4+2": ["--set", "model.enc_layers=4", "--set", "model.dec_layers=2"]}
+TESTS = ("test2016", "test2017", "test2018")
+ENV = {**os.environ, "OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2"}
+
+
+def run(*args: object, log: Path | None = None) -> None:
+    cmd = [str(a) for a in args]
+    print("$", " ".join(cmd), flush=True)
+    with open(log, "a") if log else open(os.devnull, "w") as out:
+        subprocess.run(cmd, check=True, stderr=out if log else None, env=ENV)
+
+
+def finished(run_dir: Path) -> bool:
+    """A run whose log has its end (the decoding tuning at the end of training)."""
+    log = run_dir / "log.jsonl"
+    return log.is_file() and '"tuned"' in log.read_text(encoding="utf-8")
+
+
+def data_args(d: Path, s: str, t: str) -> list[object]:
+    return ["--train-src", d / f"train.{s}", "--train-tgt", d / f"train.{t}", "--valid-src", d / f"val.{s}",
+            "--valid-tgt", d / f"val.{t}"]  # fmt: skip
+
+
+def models(args, d: Path, s: str, t: str) -> dict[str, Path]:
+    """Train (or find) every model of the table: name -> checkpoint."""
+    w, m = args.work, f"{args.student_minutes:g}min"
+    teachers = list(args.teacher)
+    for seed in range(len(teachers) + 1, args.teachers + 1):
+        out = w / f"teacher-{s}-{t}-{seed}"
+        if not finished(out):
+            budget = ["--set", "train.max_minutes=0", "--set", f"train.max_steps={args.teacher_steps}"]
+            run(*MT, "train", "--config", RECIPE, *data_args(d, s, t), "--out", out, *budget, "--set",
+                f"train.seed={seed}", log=w / "log.txt")  # fmt: skip
+        teachers.append(out / "best.pt")
+    found = {f"teacher {i + 1}": p for i, p in enumerate(teachers)}
+    groups = {"1 teacher": teachers[:1], **({"2 teachers": teachers[:2]} if len(teachers) > 1 else {})}
+    for shape, sets in SHAPES.items():
+        for group, members in groups.items():
+            out = w / f"student-{s}-{t}-{shape}-{len(members)}t-{m}"
+            if not (out / "student.pt").is_file():
+                run(*MT, "distill", *[x for p in members for x in ("--teacher", p)], *data_args(d, s, t), "--out", out,
+                    "--config", STUDENT, *sets, "--max-minutes", args.student_minutes, log=w / "log.txt")  # fmt: skip
+            found[f"student {shape}, {group}"] = out / "student.pt"
+        base = w / f"original-{s}-{t}-{shape}-{m}"
+        if not finished(base):
+            run(*MT, "train", "--config", STUDENT, *sets, *data_args(d, s, t), "--out", base, "--max-minutes",
+                args.student_minutes, log=w / "log.txt")  # fmt: skip
+        found[f"{shape} on the original pairs"] = base / "best.pt"
+    return found
+
+
+def ct2_export(ckpt: Path) -> Path:
+    """The int8 CTranslate2 export: mt distill's own for a student, else `mt export`'s."""
+    out = ckpt.parent / "ct2" if ckpt.name == "student.pt" else ckpt.parent / "ct2-int8"
+    if not (out / "model.bin").is_file():
+        run(*MT, "export", "--checkpoint", ckpt, "--out", out, "--format", "ct2", "--quantization", "int8")
+    return out
+
+
+def timed(cmd: list[object]) -> float:
+    start = time.perf_counter()
+    run(*cmd)
+    return time.perf_counter() - start
+
+
+def measure(args, found: dict[str, Path], src: Path) -> dict[str, dict]:
+    """Each model's outputs and best whole-process seconds, mt's and CTranslate2's, over --rounds."""
+    from mt_cli.model import checkpoint
+
+    rows: dict[str, dict] = {}
+    for name, ckpt in found.items():
+        decode = checkpoint.load(ckpt).config.decode
+        model = checkpoint.load(ckpt).config.model
+        rows[name] = {"ckpt": ckpt, "ct2": ct2_export(ckpt), "beam": decode.beam, "lp": decode.length_penalty,
+                      "precision": decode.precision, "layers": f"{model.enc_layers}+{model.dec_layers}",
+                      "mt_s": float("inf"), "ct2_s": float("inf")}  # fmt: skip
+    for _ in range(args.rounds):
+        for row in rows.values():
+            out = args.work / f"out.{row['ckpt'].parent.name}"
+            row["mt_s"] = min(row["mt_s"], timed([*MT, "translate", "--checkpoint", row["ckpt"], src, "--output", out]))
+            row["out"] = out
+            peer = [sys.executable, ROOT / "benchmarks" / "peers" / "ct2_translate.py", row["ct2"], src,
+                    f"{out}.ct2", "--beam", row["beam"], "--length-penalty", row["lp"]]  # fmt: skip
+            row["ct2_s"] = min(row["ct2_s"], timed(peer))
+    return rows
+
+
+def scores(out: Path, d: Path, t: str) -> list[tuple[float, float]]:
+    """(BLEU, chrF) of each test set, from the joined output."""
+    hyp, got = out.read_text(encoding="utf-8").splitlines(), []
+    for test in TESTS:
+        refs = (d / f"{test}.{t}").read_text(encoding="utf-8").splitlines()
+        mine, hyp = hyp[: len(refs)], hyp[len(refs) :]
+        got.append((sacrebleu.corpus_bleu(mine, [refs]).score, sacrebleu.corpus_chrf(mine, [refs]).score))
+    return got
+
+
+def distill_main(args) -> None:
+    s, t = args.direction.split("-")
+    d = args.data / "multi30k"
+    args.work.mkdir(parents=True, exist_ok=True)
+    measured = commit()
+    found = models(args, d, s, t)
+    src = args.work / f"tests.{s}"
+    src.write_text("".join((d / f"{test}.{s}").read_text(encoding="utf-8") for test in TESTS), encoding="utf-8")
+    lines = sum(1 for _ in open(src, encoding="utf-8"))
+    rows = measure(args, found, src)
+    table = ["| model | layers | decoding | " + " | ".join(f"{x} BLEU / chrF" for x in TESTS)
+             + " | sent/s, mt | sent/s, CTranslate2 int8 |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    points = []
+    for name, row in rows.items():
+        got = scores(row["out"], d, t)
+        mt_rate, ct2_rate = lines / row["mt_s"], lines / row["ct2_s"]
+        table.append(f"| {name} | {row['layers']} | beam {row['beam']}, lp {row['lp']:g}, "
+                     f"{row['precision']} | " + " | ".join(f"{b:.2f} / {c:.1f}" for b, c in got)
+                     + f" | {mt_rate:.1f} | {ct2_rate:.1f} |")  # fmt: skip
+        points.append((name, mt_rate, got[0][0]))
+    body = "\n".join([
+        f"`benchmarks/distill.py distill --direction {args.direction} --teacher-steps {args.teacher_steps} "
+        f"--teachers {args.teachers} --student-minutes {args.student_minutes:g}`: Multi30k {s}->{t}; teachers: "
+        f"configs/multi30k.yaml for {args.teacher_steps} steps; students {args.student_minutes:g} training minutes; "
+        f"sentences/s of whole processes over the {lines} lines of {', '.join(TESTS)}, best of {args.rounds} "
+        f"rounds; {machine()}.\n", *table])  # fmt: skip
+    print(body)
+    plot(points, DOCS / f"pipeline-{args.direction}.png", args.direction)
+    if not args.no_append:
+        when = f"{datetime.date.today()}, commit {measured}"
+        atomic_write_text(RESULTS, RESULTS.read_text(encoding="utf-8") + f"\n## Distillation, {when}\n\n{body}\n")
+        write_table("distill-table", newest_run(when, body))
+
+
+def plot(points: list[tuple[str, float, float]], path: Path, direction: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for name, rate, bleu in points:
+        ax.scatter(rate, bleu, s=40)
+        ax.annotate(name, (rate, bleu), textcoords="offset points", xytext=(5, 4), fontsize=8)
+    ax.set(xlabel="sentences/s (mt translate, whole process, 2 threads)", ylabel="test2016 BLEU",
+           title=f"Multi30k {direction}: quality against decoding speed")  # fmt: skip
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def clean_main(args) -> None:
+    """Pairs removed per rule from the Multi30k and Tatoeba training sets, with mt clean's defaults."""
+    corpora = {"Multi30k de-en": ("multi30k", "de", "en"), "Tatoeba zh-en": ("zh-en", "zh", "en")}
+    counts: dict[str, dict[str, int]] = {}
+    for name, (folder, s, t) in corpora.items():
+        out = Path(os.environ.get("TMPDIR", "/tmp")) / f"clean-{folder}"
+        done = subprocess.run([*MT, "clean", "--src", args.data / folder / f"train.{s}", "--tgt",
+                               args.data / folder / f"train.{t}", "--out-prefix", out], capture_output=True,
+                              text=True, check=True)  # fmt: skip
+        counts[name] = {line.split()[0]: int(line.split()[1].replace(",", "")) for line in done.stdout.splitlines()
+                        if not line.startswith("wrote")}  # fmt: skip
+    rules = [r for r in dict.fromkeys(k for c in counts.values() for k in c) if r != "kept"]
+    rows = ["| rule | " + " | ".join(counts) + " |", "|---" * (len(counts) + 1) + "|"]
+    for rule in [*rules, "kept"]:
+        rows.append(f"| {rule} | " + " | ".join(f"{c.get(rule, 0):,}" for c in counts.values()) + " |")
+    body = "\n".join([f"`benchmarks/distill.py clean`: `mt clean` with its defaults (every rule but score); "
+                      f"{machine()}.\n", *rows])  # fmt: skip
+    print(body)
+    if not args.no_append:
+        when = f"{datetime.date.today()}, commit {commit()}"
+        atomic_write_text(RESULTS, RESULTS.read_text(encoding="utf-8") + f"\n## mt clean, {when}\n\n{body}\n")
+        write_table("clean-table", newest_run(when, body))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("stage", choices=["clean", "distill"])
+    p.add_argument("--data", type=Path, default=Path("../shared/data"))
+    p.add_argument("--work", type=Path, default=Path("/tmp/distill"), help="where runs are kept (a rerun resumes)")
+    p.add_argument("--direction", default="de-en", choices=["de-en", "en-de"])
+    p.add_argument("--teacher-steps", type=int, default=8149)
+    p.add_argument("--teachers", type=int, default=1, choices=[1, 2])
+    p.add_argument("--teacher", type=Path, action="append", default=[], help="a trained teacher's best.pt")
+    p.add_argument("--student-minutes", type=float, default=30.0)
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--no-append", action="store_true")
+    args = p.parse_args()
+    args.data, args.work = args.data.resolve(), args.work.resolve()
+    clean_main(args) if args.stage == "clean" else distill_main(args)
+
+
+if __name__ == "__main__":
+    main()
