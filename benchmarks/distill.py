@@ -18,7 +18,9 @@ Every model translates test2016, test2017 and test2018 (joined into one file) in
 as `mt translate` does with the checkpoint's defaults (a student: int8 and its shortlist, as
 mt distill writes it), and as CTranslate2 runs its int8 export (benchmarks/peers/ct2_translate.py,
 the same beam and length penalty); systems take turns over --rounds and keep their fastest.
-Sentences/s are whole processes (start, model load and all). BLEU and chrF: sacreBLEU, mt's output.
+Sentences/s: decoding with the model loaded (reading, tokenizing, translating), in processes that
+import their own library only; whole-process seconds beside them. BLEU and chrF: sacreBLEU on mt's
+output. Each mt model's compiled step is built first (`mt compile`, not timed).
 Runs train one at a time; --work keeps finished ones, so a rerun resumes.
 """
 
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import os
 import subprocess
 import sys
@@ -76,7 +79,8 @@ def models(args, d: Path, s: str, t: str) -> dict[str, Path]:
         teachers.append(out / "best.pt")
     found = {f"teacher {i + 1}": p for i, p in enumerate(teachers)}
     groups = {"1 teacher": teachers[:1], **({"2 teachers": teachers[:2]} if len(teachers) > 1 else {})}
-    for shape, sets in SHAPES.items():
+    for shape in args.shapes:
+        sets = SHAPES[shape]
         for group, members in groups.items():
             out = w / f"student-{s}-{t}-{shape}-{len(members)}t-{m}"
             if not (out / "student.pt").is_file():
@@ -99,31 +103,36 @@ def ct2_export(ckpt: Path) -> Path:
     return out
 
 
-def timed(cmd: list[object]) -> float:
+def timed(cmd: list[object]) -> tuple[float, float]:
+    """A peer script's decoding seconds (its own figure) and the whole process's."""
     start = time.perf_counter()
-    run(*cmd)
-    return time.perf_counter() - start
+    print("$", " ".join(map(str, cmd)), flush=True)
+    done = subprocess.run([str(c) for c in cmd], check=True, capture_output=True, text=True, env=ENV)
+    return json.loads(done.stdout.strip().splitlines()[-1])["decode_s"], time.perf_counter() - start
 
 
 def measure(args, found: dict[str, Path], src: Path) -> dict[str, dict]:
-    """Each model's outputs and best whole-process seconds, mt's and CTranslate2's, over --rounds."""
+    """Each model's output and best seconds (decoding, and the whole process), mt's and
+    CTranslate2's, over --rounds; mt's compiled step built first, as `mt compile` does."""
     from mt_cli.model import checkpoint
 
     rows: dict[str, dict] = {}
     for name, ckpt in found.items():
-        decode = checkpoint.load(ckpt).config.decode
-        model = checkpoint.load(ckpt).config.model
-        rows[name] = {"ckpt": ckpt, "ct2": ct2_export(ckpt), "beam": decode.beam, "lp": decode.length_penalty,
-                      "precision": decode.precision, "layers": f"{model.enc_layers}+{model.dec_layers}",
-                      "mt_s": float("inf"), "ct2_s": float("inf")}  # fmt: skip
+        c = checkpoint.load(ckpt).config
+        run(*MT, "compile", "--checkpoint", ckpt, "--precision", c.decode.precision)
+        rows[name] = {"ckpt": ckpt, "ct2": ct2_export(ckpt), "beam": c.decode.beam, "lp": c.decode.length_penalty,
+                      "precision": c.decode.precision, "layers": f"{c.model.enc_layers}+{c.model.dec_layers}",
+                      "out": args.work / f"out.{ckpt.parent.name}"}  # fmt: skip
+        rows[name].update({k: float("inf") for k in ("mt_s", "mt_whole", "ct2_s", "ct2_whole")})
+    peers = ROOT / "benchmarks" / "peers"
     for _ in range(args.rounds):
         for row in rows.values():
-            out = args.work / f"out.{row['ckpt'].parent.name}"
-            row["mt_s"] = min(row["mt_s"], timed([*MT, "translate", "--checkpoint", row["ckpt"], src, "--output", out]))
-            row["out"] = out
-            peer = [sys.executable, ROOT / "benchmarks" / "peers" / "ct2_translate.py", row["ct2"], src,
-                    f"{out}.ct2", "--beam", row["beam"], "--length-penalty", row["lp"]]  # fmt: skip
-            row["ct2_s"] = min(row["ct2_s"], timed(peer))
+            mt = timed([sys.executable, peers / "mt_translate.py", row["ckpt"], src, row["out"]])
+            ct2 = timed([sys.executable, peers / "ct2_translate.py", row["ct2"], src, f"{row['out']}.ct2", "--beam",
+                         row["beam"], "--length-penalty", row["lp"]])  # fmt: skip
+            for key, (decode_s, whole_s) in (("mt", mt), ("ct2", ct2)):
+                row[f"{key}_s"] = min(row[f"{key}_s"], decode_s)
+                row[f"{key}_whole"] = min(row[f"{key}_whole"], whole_s)
     return rows
 
 
@@ -148,24 +157,27 @@ def distill_main(args) -> None:
     lines = sum(1 for _ in open(src, encoding="utf-8"))
     rows = measure(args, found, src)
     table = ["| model | layers | decoding | " + " | ".join(f"{x} BLEU / chrF" for x in TESTS)
-             + " | sent/s, mt | sent/s, CTranslate2 int8 |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+             + " | sent/s, mt | sent/s, CTranslate2 int8 | whole process s, mt / CTranslate2 |",
+             "|---" * 9 + "|"]  # fmt: skip
     points = []
     for name, row in rows.items():
         got = scores(row["out"], d, t)
         mt_rate, ct2_rate = lines / row["mt_s"], lines / row["ct2_s"]
+        whole = f"{row['mt_whole']:.1f} / {row['ct2_whole']:.1f}"
         table.append(f"| {name} | {row['layers']} | beam {row['beam']}, lp {row['lp']:g}, "
                      f"{row['precision']} | " + " | ".join(f"{b:.2f} / {c:.1f}" for b, c in got)
-                     + f" | {mt_rate:.1f} | {ct2_rate:.1f} |")  # fmt: skip
+                     + f" | {mt_rate:.1f} | {ct2_rate:.1f} | {whole} |")  # fmt: skip
         points.append((name, mt_rate, got[0][0]))
     body = "\n".join([
         f"`benchmarks/distill.py distill --direction {args.direction} --teacher-steps {args.teacher_steps} "
-        f"--teachers {args.teachers} --student-minutes {args.student_minutes:g}`: Multi30k {s}->{t}; teachers: "
+        f"--teachers {args.teachers} --student-minutes {args.student_minutes:g} --shapes {' '.join(args.shapes)}`: "
+        f"Multi30k {s}->{t}; teachers: "
         f"configs/multi30k.yaml for {args.teacher_steps} steps; students {args.student_minutes:g} training minutes; "
-        f"sentences/s of whole processes over the {lines} lines of {', '.join(TESTS)}, best of {args.rounds} "
-        f"rounds; {machine()}.\n", *table])  # fmt: skip
+        f"decoding sentences/s (model loaded; 2 threads) over the {lines} lines of {', '.join(TESTS)}, best of "
+        f"{args.rounds} rounds; {machine()}.\n", *table])  # fmt: skip
     print(body)
-    plot(points, DOCS / f"pipeline-{args.direction}.png", args.direction)
     if not args.no_append:
+        plot(points, DOCS / f"pipeline-{args.direction}.png", args.direction)
         when = f"{datetime.date.today()}, commit {measured}"
         atomic_write_text(RESULTS, RESULTS.read_text(encoding="utf-8") + f"\n## Distillation, {when}\n\n{body}\n")
         write_table("distill-table", newest_run(when, body))
@@ -181,7 +193,7 @@ def plot(points: list[tuple[str, float, float]], path: Path, direction: str) -> 
     for name, rate, bleu in points:
         ax.scatter(rate, bleu, s=40)
         ax.annotate(name, (rate, bleu), textcoords="offset points", xytext=(5, 4), fontsize=8)
-    ax.set(xlabel="sentences/s (mt translate, whole process, 2 threads)", ylabel="test2016 BLEU",
+    ax.set(xlabel="decoding sentences/s (mt, 2 threads)", ylabel="test2016 BLEU",
            title=f"Multi30k {direction}: quality against decoding speed")  # fmt: skip
     ax.grid(alpha=0.3)
     fig.tight_layout()
@@ -222,6 +234,7 @@ def main() -> None:
     p.add_argument("--teachers", type=int, default=1, choices=[1, 2])
     p.add_argument("--teacher", type=Path, action="append", default=[], help="a trained teacher's best.pt")
     p.add_argument("--student-minutes", type=float, default=30.0)
+    p.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=list(SHAPES), help="student shapes")
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--no-append", action="store_true")
     args = p.parse_args()
