@@ -19,7 +19,7 @@ from mt_cli.errors import MtError
 from mt_cli.model import checkpoint
 from mt_cli.tools.backtranslate import backtranslate
 from mt_cli.tools.distill import _write_pairs
-from mt_cli.tools.synthetic import translate_corpus
+from mt_cli.tools.synthetic import read_translations, translate_corpus
 from mt_cli.train.corpora import load_corpora
 from mt_cli.train.distributed import Dist
 from mt_cli.train.epochs import Epochs
@@ -62,6 +62,9 @@ def test_a_killed_translation_goes_on_from_its_chunks_and_refuses_other_settings
     assert any("2 of 3 chunks already translated" in s for s in said)
     assert {p.name: p.stat().st_mtime_ns for p in (chunks[0], chunks[2])} == kept
     assert [p.read_text() for p in chunks] == whole
+    read = list(read_translations(src, work, 25, chunk_lines=10))  # every chunk's lines in step with the source
+    lines = src.read_text(encoding="utf-8").splitlines()
+    assert [line for line, _ in read] == lines and [h[0][0] for _, h in read] == tr.translate(lines)
     with pytest.raises(MtError, match="translated before with other decode"):
         translate_corpus(tr.with_options(beam=2), src, work, [model], chunk_lines=10)
 

@@ -61,7 +61,7 @@ def read_translations(src: Path, work: Path, total: int, chunk_lines: int = CHUN
     lines = input_lines(src, "source")
     for i in range((total + chunk_lines - 1) // chunk_lines):
         with open(_chunk(work, i), encoding="utf-8") as f:
-            for line, entry in zip(lines, f):
+            for entry, line in zip(f, lines):  # the chunk first: zip stops on it without taking a line
                 yield line, json.loads(entry)
 
 
