@@ -66,9 +66,20 @@ def data_args(d: Path, s: str, t: str) -> list[object]:
             "--valid-tgt", d / f"val.{t}"]  # fmt: skip
 
 
+def student_budget(args) -> tuple[str, list[object], str, str]:
+    """A student's budget: its run-name suffix, its mt options, its words and this script's flag.
+    A step budget trains the same updates whatever else the machine runs; minutes need it idle."""
+    n, minutes = args.student_steps, args.student_minutes
+    if n:
+        options: list[object] = ["--set", "train.max_minutes=0", "--set", f"train.max_steps={n}"]
+        return f"{n}steps", options, f"{n} updates each", f"--student-steps {n}"
+    flag = f"--student-minutes {minutes:g}"
+    return f"{minutes:g}min", ["--max-minutes", minutes], f"{minutes:g} training minutes", flag
+
+
 def models(args, d: Path, s: str, t: str) -> dict[str, Path]:
     """Train (or find) every model of the table: name -> checkpoint."""
-    w, m = args.work, f"{args.student_minutes:g}min"
+    w, m = args.work, student_budget(args)[0]
     teachers = list(args.teacher)
     for seed in range(len(teachers) + 1, args.teachers + 1):
         out = w / f"teacher-{s}-{t}-{seed}"
@@ -85,12 +96,12 @@ def models(args, d: Path, s: str, t: str) -> dict[str, Path]:
             out = w / f"student-{s}-{t}-{shape}-{len(members)}t-{m}"
             if not (out / "student.pt").is_file():
                 run(*MT, "distill", *[x for p in members for x in ("--teacher", p)], *data_args(d, s, t), "--out", out,
-                    "--config", STUDENT, *sets, "--max-minutes", args.student_minutes, log=w / "log.txt")  # fmt: skip
+                    "--config", STUDENT, *sets, *student_budget(args)[1], log=w / "log.txt")  # fmt: skip
             found[f"student {shape}, {group}"] = out / "student.pt"
         base = w / f"original-{s}-{t}-{shape}-{m}"
         if not finished(base):
-            run(*MT, "train", "--config", STUDENT, *sets, *data_args(d, s, t), "--out", base, "--max-minutes",
-                args.student_minutes, log=w / "log.txt")  # fmt: skip
+            run(*MT, "train", "--config", STUDENT, *sets, *data_args(d, s, t), "--out", base,
+                *student_budget(args)[1], log=w / "log.txt")  # fmt: skip
         found[f"{shape} on the original pairs"] = base / "best.pt"
     return found
 
@@ -168,11 +179,12 @@ def distill_main(args) -> None:
                      f"{row['precision']} | " + " | ".join(f"{b:.2f} / {c:.1f}" for b, c in got)
                      + f" | {mt_rate:.1f} | {ct2_rate:.1f} | {whole} |")  # fmt: skip
         points.append((name, mt_rate, got[0][0]))
+    budget = student_budget(args)
     body = "\n".join([
         f"`benchmarks/distill.py distill --direction {args.direction} --teacher-steps {args.teacher_steps} "
-        f"--teachers {args.teachers} --student-minutes {args.student_minutes:g} --shapes {' '.join(args.shapes)}`: "
+        f"--teachers {args.teachers} {budget[3]} --shapes {' '.join(args.shapes)}`: "
         f"Multi30k {s}->{t}; teachers: "
-        f"configs/multi30k.yaml for {args.teacher_steps} steps; students {args.student_minutes:g} training minutes; "
+        f"configs/multi30k.yaml for {args.teacher_steps} steps; students {budget[2]}; "
         f"decoding sentences/s (model loaded; 2 threads) over the {lines} lines of {', '.join(TESTS)}, best of "
         f"{args.rounds} rounds; {machine()}.\n", *table])  # fmt: skip
     print(body)
@@ -234,6 +246,7 @@ def main() -> None:
     p.add_argument("--teachers", type=int, default=1, choices=[1, 2])
     p.add_argument("--teacher", type=Path, action="append", default=[], help="a trained teacher's best.pt")
     p.add_argument("--student-minutes", type=float, default=30.0)
+    p.add_argument("--student-steps", type=int, default=0, help="a step budget for students, instead of minutes")
     p.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=list(SHAPES), help="student shapes")
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--no-append", action="store_true")
