@@ -1,7 +1,7 @@
 """The data pipeline's figures: `mt clean`'s removals per rule, and distilled students against their
 teacher and against students trained on the original data, on Multi30k.
 
-    python benchmarks/distill.py clean --data ../shared/data
+    python benchmarks/distill.py clean --data ../shared/data [--train-steps 4000 --work /work/bench/clean]
     python benchmarks/distill.py distill --data ../shared/data --work /work/bench/distill --direction de-en \
         --teacher-steps 8149 --teachers 1 --student-minutes 30
 
@@ -10,10 +10,10 @@ distill:
   60-minute budget reaches on an idle 2-core CPU: 8,149 de->en, 9,535 en->de), seeds 1..--teachers;
   or given with --teacher (repeatable);
 - students, each `mt distill` from the single teacher and, with two, from their ensemble, for
-  --student-minutes of training: configs/multi30k-student.yaml (6 encoder layers, 1 decoder layer,
+  --student-minutes of training (or --student-steps updates): configs/multi30k-student.yaml (6 encoder layers, 1 decoder layer,
   Kasai et al. 2021's deep-encoder/shallow-decoder) and the recipe's shape with a 2-layer decoder
-  (4+2);
-- baselines: the same two shapes trained by `mt train` on the original pairs for the same minutes.
+  (4+2), and a 4+1 student started from the teacher's embeddings and layers (--init-layers);
+- baselines: the same shapes trained by `mt train` on the original pairs for the same budget.
 Every model translates test2016, test2017 and test2018 (joined into one file) in a clean process,
 as `mt translate` does with the checkpoint's defaults (a student: int8 and its shortlist, as
 mt distill writes it), and as CTranslate2 runs its int8 export (benchmarks/peers/ct2_translate.py,
@@ -43,7 +43,10 @@ from mt_cli.files import atomic_write_text
 
 MT = [sys.executable, "-m", "mt_cli"]
 RECIPE, STUDENT = ROOT / "configs" / "multi30k.yaml", ROOT / "configs" / "multi30k-student.yaml"
-SHAPES = {"6+1": [], "4+2": ["--set", "model.enc_layers=4", "--set", "model.dec_layers=2"]}
+# Student shapes: options given to mt distill and mt train beside configs/multi30k-student.yaml;
+# "4+1 shrunk" starts from the first teacher's embeddings and layers (encoder all 4, decoder the first).
+SHAPES = {"6+1": [], "4+2": ["--set", "model.enc_layers=4", "--set", "model.dec_layers=2"],
+          "4+1 shrunk": ["--init-layers", "4+1"]}  # fmt: skip
 TESTS = ("test2016", "test2017", "test2018")
 ENV = {**os.environ, "OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2"}
 
@@ -91,14 +94,14 @@ def models(args, d: Path, s: str, t: str) -> dict[str, Path]:
     found = {f"teacher {i + 1}": p for i, p in enumerate(teachers)}
     groups = {"1 teacher": teachers[:1], **({"2 teachers": teachers[:2]} if len(teachers) > 1 else {})}
     for shape in args.shapes:
-        sets = SHAPES[shape]
+        sets = SHAPES[shape] + (["--init", teachers[0]] if "--init-layers" in SHAPES[shape] else [])
         for group, members in groups.items():
-            out = w / f"student-{s}-{t}-{shape}-{len(members)}t-{m}"
+            out = w / f"student-{s}-{t}-{shape.replace(' ', '-')}-{len(members)}t-{m}"
             if not (out / "student.pt").is_file():
                 run(*MT, "distill", *[x for p in members for x in ("--teacher", p)], *data_args(d, s, t), "--out", out,
                     "--config", STUDENT, *sets, *student_budget(args)[1], log=w / "log.txt")  # fmt: skip
             found[f"student {shape}, {group}"] = out / "student.pt"
-        base = w / f"original-{s}-{t}-{shape}-{m}"
+        base = w / f"original-{s}-{t}-{shape.replace(' ', '-')}-{m}"
         if not finished(base):
             run(*MT, "train", "--config", STUDENT, *sets, *data_args(d, s, t), "--out", base,
                 *student_budget(args)[1], log=w / "log.txt")  # fmt: skip
@@ -212,23 +215,58 @@ def plot(points: list[tuple[str, float, float]], path: Path, direction: str) -> 
     fig.savefig(path, dpi=110)
 
 
+CORPORA = {"Multi30k de-en": ("multi30k", "de", "en", "val", RECIPE),
+           "Tatoeba zh-en": ("zh-en", "zh", "en", "dev", ROOT / "configs" / "tatoeba-zh-en.yaml")}  # fmt: skip
+
+
+def best_valid_bleu(run_dir: Path) -> float:
+    """The validation BLEU best.pt holds: the best of the run's validations and its average."""
+    rows = [json.loads(line) for line in (run_dir / "log.jsonl").read_text(encoding="utf-8").splitlines()]
+    return max(r["valid_bleu"] for r in rows if "valid_bleu" in r)
+
+
+def raw_against_cleaned(args, folder: str, s: str, t: str, valid: str, recipe: Path, cleaned: Path) -> list[float]:
+    """Validation BLEU of the corpus's recipe trained on the raw and on the cleaned pairs, the same
+    --train-steps each (a step budget, so the machine's other load changes the time, not the result)."""
+    d, got = args.data / folder, []
+    for name, prefix in (("raw", d / "train"), ("cleaned", cleaned)):
+        out = args.work / f"recipe-{folder}-{name}-{args.train_steps}steps"
+        if not finished(out):
+            budget = ["--set", "train.max_minutes=0", "--set", f"train.max_steps={args.train_steps}"]
+            run(*MT, "train", "--config", recipe, "--train-src", f"{prefix}.{s}", "--train-tgt", f"{prefix}.{t}",
+                "--valid-src", d / f"{valid}.{s}", "--valid-tgt", d / f"{valid}.{t}", "--out", out, *budget,
+                log=args.work / "log.txt")  # fmt: skip
+        got.append(best_valid_bleu(out))
+    return got
+
+
 def clean_main(args) -> None:
-    """Pairs removed per rule from the Multi30k and Tatoeba training sets, with mt clean's defaults."""
-    corpora = {"Multi30k de-en": ("multi30k", "de", "en"), "Tatoeba zh-en": ("zh-en", "zh", "en")}
+    """Pairs removed per rule from the Multi30k and Tatoeba training sets, with mt clean's defaults;
+    with --train-steps, the validation BLEU of each corpus's recipe trained on raw and cleaned pairs."""
     counts: dict[str, dict[str, int]] = {}
-    for name, (folder, s, t) in corpora.items():
-        out = Path(os.environ.get("TMPDIR", "/tmp")) / f"clean-{folder}"
+    bleu: dict[str, list[float]] = {}
+    args.work.mkdir(parents=True, exist_ok=True)
+    for name, (folder, s, t, valid, recipe) in CORPORA.items():
+        out = args.work / f"clean-{folder}"
         done = subprocess.run([*MT, "clean", "--src", args.data / folder / f"train.{s}", "--tgt",
                                args.data / folder / f"train.{t}", "--out-prefix", out], capture_output=True,
                               text=True, check=True)  # fmt: skip
         counts[name] = {line.split()[0]: int(line.split()[1].replace(",", "")) for line in done.stdout.splitlines()
                         if not line.startswith("wrote")}  # fmt: skip
+        if args.train_steps:
+            bleu[name] = raw_against_cleaned(args, folder, s, t, valid, recipe, out)
     rules = [r for r in dict.fromkeys(k for c in counts.values() for k in c) if r != "kept"]
     rows = ["| rule | " + " | ".join(counts) + " |", "|---" * (len(counts) + 1) + "|"]
     for rule in [*rules, "kept"]:
         rows.append(f"| {rule} | " + " | ".join(f"{c.get(rule, 0):,}" for c in counts.values()) + " |")
-    body = "\n".join([f"`benchmarks/distill.py clean`: `mt clean` with its defaults (every rule but score); "
-                      f"{machine()}.\n", *rows])  # fmt: skip
+    for i, name in enumerate(("raw", "cleaned") if bleu else ()):
+        rows.append(f"| validation BLEU, recipe on {name} pairs | " + " | ".join(f"{b[i]:.2f}" for b in bleu.values())
+                    + " |")  # fmt: skip
+    trained = (f" The recipes (configs/multi30k.yaml, configs/tatoeba-zh-en.yaml) trained {args.train_steps} updates "
+               "on each side's pairs; validation BLEU of the checkpoint kept." if bleu else "")  # fmt: skip
+    flag = f" --train-steps {args.train_steps}" if bleu else ""
+    body = "\n".join([f"`benchmarks/distill.py clean{flag}`: `mt clean` with its defaults (every rule but score)."
+                      f"{trained} {machine()}.\n", *rows])  # fmt: skip
     print(body)
     if not args.no_append:
         when = f"{datetime.date.today()}, commit {commit()}"
@@ -245,6 +283,7 @@ def main() -> None:
     p.add_argument("--teacher-steps", type=int, default=8149)
     p.add_argument("--teachers", type=int, default=1, choices=[1, 2])
     p.add_argument("--teacher", type=Path, action="append", default=[], help="a trained teacher's best.pt")
+    p.add_argument("--train-steps", type=int, default=0, help="clean: also train each recipe raw and cleaned")
     p.add_argument("--student-minutes", type=float, default=30.0)
     p.add_argument("--student-steps", type=int, default=0, help="a step budget for students, instead of minutes")
     p.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=list(SHAPES), help="student shapes")

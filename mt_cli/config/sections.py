@@ -3,6 +3,7 @@ it decodes by default."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from mt_cli.config.fields import ACTIVATIONS, DEVICE, option
@@ -180,6 +181,12 @@ class TrainConfig:
         False, "With init: keep the embeddings (and the output layer tied to them) fixed.", cli=True
     )
     freeze_encoder: bool = option(False, "With init: keep the encoder fixed.", cli=True)
+    init_layers: str = option(
+        "",
+        "With init: keep ENC+DEC of its layers (e.g. 4+1), evenly spaced from its first to its last (one: the"
+        " first), so a smaller student starts from its teacher (shrink and fine-tune); empty: all of them.",
+        cli=True,
+    )
     shortlist_per_source: int = option(
         10, "Vocabulary shortlist kept in checkpoints: target pieces per source piece (0: no shortlist)."
     )
@@ -191,6 +198,11 @@ class TrainConfig:
             "train.shortlist_per_source and train.shortlist_frequent must be 0 or more",
         )
         _check(self.batch_tokens >= 0, "train.batch_tokens must be positive (or 0: auto, on CUDA)")
+        _check(
+            not self.init_layers or re.fullmatch(r"[1-9][0-9]*\+[1-9][0-9]*", self.init_layers) is not None,
+            f"train.init_layers must be encoder+decoder layer counts such as 4+1, not {self.init_layers!r}",
+        )
+        _check(not self.init_layers or bool(self.init), "train.init_layers keeps layers of train.init: give it too")
         _check(self.valid_batch_tokens > 0, "train.valid_batch_tokens must be positive")
         counts = ("max_steps", "max_epochs", "max_minutes", "warmup_steps", "weight_decay", "patience", "keep_last")
         for name in (*counts, "save_every", "average_last"):

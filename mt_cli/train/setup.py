@@ -41,6 +41,7 @@ from mt_cli.train.inputs import (
     wait_for_path,
 )
 from mt_cli.train.languages import model_config
+from mt_cli.train.shrink import shrink, spaced
 from mt_cli.train.state import (
     TrainState,
     check_data,
@@ -265,9 +266,15 @@ def _init_checkpoint(ctx: RunContext) -> Checkpoint | None:
     if ctx.data.tokenizer is not None:
         raise MtError("train.init brings its checkpoint's tokenizer: drop --tokenizer")
     ckpt = checkpoint.load(Path(t.init))
+    m = ckpt.config.model
+    kept = ""
+    if t.init_layers:
+        ckpt = shrink(ckpt, t.init_layers, t.init)
+        kept = f", keeping {t.init_layers} of them (encoder {spaced(m.enc_layers, ckpt.config.model.enc_layers)}, "
+        kept += f"decoder {spaced(m.dec_layers, ckpt.config.model.dec_layers)})"
     ctx.log(
-        f"fine-tuning {t.init}: its model ({ckpt.config.model.d_model}-d, {ckpt.config.model.enc_layers}+"
-        f"{ckpt.config.model.dec_layers} layers), weights and tokenizer; optimizer and schedule start fresh"
+        f"fine-tuning {t.init}: its model ({m.d_model}-d, {m.enc_layers}+{m.dec_layers} layers{kept}), weights and"
+        " tokenizer; optimizer and schedule start fresh"
     )
     return ckpt
 
