@@ -10,9 +10,10 @@ distill:
   60-minute budget reaches on an idle 2-core CPU: 8,149 de->en, 9,535 en->de), seeds 1..--teachers;
   or given with --teacher (repeatable);
 - students, each `mt distill` from the single teacher and, with two, from their ensemble, for
-  --student-minutes of training (or --student-steps updates): configs/multi30k-student.yaml (6 encoder layers, 1 decoder layer,
-  Kasai et al. 2021's deep-encoder/shallow-decoder) and the recipe's shape with a 2-layer decoder
-  (4+2), and a 4+1 student started from the teacher's embeddings and layers (--init-layers);
+  --student-minutes of training (or --student-steps updates): configs/multi30k-student.yaml
+  (6 encoder layers, 1 decoder layer, Kasai et al. 2021's deep-encoder/shallow-decoder), the
+  recipe's shape with a 2-layer decoder (4+2), and a 4+1 student started from the teacher's
+  embeddings and layers (--init-layers);
 - baselines: the same shapes trained by `mt train` on the original pairs for the same budget.
 Every model translates test2016, test2017 and test2018 (joined into one file) in a clean process,
 as `mt translate` does with the checkpoint's defaults (a student: int8 and its shortlist, as
