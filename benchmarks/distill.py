@@ -70,42 +70,47 @@ def data_args(d: Path, s: str, t: str) -> list[object]:
             "--valid-tgt", d / f"val.{t}"]  # fmt: skip
 
 
+def steps(n: int) -> list[object]:
+    """mt train's options for a budget of n updates, whatever the time (other load changes the
+    minutes, not the result)."""
+    return ["--set", "train.max_minutes=0", "--set", f"train.max_steps={n}"]
+
+
 def student_budget(args) -> tuple[str, list[object], str, str]:
     """A student's budget: its run-name suffix, its mt options, its words and this script's flag.
     A step budget trains the same updates whatever else the machine runs; minutes need it idle."""
     n, minutes = args.student_steps, args.student_minutes
     if n:
-        options: list[object] = ["--set", "train.max_minutes=0", "--set", f"train.max_steps={n}"]
-        return f"{n}steps", options, f"{n} updates each", f"--student-steps {n}"
+        return f"{n}steps", steps(n), f"{n} updates each", f"--student-steps {n}"
     flag = f"--student-minutes {minutes:g}"
     return f"{minutes:g}min", ["--max-minutes", minutes], f"{minutes:g} training minutes", flag
 
 
 def models(args, d: Path, s: str, t: str) -> dict[str, Path]:
     """Train (or find) every model of the table: name -> checkpoint."""
-    w, m = args.work, student_budget(args)[0]
+    w, (m, budget, _, _) = args.work, student_budget(args)
     teachers = list(args.teacher)
     for seed in range(len(teachers) + 1, args.teachers + 1):
         out = w / f"teacher-{s}-{t}-{seed}"
         if not finished(out):
-            budget = ["--set", "train.max_minutes=0", "--set", f"train.max_steps={args.teacher_steps}"]
-            run(*MT, "train", "--config", RECIPE, *data_args(d, s, t), "--out", out, *budget, "--set",
-                f"train.seed={seed}", log=w / "log.txt")  # fmt: skip
+            run(*MT, "train", "--config", RECIPE, *data_args(d, s, t), "--out", out, *steps(args.teacher_steps),
+                "--set", f"train.seed={seed}", log=w / "log.txt")  # fmt: skip
         teachers.append(out / "best.pt")
     found = {f"teacher {i + 1}": p for i, p in enumerate(teachers)}
     groups = {"1 teacher": teachers[:1], **({"2 teachers": teachers[:2]} if len(teachers) > 1 else {})}
     for shape in args.shapes:
         sets = SHAPES[shape] + (["--init", teachers[0]] if "--init-layers" in SHAPES[shape] else [])
+        tag = f"{s}-{t}-{shape.replace(' ', '-')}"
         for group, members in groups.items():
-            out = w / f"student-{s}-{t}-{shape.replace(' ', '-')}-{len(members)}t-{m}"
+            out = w / f"student-{tag}-{len(members)}t-{m}"
             if not (out / "student.pt").is_file():
                 run(*MT, "distill", *[x for p in members for x in ("--teacher", p)], *data_args(d, s, t), "--out", out,
-                    "--config", STUDENT, *sets, *student_budget(args)[1], log=w / "log.txt")  # fmt: skip
+                    "--config", STUDENT, *sets, *budget, log=w / "log.txt")  # fmt: skip
             found[f"student {shape}, {group}"] = out / "student.pt"
-        base = w / f"original-{s}-{t}-{shape.replace(' ', '-')}-{m}"
+        base = w / f"original-{tag}-{m}"
         if not finished(base):
-            run(*MT, "train", "--config", STUDENT, *sets, *data_args(d, s, t), "--out", base,
-                *student_budget(args)[1], log=w / "log.txt")  # fmt: skip
+            run(*MT, "train", "--config", STUDENT, *sets, *data_args(d, s, t), "--out", base, *budget,
+                log=w / "log.txt")  # fmt: skip
         found[f"{shape} on the original pairs"] = base / "best.pt"
     return found
 
@@ -228,15 +233,14 @@ def best_valid_bleu(run_dir: Path) -> float:
 
 def raw_against_cleaned(args, folder: str, s: str, t: str, valid: str, recipe: Path, cleaned: Path) -> list[float]:
     """Validation BLEU of the corpus's recipe trained on the raw and on the cleaned pairs, the same
-    --train-steps each (a step budget, so the machine's other load changes the time, not the result)."""
+    --train-steps each."""
     d, got = args.data / folder, []
     for name, prefix in (("raw", d / "train"), ("cleaned", cleaned)):
         out = args.work / f"recipe-{folder}-{name}-{args.train_steps}steps"
         if not finished(out):
-            budget = ["--set", "train.max_minutes=0", "--set", f"train.max_steps={args.train_steps}"]
             run(*MT, "train", "--config", recipe, "--train-src", f"{prefix}.{s}", "--train-tgt", f"{prefix}.{t}",
-                "--valid-src", d / f"{valid}.{s}", "--valid-tgt", d / f"{valid}.{t}", "--out", out, *budget,
-                log=args.work / "log.txt")  # fmt: skip
+                "--valid-src", d / f"{valid}.{s}", "--valid-tgt", d / f"{valid}.{t}", "--out", out,
+                *steps(args.train_steps), log=args.work / "log.txt")  # fmt: skip
         got.append(best_valid_bleu(out))
     return got
 
