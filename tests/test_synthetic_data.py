@@ -4,6 +4,7 @@ beside the real pairs in the batches) and sequence-level distillation into a stu
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 import yaml
@@ -67,6 +68,13 @@ def test_a_killed_translation_goes_on_from_its_chunks_and_refuses_other_settings
     assert [line for line, _ in read] == lines and [h[0][0] for _, h in read] == tr.translate(lines)
     with pytest.raises(MtError, match="translated before with other decode"):
         translate_corpus(tr.with_options(beam=2), src, work, [model], chunk_lines=10)
+    os.utime(src, ns=(src.stat().st_atime_ns, src.stat().st_mtime_ns + 10**9))  # copied again: same contents
+    said.clear()
+    translate_corpus(tr, src, work, [model], log=said.append, chunk_lines=10)
+    assert any("3 of 3 chunks already translated" in s for s in said)
+    src.write_text(src.read_text(encoding="utf-8").replace("e", "E", 1), encoding="utf-8")  # edited: other work
+    with pytest.raises(MtError, match="translated before with other sha256"):
+        translate_corpus(tr, src, work, [model], chunk_lines=10)
 
 
 @pytest.fixture(scope="module")

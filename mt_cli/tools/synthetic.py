@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from mt_cli.data.sources import file_digest
 from mt_cli.decode.translator import Translator
 from mt_cli.errors import MtError
 from mt_cli.files import atomic_write_text
@@ -72,11 +73,12 @@ def _chunk(work: Path, i: int) -> Path:
 def _check_manifest(work: Path, src: Path, models: list[Path], tr: Translator, nbest: int, chunk_lines: int,
                     total: int) -> None:  # fmt: skip
     """Write WORK/manifest.json, or check that the one there describes this same translation."""
-    stat = src.stat()
+    # Contents, not modification times: a corpus copied again (a fresh checkout, rsync without -t)
+    # is the same work and keeps hours of translation; an edited one is not.
     manifest = {
-        "source": str(src.resolve()), "bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns, "lines": total,
+        "source": str(src.resolve()), "sha256": file_digest(src), "lines": total,
         "models": [str(Path(m).resolve()) for m in models],
-        "model_mtimes_ns": [Path(m).stat().st_mtime_ns for m in models],
+        "model_sha256": [file_digest(Path(m)) for m in models],
         "decode": {k: v for k, v in dataclasses.asdict(tr.cfg).items() if k not in ("batch_size", "batch_tokens")},
         "target": tr.direction.target, "nbest": nbest, "chunk_lines": chunk_lines,
     }  # fmt: skip
