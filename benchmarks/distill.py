@@ -1,7 +1,7 @@
-"""The data pipeline's figures: `mt clean`'s removals per rule, and distilled students against their
+r"""The data pipeline's figures: `mt clean`'s removals per rule, and distilled students against their
 teacher and against students trained on the original data, on Multi30k.
 
-    python benchmarks/distill.py clean --data ../shared/data [--train-steps 4000 --work /work/bench/clean]
+    python benchmarks/distill.py clean --data ../shared/data [--train-steps 2716 542 --work /work/bench/clean]
     python benchmarks/distill.py distill --data ../shared/data --work /work/bench/distill --direction de-en \
         --teacher-steps 8149 --teachers 1 --student-minutes 30
 
@@ -231,16 +231,16 @@ def best_valid_bleu(run_dir: Path) -> float:
     return max(r["valid_bleu"] for r in rows if "valid_bleu" in r)
 
 
-def raw_against_cleaned(args, folder: str, s: str, t: str, valid: str, recipe: Path, cleaned: Path) -> list[float]:
-    """Validation BLEU of the corpus's recipe trained on the raw and on the cleaned pairs, the same
-    --train-steps each."""
+def raw_against_cleaned(args, folder: str, s: str, t: str, valid: str, recipe: Path, cleaned: Path,
+                        n: int) -> list[float]:  # fmt: skip
+    """Validation BLEU of the corpus's recipe trained on the raw and on the cleaned pairs, n updates each."""
     d, got = args.data / folder, []
     for name, prefix in (("raw", d / "train"), ("cleaned", cleaned)):
-        out = args.work / f"recipe-{folder}-{name}-{args.train_steps}steps"
+        out = args.work / f"recipe-{folder}-{name}-{n}steps"
         if not finished(out):
             run(*MT, "train", "--config", recipe, "--train-src", f"{prefix}.{s}", "--train-tgt", f"{prefix}.{t}",
                 "--valid-src", d / f"{valid}.{s}", "--valid-tgt", d / f"{valid}.{t}", "--out", out,
-                *steps(args.train_steps), log=args.work / "log.txt")  # fmt: skip
+                *steps(n), log=args.work / "log.txt")  # fmt: skip
         got.append(best_valid_bleu(out))
     return got
 
@@ -250,26 +250,30 @@ def clean_main(args) -> None:
     with --train-steps, the validation BLEU of each corpus's recipe trained on raw and cleaned pairs."""
     counts: dict[str, dict[str, int]] = {}
     bleu: dict[str, list[float]] = {}
+    budgets = args.train_steps * len(CORPORA) if len(args.train_steps) == 1 else args.train_steps
+    if len(budgets) != len(CORPORA):
+        sys.exit(f"--train-steps takes one number, or one per corpus ({', '.join(CORPORA)})")
     args.work.mkdir(parents=True, exist_ok=True)
-    for name, (folder, s, t, valid, recipe) in CORPORA.items():
+    for (name, (folder, s, t, valid, recipe)), n in zip(CORPORA.items(), budgets):
         out = args.work / f"clean-{folder}"
         done = subprocess.run([*MT, "clean", "--src", args.data / folder / f"train.{s}", "--tgt",
                                args.data / folder / f"train.{t}", "--out-prefix", out], capture_output=True,
                               text=True, check=True)  # fmt: skip
         counts[name] = {line.split()[0]: int(line.split()[1].replace(",", "")) for line in done.stdout.splitlines()
                         if not line.startswith("wrote")}  # fmt: skip
-        if args.train_steps:
-            bleu[name] = raw_against_cleaned(args, folder, s, t, valid, recipe, out)
+        if n:
+            bleu[name] = raw_against_cleaned(args, folder, s, t, valid, recipe, out, n)
     rules = [r for r in dict.fromkeys(k for c in counts.values() for k in c) if r != "kept"]
     rows = ["| rule | " + " | ".join(counts) + " |", "|---" * (len(counts) + 1) + "|"]
     for rule in [*rules, "kept"]:
         rows.append(f"| {rule} | " + " | ".join(f"{c.get(rule, 0):,}" for c in counts.values()) + " |")
     for i, name in enumerate(("raw", "cleaned") if bleu else ()):
-        rows.append(f"| validation BLEU, recipe on {name} pairs | " + " | ".join(f"{b[i]:.2f}" for b in bleu.values())
-                    + " |")  # fmt: skip
-    trained = (f" The recipes (configs/multi30k.yaml, configs/tatoeba-zh-en.yaml) trained {args.train_steps} updates "
-               "on each side's pairs; validation BLEU of the checkpoint kept." if bleu else "")  # fmt: skip
-    flag = f" --train-steps {args.train_steps}" if bleu else ""
+        cells = (f"{bleu[c][i]:.2f}" if c in bleu else "not trained" for c in counts)
+        rows.append(f"| validation BLEU, recipe on {name} pairs | " + " | ".join(cells) + " |")
+    trained = (" The recipes (configs/multi30k.yaml, configs/tatoeba-zh-en.yaml) trained "
+               f"{' and '.join(f'{n:,}' for n in budgets)} updates on each side's pairs; validation BLEU of the "
+               "checkpoint kept." if bleu else "")  # fmt: skip
+    flag = f" --train-steps {' '.join(map(str, budgets))}" if bleu else ""
     body = "\n".join([f"`benchmarks/distill.py clean{flag}`: `mt clean` with its defaults (every rule but score)."
                       f"{trained} {machine()}.\n", *rows])  # fmt: skip
     print(body)
@@ -288,7 +292,13 @@ def main() -> None:
     p.add_argument("--teacher-steps", type=int, default=8149)
     p.add_argument("--teachers", type=int, default=1, choices=[1, 2])
     p.add_argument("--teacher", type=Path, action="append", default=[], help="a trained teacher's best.pt")
-    p.add_argument("--train-steps", type=int, default=0, help="clean: also train each recipe raw and cleaned")
+    p.add_argument(
+        "--train-steps",
+        type=int,
+        nargs="+",
+        default=[0],
+        help="clean: also train each recipe raw and cleaned, these updates (one, or one per corpus)",
+    )
     p.add_argument("--student-minutes", type=float, default=30.0)
     p.add_argument("--student-steps", type=int, default=0, help="a step budget for students, instead of minutes")
     p.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=list(SHAPES), help="student shapes")
