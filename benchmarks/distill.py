@@ -166,6 +166,26 @@ def scores(out: Path, d: Path, t: str) -> list[tuple[float, float]]:
     return got
 
 
+def gaps(rows: dict[str, dict], d: Path, t: str) -> list[str]:
+    """Each model's BLEU below the first teacher's on each test set, with the paired bootstrap's p
+    (sacreBLEU, 1,000 resamples: the chance that a gap this size is luck of the test sentences)."""
+    from mt_cli.metrics import paired_bootstrap
+
+    outs = {name: row["out"].read_text(encoding="utf-8").splitlines() for name, row in rows.items()}
+    cells: dict[str, list[str]] = {name: [] for name in list(rows)[1:]}
+    start = 0
+    for test in TESTS:
+        refs = (d / f"{test}.{t}").read_text(encoding="utf-8").splitlines()
+        part = [(name, hyp[start : start + len(refs)]) for name, hyp in outs.items()]
+        start += len(refs)
+        got = paired_bootstrap(part, [refs])
+        for system in got["systems"]:
+            gap = got["baseline"]["bleu"] - system["bleu"]
+            cells[system["system"]].append(f"{gap:.2f} (p {system['p_value']:.3f})")
+    head = f"| BLEU below {list(rows)[0]} (paired bootstrap p) | " + " | ".join(TESTS) + " |"
+    return [head, "|---" * (len(TESTS) + 1) + "|", *(f"| {n} | " + " | ".join(c) + " |" for n, c in cells.items())]
+
+
 def distill_main(args) -> None:
     s, t = args.direction.split("-")
     d = args.data / "multi30k"
@@ -195,7 +215,7 @@ def distill_main(args) -> None:
         f"Multi30k {s}->{t}; teachers: "
         f"configs/multi30k.yaml for {args.teacher_steps} steps; students {budget[2]}; "
         f"decoding sentences/s (model loaded; 2 threads) over the {lines} lines of {', '.join(TESTS)}, best of "
-        f"{args.rounds} rounds; {machine()}.\n", *table])  # fmt: skip
+        f"{args.rounds} rounds; {machine()}.\n", *table, "", *gaps(rows, d, t)])  # fmt: skip
     print(body)
     if not args.no_append:
         plot(points, DOCS / f"pipeline-{args.direction}.png", args.direction)
