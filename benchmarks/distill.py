@@ -156,33 +156,32 @@ def measure(args, found: dict[str, Path], src: Path) -> dict[str, dict]:
     return rows
 
 
-def scores(out: Path, d: Path, t: str) -> list[tuple[float, float]]:
-    """(BLEU, chrF) of each test set, from the joined output."""
-    hyp, got = out.read_text(encoding="utf-8").splitlines(), []
-    for test in TESTS:
-        refs = (d / f"{test}.{t}").read_text(encoding="utf-8").splitlines()
-        mine, hyp = hyp[: len(refs)], hyp[len(refs) :]
-        got.append((sacrebleu.corpus_bleu(mine, [refs]).score, sacrebleu.corpus_chrf(mine, [refs]).score))
+def by_test(out: Path, refs: dict[str, list[str]]) -> dict[str, list[str]]:
+    """The joined output's lines of each test set (the tests were joined in TESTS order)."""
+    hyp, got = out.read_text(encoding="utf-8").splitlines(), {}
+    for test, lines in refs.items():
+        got[test], hyp = hyp[: len(lines)], hyp[len(lines) :]
     return got
 
 
-def gaps(rows: dict[str, dict], d: Path, t: str) -> list[str]:
+def scores(hyps: dict[str, list[str]], refs: dict[str, list[str]]) -> list[tuple[float, float]]:
+    """(BLEU, chrF) of each test set."""
+    return [(sacrebleu.corpus_bleu(hyps[x], [refs[x]]).score, sacrebleu.corpus_chrf(hyps[x], [refs[x]]).score)
+            for x in TESTS]  # fmt: skip
+
+
+def gaps(outs: dict[str, dict[str, list[str]]], refs: dict[str, list[str]]) -> list[str]:
     """Each model's BLEU below the first teacher's on each test set, with the paired bootstrap's p
     (sacreBLEU, 1,000 resamples: the chance that a gap this size is luck of the test sentences)."""
     from mt_cli.metrics import paired_bootstrap
 
-    outs = {name: row["out"].read_text(encoding="utf-8").splitlines() for name, row in rows.items()}
-    cells: dict[str, list[str]] = {name: [] for name in list(rows)[1:]}
-    start = 0
+    cells: dict[str, list[str]] = {name: [] for name in list(outs)[1:]}
     for test in TESTS:
-        refs = (d / f"{test}.{t}").read_text(encoding="utf-8").splitlines()
-        part = [(name, hyp[start : start + len(refs)]) for name, hyp in outs.items()]
-        start += len(refs)
-        got = paired_bootstrap(part, [refs])
+        got = paired_bootstrap([(name, hyps[test]) for name, hyps in outs.items()], [refs[test]])
         for system in got["systems"]:
             gap = got["baseline"]["bleu"] - system["bleu"]
             cells[system["system"]].append(f"{gap:.2f} (p {system['p_value']:.3f})")
-    head = f"| BLEU below {list(rows)[0]} (paired bootstrap p) | " + " | ".join(TESTS) + " |"
+    head = f"| BLEU below {list(outs)[0]} (paired bootstrap p) | " + " | ".join(TESTS) + " |"
     return [head, "|---" * (len(TESTS) + 1) + "|", *(f"| {n} | " + " | ".join(c) + " |" for n, c in cells.items())]
 
 
@@ -200,8 +199,10 @@ def distill_main(args) -> None:
              + " | sent/s, mt | sent/s, CTranslate2 int8 | whole process s, mt / CTranslate2 |",
              "|---" * 9 + "|"]  # fmt: skip
     points = []
+    refs = {test: (d / f"{test}.{t}").read_text(encoding="utf-8").splitlines() for test in TESTS}
+    outs = {name: by_test(row["out"], refs) for name, row in rows.items()}
     for name, row in rows.items():
-        got = scores(row["out"], d, t)
+        got = scores(outs[name], refs)
         mt_rate, ct2_rate = lines / row["mt_s"], lines / row["ct2_s"]
         whole = f"{row['mt_whole']:.1f} / {row['ct2_whole']:.1f}"
         table.append(f"| {name} | {row['layers']} | beam {row['beam']}, lp {row['lp']:g}, "
@@ -215,7 +216,7 @@ def distill_main(args) -> None:
         f"Multi30k {s}->{t}; teachers: "
         f"configs/multi30k.yaml for {args.teacher_steps} steps; students {budget[2]}; "
         f"decoding sentences/s (model loaded; 2 threads) over the {lines} lines of {', '.join(TESTS)}, best of "
-        f"{args.rounds} rounds; {machine()}.\n", *table, "", *gaps(rows, d, t)])  # fmt: skip
+        f"{args.rounds} rounds; {machine()}.\n", *table, "", *gaps(outs, refs)])  # fmt: skip
     print(body)
     if not args.no_append:
         plot(points, DOCS / f"pipeline-{args.direction}.png", args.direction)
