@@ -9,11 +9,12 @@ distill:
 - teachers: configs/multi30k.yaml's recipe trained for --teacher-steps updates (the steps its
   60-minute budget reaches on an idle 2-core CPU: 8,149 de->en, 9,535 en->de), seeds 1..--teachers;
   or given with --teacher (repeatable);
-- students, each `mt distill` from the single teacher and, with two, from their ensemble, for
-  --student-minutes of training (or --student-steps updates): configs/multi30k-student.yaml
-  (6 encoder layers, 1 decoder layer, Kasai et al. 2021's deep-encoder/shallow-decoder), the
-  recipe's shape with a 2-layer decoder (4+2), and a 4+1 student started from the teacher's
-  embeddings and layers (--init-layers);
+- students, each `mt distill` from the single teacher and, with two, from their ensemble (shapes
+  in --ensemble-shapes), for --student-minutes of training (or --student-steps updates):
+  configs/multi30k-student.yaml (6 encoder layers, 1 decoder layer, Kasai et al. 2021's
+  deep-encoder/shallow-decoder), the recipe's shape with a 2-layer decoder (4+2), and a 4+1
+  student started from the teacher's embeddings and layers (--init-layers), alone on the teachers'
+  translations or mixed with the original pairs;
 - baselines: the same shapes trained by `mt train` on the original pairs for the same budget.
 Every model translates test2016, test2017 and test2018 (joined into one file) in a clean process,
 as `mt translate` does with the checkpoint's defaults (a student: int8 and its shortlist, as
@@ -45,9 +46,13 @@ from mt_cli.files import atomic_write_text
 MT = [sys.executable, "-m", "mt_cli"]
 RECIPE, STUDENT = ROOT / "configs" / "multi30k.yaml", ROOT / "configs" / "multi30k-student.yaml"
 # Student shapes: options given to mt distill and mt train beside configs/multi30k-student.yaml;
-# "4+1 shrunk" starts from the first teacher's embeddings and layers (encoder all 4, decoder the first).
+# "4+1 shrunk" starts from the first teacher's embeddings and layers (encoder all 4, decoder the first);
+# "4+1 shrunk mixed" also trains on the original pairs beside the teachers' (equal weight), so its
+# baseline on the original pairs alone is 4+1 shrunk's (BASE), not a second, identical one.
 SHAPES = {"6+1": [], "4+2": ["--set", "model.enc_layers=4", "--set", "model.dec_layers=2"],
-          "4+1 shrunk": ["--init-layers", "4+1"]}  # fmt: skip
+          "4+1 shrunk": ["--init-layers", "4+1"],
+          "4+1 shrunk mixed": ["--init-layers", "4+1", "--set", "distill.original_weight=1"]}  # fmt: skip
+BASE = {"4+1 shrunk mixed": "4+1 shrunk"}
 TESTS = ("test2016", "test2017", "test2018")
 ENV = {**os.environ, "OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2"}
 
@@ -97,21 +102,23 @@ def models(args, d: Path, s: str, t: str) -> dict[str, Path]:
                 "--set", f"train.seed={seed}", log=w / "log.txt")  # fmt: skip
         teachers.append(out / "best.pt")
     found = {f"teacher {i + 1}": p for i, p in enumerate(teachers)}
-    groups = {"1 teacher": teachers[:1], **({"2 teachers": teachers[:2]} if len(teachers) > 1 else {})}
+    ensemble = (args.shapes if args.ensemble_shapes is None else args.ensemble_shapes) if len(teachers) > 1 else []
     for shape in args.shapes:
-        sets = SHAPES[shape] + (["--init", teachers[0]] if "--init-layers" in SHAPES[shape] else [])
-        tag = f"{s}-{t}-{shape.replace(' ', '-')}"
+        init = ["--init", teachers[0]] if "--init-layers" in SHAPES[shape] else []
+        sets, tag = SHAPES[shape] + init, f"{s}-{t}-{shape.replace(' ', '-')}"
+        groups = {"1 teacher": teachers[:1], **({"2 teachers": teachers[:2]} if shape in ensemble else {})}
         for group, members in groups.items():
             out = w / f"student-{tag}-{len(members)}t-{m}"
             if not (out / "student.pt").is_file():
                 run(*MT, "distill", *[x for p in members for x in ("--teacher", p)], *data_args(d, s, t), "--out", out,
                     "--config", STUDENT, *sets, *budget, log=w / "log.txt")  # fmt: skip
             found[f"student {shape}, {group}"] = out / "student.pt"
-        base = w / f"original-{tag}-{m}"
+        base_shape = BASE.get(shape, shape)
+        base = w / f"original-{s}-{t}-{base_shape.replace(' ', '-')}-{m}"
         if not finished(base):
-            run(*MT, "train", "--config", STUDENT, *sets, *data_args(d, s, t), "--out", base, *budget,
-                log=w / "log.txt")  # fmt: skip
-        found[f"{shape} on the original pairs"] = base / "best.pt"
+            run(*MT, "train", "--config", STUDENT, *SHAPES[base_shape], *init, *data_args(d, s, t), "--out", base,
+                *budget, log=w / "log.txt")  # fmt: skip
+        found[f"{base_shape} on the original pairs"] = base / "best.pt"
     return found
 
 
@@ -323,6 +330,8 @@ def main() -> None:
     p.add_argument("--student-minutes", type=float, default=30.0)
     p.add_argument("--student-steps", type=int, default=0, help="a step budget for students, instead of minutes")
     p.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=list(SHAPES), help="student shapes")
+    p.add_argument("--ensemble-shapes", nargs="*", choices=list(SHAPES), help="shapes that also get a "
+                   "student of the two-teacher ensemble (default: every shape in --shapes)")  # fmt: skip
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--no-append", action="store_true")
     args = p.parse_args()
