@@ -192,6 +192,17 @@ def gaps(outs: dict[str, dict[str, list[str]]], refs: dict[str, list[str]]) -> l
     return [head, "|---" * (len(TESTS) + 1) + "|", *(f"| {n} | " + " | ".join(c) + " |" for n, c in cells.items())]
 
 
+def quoted(shapes: list[str]) -> str:
+    """Shape names as a shell takes them back."""
+    return " ".join(f'"{x}"' if " " in x else x for x in shapes)
+
+
+def ensemble_flag(args) -> str:
+    """The --ensemble-shapes part of the command line, where it was given and mattered."""
+    shapes = args.ensemble_shapes
+    return "" if shapes is None or args.teachers < 2 else f" --ensemble-shapes {quoted(shapes)}"
+
+
 def distill_main(args) -> None:
     s, t = args.direction.split("-")
     d = args.data / "multi30k"
@@ -219,7 +230,7 @@ def distill_main(args) -> None:
     budget = student_budget(args)
     body = "\n".join([
         f"`benchmarks/distill.py distill --direction {args.direction} --teacher-steps {args.teacher_steps} "
-        f"--teachers {args.teachers} {budget[3]} --shapes {' '.join(args.shapes)}`: "
+        f"--teachers {args.teachers} {budget[3]} --shapes {quoted(args.shapes)}{ensemble_flag(args)}`: "
         f"Multi30k {s}->{t}; teachers: "
         f"configs/multi30k.yaml for {args.teacher_steps} steps; students {budget[2]}; "
         f"decoding sentences/s (model loaded; 2 threads) over the {lines} lines of {', '.join(TESTS)}, best of "
