@@ -32,6 +32,7 @@ import argparse
 import datetime
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -50,8 +51,8 @@ RECIPE, STUDENT = ROOT / "configs" / "multi30k.yaml", ROOT / "configs" / "multi3
 # "4+1 shrunk mixed" also trains on the original pairs beside the teachers' (equal weight), so its
 # baseline on the original pairs alone is 4+1 shrunk's (BASE), not a second, identical one.
 SHAPES = {"6+1": [], "4+2": ["--set", "model.enc_layers=4", "--set", "model.dec_layers=2"],
-          "4+1 shrunk": ["--init-layers", "4+1"],
-          "4+1 shrunk mixed": ["--init-layers", "4+1", "--set", "distill.original_weight=1"]}  # fmt: skip
+          "4+1 shrunk": ["--init-layers", "4+1"]}  # fmt: skip
+SHAPES["4+1 shrunk mixed"] = [*SHAPES["4+1 shrunk"], "--set", "distill.original_weight=1"]
 BASE = {"4+1 shrunk mixed": "4+1 shrunk"}
 TESTS = ("test2016", "test2017", "test2018")
 ENV = {**os.environ, "OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2"}
@@ -192,15 +193,10 @@ def gaps(outs: dict[str, dict[str, list[str]]], refs: dict[str, list[str]]) -> l
     return [head, "|---" * (len(TESTS) + 1) + "|", *(f"| {n} | " + " | ".join(c) + " |" for n, c in cells.items())]
 
 
-def quoted(shapes: list[str]) -> str:
-    """Shape names as a shell takes them back."""
-    return " ".join(f'"{x}"' if " " in x else x for x in shapes)
-
-
 def ensemble_flag(args) -> str:
     """The --ensemble-shapes part of the command line, where it was given and mattered."""
     shapes = args.ensemble_shapes
-    return "" if shapes is None or args.teachers < 2 else f" --ensemble-shapes {quoted(shapes)}"
+    return "" if shapes is None or args.teachers < 2 else f" --ensemble-shapes {shlex.join(shapes)}"
 
 
 def distill_main(args) -> None:
@@ -230,7 +226,7 @@ def distill_main(args) -> None:
     budget = student_budget(args)
     body = "\n".join([
         f"`benchmarks/distill.py distill --direction {args.direction} --teacher-steps {args.teacher_steps} "
-        f"--teachers {args.teachers} {budget[3]} --shapes {quoted(args.shapes)}{ensemble_flag(args)}`: "
+        f"--teachers {args.teachers} {budget[3]} --shapes {shlex.join(args.shapes)}{ensemble_flag(args)}`: "
         f"Multi30k {s}->{t}; teachers: "
         f"configs/multi30k.yaml for {args.teacher_steps} steps; students {budget[2]}; "
         f"decoding sentences/s (model loaded; 2 threads) over the {lines} lines of {', '.join(TESTS)}, best of "
