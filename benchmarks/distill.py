@@ -236,7 +236,7 @@ def distill_main(args) -> None:
         plot(points, DOCS / f"pipeline-{args.direction}.png", args.direction)
         when = f"{datetime.date.today()}, commit {measured}"
         atomic_write_text(RESULTS, RESULTS.read_text(encoding="utf-8") + f"\n## Distillation, {when}\n\n{body}\n")
-        write_table("distill-table", newest_run(when, body))
+        write_table(f"distill-{args.direction}-table", newest_run(when, body))
 
 
 def plot(points: list[tuple[str, float, float]], path: Path, direction: str) -> None:

@@ -30,7 +30,8 @@ PAGES = {
     "documents-table": DOCS / "documents.md",  # benchmarks/documents.py
     "protect-table": DOCS / "documents.md",  # benchmarks/protect.py
     "clean-table": DOCS / "pipeline.md",  # benchmarks/distill.py clean
-    "distill-table": DOCS / "pipeline.md",  # benchmarks/distill.py distill
+    "distill-de-en-table": DOCS / "pipeline.md",  # benchmarks/distill.py distill
+    "distill-en-de-table": DOCS / "pipeline.md",  # benchmarks/distill.py distill --direction en-de
 }
 
 
