@@ -34,7 +34,6 @@ in its quality run on a 2-core CPU), compared by the validation BLEU of the chec
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
 import shlex
@@ -44,10 +43,8 @@ import time
 from pathlib import Path
 
 import sacrebleu
-from results import DOCS, RESULTS, ROOT, commit, newest_run, write_table
+from results import DOCS, ROOT, append_section, commit, copy_newest
 from speed import machine
-
-from mt_cli.files import atomic_write_text
 
 MT = [sys.executable, "-m", "mt_cli"]
 RECIPE, STUDENT = ROOT / "configs" / "multi30k.yaml", ROOT / "configs" / "multi30k-student.yaml"
@@ -239,9 +236,8 @@ def distill_main(args) -> None:
     print(body)
     if not args.no_append:
         plot(points, DOCS / f"pipeline-{args.direction}.png", args.direction)
-        when = f"{datetime.date.today()}, commit {measured}"
-        atomic_write_text(RESULTS, RESULTS.read_text(encoding="utf-8") + f"\n## Distillation, {when}\n\n{body}\n")
-        write_table(f"distill-{args.direction}-table", newest_run(when, body))
+        append_section("Distillation", body + "\n", measured)
+        copy_newest("Distillation", f"distill-{args.direction}-table")
 
 
 def plot(points: list[tuple[str, float, float]], path: Path, direction: str) -> None:
@@ -318,9 +314,8 @@ def clean_main(args) -> None:
                       f"{trained} {machine()}.\n", *rows])  # fmt: skip
     print(body)
     if not args.no_append:
-        when = f"{datetime.date.today()}, commit {commit()}"
-        atomic_write_text(RESULTS, RESULTS.read_text(encoding="utf-8") + f"\n## mt clean, {when}\n\n{body}\n")
-        write_table("clean-table", newest_run(when, body))
+        append_section("mt clean", body + "\n")
+        copy_newest("mt clean", "clean-table")
 
 
 def main() -> None:
