@@ -24,8 +24,10 @@ from itertools import islice
 from pathlib import Path
 
 import numpy as np
+from results import append_section, copy_newest
+from speed import machine
 
-ROOT = Path(__file__).resolve().parents[1]
+MT = [sys.executable, "-m", "mt_cli"]
 
 
 def write_corpus(src: Path, tgt: Path, pairs: int, seed: int = 0) -> None:
@@ -120,95 +122,83 @@ def run_measured(cmd: list[str], log: Path) -> tuple[float, float, float, int]:
     return time.perf_counter() - started, peak, peak_anon, proc.returncode
 
 
+def prepare(w: Path, pairs: int) -> tuple[Path, Path, Path]:
+    """The corpus (written once, then reused), a 100-pair validation set, and a tokenizer trained
+    on the first 200k pairs (not timed): (source, target, tokenizer)."""
+    w.mkdir(parents=True, exist_ok=True)
+    src, tgt = w / f"train{pairs}.src", w / f"train{pairs}.tgt"
+    if not (src.is_file() and tgt.is_file()):
+        started = time.perf_counter()
+        write_corpus(src, tgt, pairs)
+        print(f"wrote {pairs} pairs ({(src.stat().st_size + tgt.stat().st_size) >> 20} MB) in "
+              f"{time.perf_counter() - started:.0f} s")  # fmt: skip
+    n_tok = min(200_000, pairs - 100)
+    for side, path in (("src", src), ("tgt", tgt)):
+        with open(path, encoding="utf-8") as f:
+            head = list(islice(f, n_tok + 100))
+        (w / f"head.{side}").write_text("".join(head[:n_tok]))
+        (w / f"valid.{side}").write_text("".join(head[n_tok:]))  # 100 pairs: validation is not what is measured
+    tok = w / "tokenizer"
+    if not tok.is_dir():
+        cmd = [*MT, "tokenizer", "train", "--src", w / "head.src", "--tgt", w / "head.tgt", "--out", tok]
+        subprocess.run(list(map(str, cmd)), check=True)
+    return src, tgt, tok
+
+
+def train_twice(w: Path, src: Path, tgt: Path, tok: Path, steps: int, workers: int) -> list[tuple]:
+    """`mt train` cold (building the cache) then warm (reusing it): a row per run with its wall
+    seconds, peak tree and anonymous RSS, and median training tokens/s."""
+    cache = w / "cache"
+    shutil.rmtree(cache, ignore_errors=True)
+    rows: list[tuple] = []
+    for label in ("cold (builds the cache)", "warm (reuses it)"):
+        run, log = w / f"run-{len(rows)}", w / f"run-{len(rows)}.log"
+        shutil.rmtree(run, ignore_errors=True)
+        cmd = [
+            *MT, "train", "--train-src", src, "--train-tgt", tgt,
+            "--valid-src", w / "valid.src", "--valid-tgt", w / "valid.tgt",
+            "--tokenizer", tok, "--cache", cache, "--out", run, "--preset", "small",
+            "--max-steps", steps, "--workers", workers, "--device", "cpu",
+            "--set", f"train.valid_every={steps}", "--set", "train.log_every=10", "--set", "decode.beam=1",
+        ]  # fmt: skip
+        seconds, peak, anon, rc = run_measured(list(map(str, cmd)), log)
+        if rc != 0:
+            sys.exit(f"mt train failed; see {log}")
+        entries = [json.loads(x) for x in (run / "log.jsonl").read_text().splitlines()]
+        tps = float(np.median([e["tokens_per_s"] for e in entries if "tokens_per_s" in e]))
+        rows.append((label, seconds, peak, anon, tps))
+        print(f"{label}: {seconds:.0f} s in all, peak RSS {peak:,.0f} MB, anonymous {anon:,.0f} MB "
+              f"(mt and its workers), training {tps:,.0f} tgt tok/s")  # fmt: skip
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pairs", type=int, default=5_000_000)
     ap.add_argument("--work", type=Path, default=Path("/tmp/mt-scale"))
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--steps", type=int, default=50)
-    ap.add_argument("--results", type=Path, default=ROOT / "benchmarks" / "RESULTS.md")
     ap.add_argument(
         "--docs", "--readme", dest="docs", action="store_true",
         help="also put the table into docs/training.md's data-scale section",
     )  # fmt: skip
     a = ap.parse_args()
-    w = a.work
-    w.mkdir(parents=True, exist_ok=True)
-    src, tgt = w / f"train{a.pairs}.src", w / f"train{a.pairs}.tgt"
-    if not (src.is_file() and tgt.is_file()):
-        started = time.perf_counter()
-        write_corpus(src, tgt, a.pairs)
-        print(f"wrote {a.pairs} pairs ({(src.stat().st_size + tgt.stat().st_size) >> 20} MB) in "
-              f"{time.perf_counter() - started:.0f} s")  # fmt: skip
-    n_tok = min(200_000, a.pairs - 100)
-    for side, path in (("src", src), ("tgt", tgt)):
-        with open(path, encoding="utf-8") as f:
-            head = list(islice(f, n_tok + 100))
-        (w / f"head.{side}").write_text("".join(head[:n_tok]))
-        (w / f"valid.{side}").write_text("".join(head[n_tok:]))  # 100 pairs: validation is not what is measured
-    mt = [sys.executable, "-m", "mt_cli"]
-    tok = w / "tokenizer"
-    if not tok.is_dir():
-        subprocess.run([*mt, "tokenizer", "train", "--src", w / "head.src", "--tgt", w / "head.tgt", "--out", tok],
-                       check=True)  # fmt: skip
+    src, tgt, tok = prepare(a.work, a.pairs)
     n, seconds = plain_python_read(src, tgt)
     plain = n / seconds
     print(f"plain Python read: {n} pairs in {seconds:.1f} s ({plain:,.0f} pairs/s)")
     encode = plain_python_encode(src, tgt, tok, 200_000)
     print(f"plain Python read + SentencePiece encode, one process: {encode:,.0f} pairs/s (first 200k pairs)")
-    cache = w / "cache"
-    shutil.rmtree(cache, ignore_errors=True)
-    rows = []
-    for label in ("cold (builds the cache)", "warm (reuses it)"):
-        run = w / f"run-{len(rows)}"
-        shutil.rmtree(run, ignore_errors=True)
-        cmd = [
-            *mt,
-            "train",
-            "--train-src",
-            src,
-            "--train-tgt",
-            tgt,
-            "--valid-src",
-            w / "valid.src",
-            "--valid-tgt",
-            w / "valid.tgt",
-            "--tokenizer",
-            tok,
-            "--cache",
-            cache,
-            "--out",
-            run,
-            "--preset",
-            "small",
-            "--max-steps",
-            a.steps,
-            "--workers",
-            a.workers,
-            "--device",
-            "cpu",
-            "--set",
-            f"train.valid_every={a.steps}",
-            "--set",
-            "train.log_every=10",
-            "--set",
-            "decode.beam=1",
-        ]
-        seconds, peak, anon, rc = run_measured(list(map(str, cmd)), w / f"run-{len(rows)}.log")  # fmt: skip
-        if rc != 0:
-            sys.exit(f"mt train failed; see {w / f'run-{len(rows)}.log'}")
-        entries = [json.loads(x) for x in (run / "log.jsonl").read_text().splitlines()]
-        tps = [e["tokens_per_s"] for e in entries if "tokens_per_s" in e]
-        rows.append((label, seconds, peak, anon, float(np.median(tps))))
-        print(f"{label}: {seconds:.0f} s in all, peak RSS {peak:,.0f} MB, anonymous {anon:,.0f} MB "
-              f"(mt and its workers), training {np.median(tps):,.0f} tgt tok/s")  # fmt: skip
+    rows = train_twice(a.work, src, tgt, tok, a.steps, a.workers)
+    cache = a.work / "cache"
     info = json.loads(next(cache.glob("*/mt-cache.json")).read_text())
     size = sum(f.stat().st_size for f in cache.rglob("*") if f.is_file()) >> 20
     prep = info["pairs"] / info["seconds"]
     print(f"cache: {info['pairs']} pairs in {info['seconds']:.0f} s ({prep:,.0f} pairs/s, {a.workers} workers), "
           f"{size} MB on disk; plain Python: reading {plain:,.0f} pairs/s, + encoding {encode:,.0f}")  # fmt: skip
-    block = [
-        f"\n## data_scale.py, {time.strftime('%Y-%m-%d %H:%M')}, {a.pairs:,} synthetic pairs, {a.workers} workers\n",
+    body = "\n".join([
+        f"{a.pairs:,} synthetic pairs, {a.workers} workers; {machine()}.",
+        "",
         "| run | wall s | peak RSS MB (tree) | peak anonymous MB | train tgt tok/s |",
         "|---|---|---|---|---|",
         *[f"| {r[0]} | {r[1]:.0f} | {r[2]:,.0f} | {r[3]:,.0f} | {r[4]:,.0f} |" for r in rows],
@@ -217,13 +207,10 @@ def main() -> None:
         f"- plain Python reading the same two files: {plain:,.0f} pairs/s; reading and encoding them with "
         f"SentencePiece in one process, no cache: {encode:,.0f} pairs/s (first 200k pairs)",
         f"- command: `python benchmarks/data_scale.py --pairs {a.pairs} --workers {a.workers}`",
-    ]
-    with open(a.results, "a", encoding="utf-8") as f:
-        f.write("\n".join(block) + "\n")
+    ]) + "\n"  # fmt: skip
+    append_section("data_scale.py", body)
     if a.docs:
-        from results import write_table  # this folder's results helpers
-
-        write_table("data-scale", "\n".join(block[1:]))
+        copy_newest("data_scale.py", "data-scale")
 
 
 if __name__ == "__main__":
