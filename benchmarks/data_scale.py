@@ -145,10 +145,9 @@ def prepare(w: Path, pairs: int) -> tuple[Path, Path, Path]:
     return src, tgt, tok
 
 
-def train_twice(w: Path, src: Path, tgt: Path, tok: Path, steps: int, workers: int) -> list[tuple]:
-    """`mt train` cold (building the cache) then warm (reusing it): a row per run with its wall
+def train_twice(w: Path, src: Path, tgt: Path, tok: Path, cache: Path, steps: int, workers: int) -> list[tuple]:
+    """`mt train` cold (building `cache`) then warm (reusing it): a row per run with its wall
     seconds, peak tree and anonymous RSS, and median training tokens/s."""
-    cache = w / "cache"
     shutil.rmtree(cache, ignore_errors=True)
     rows: list[tuple] = []
     for label in ("cold (builds the cache)", "warm (reuses it)"):
@@ -189,8 +188,8 @@ def main() -> None:
     print(f"plain Python read: {n} pairs in {seconds:.1f} s ({plain:,.0f} pairs/s)")
     encode = plain_python_encode(src, tgt, tok, 200_000)
     print(f"plain Python read + SentencePiece encode, one process: {encode:,.0f} pairs/s (first 200k pairs)")
-    rows = train_twice(a.work, src, tgt, tok, a.steps, a.workers)
     cache = a.work / "cache"
+    rows = train_twice(a.work, src, tgt, tok, cache, a.steps, a.workers)
     info = json.loads(next(cache.glob("*/mt-cache.json")).read_text())
     size = sum(f.stat().st_size for f in cache.rglob("*") if f.is_file()) >> 20
     prep = info["pairs"] / info["seconds"]
@@ -206,7 +205,7 @@ def main() -> None:
         f"- cache build: {prep:,.0f} pairs/s ({info['seconds']:.0f} s, read + tokenize + write, {size} MB on disk)",
         f"- plain Python reading the same two files: {plain:,.0f} pairs/s; reading and encoding them with "
         f"SentencePiece in one process, no cache: {encode:,.0f} pairs/s (first 200k pairs)",
-        f"- command: `python benchmarks/data_scale.py --pairs {a.pairs} --workers {a.workers}`",
+        f"- command: `python benchmarks/data_scale.py --pairs {a.pairs} --workers {a.workers} --steps {a.steps}`",
     ]) + "\n"  # fmt: skip
     append_section("data_scale.py", body)
     if a.docs:
