@@ -1,7 +1,7 @@
 """Where a decoding run's time goes, and how close it runs to the machine's peak.
 
     python benchmarks/decode_profile.py --checkpoint RUN/best.pt --src-file ../shared/data/multi30k/test2016.de \\
-        [--beam 5] [--precision fp32|bf16|int8] [--engine step|eager] [--no-shortlist] [--n 1000] [--append]
+        [--beam 5] [--precision fp32|bf16|int8] [--engine eager|compiled] [--no-shortlist] [--n 1000] [--append]
 
 Translates the first --n lines once untimed (warm-up), then:
 - timed with the engine's parts wrapped in clocks (encoder, self-attention, cross-attention,
@@ -88,10 +88,10 @@ def linear_weights(module: torch.nn.Module) -> int:
 
 
 def instrument(tr: Translator) -> Clocks:
-    """Clocks on the engine's parts (decode.engine step) and on search's reorder."""
+    """Clocks on the engine's parts (decode.engine eager) and on search's reorder."""
     eng = tr.engine
-    if eng is None or tr.cfg.engine != "step":
-        raise SystemExit("decode_profile.py breaks down the engine's step: use --engine step")
+    if not isinstance(eng, engine_module.Engine) or eng.compiled is not None:
+        raise SystemExit("decode_profile.py breaks down the uncompiled step of one model: use --engine eager")
     clocks = Clocks()
     d = eng.cfg.d_model
     enc_w = linear_weights(eng.model.encoder)
@@ -155,7 +155,7 @@ def main() -> None:
     p.add_argument("--n", type=int, default=1000)
     p.add_argument("--beam", type=int, default=5)
     p.add_argument("--precision", default="fp32")
-    p.add_argument("--engine", default="step")
+    p.add_argument("--engine", default="eager")
     p.add_argument("--no-shortlist", action="store_true")
     p.add_argument("--rows", type=int, default=25)
     p.add_argument("--append", action="store_true")
@@ -169,7 +169,7 @@ def main() -> None:
     plain = time.perf_counter() - start
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}.get(args.precision)
     peak = matmul_peak(dtype) if dtype is not None else int8_peak()
-    table, rate = breakdown(tr, lines) if args.engine == "step" else ([], 0.0)
+    table, rate = breakdown(tr, lines) if tr.cfg.engine == "eager" else ([], 0.0)
     what = (f"{len(lines)} lines of {args.src_file.name}, beam {args.beam}, {args.precision}, engine {args.engine}, "
             f"shortlist {not args.no_shortlist}: {len(lines) / plain:.1f} sent/s")  # fmt: skip
     head = [what]

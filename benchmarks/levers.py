@@ -11,66 +11,42 @@ copied into docs/speed.md.
 from __future__ import annotations
 
 import argparse
-import copy
 import dataclasses
 import datetime
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import torch
 from results import RESULTS, commit, copy_newest  # this folder's results helpers
 from speed import machine  # the CPU and its flags, as every speed table names them
-from torch import nn
 
 from mt_cli.decode import compiled
-from mt_cli.decode.engine import Engine
-from mt_cli.decode.precision import quantize_int8
+from mt_cli.decode.engine import Output
 from mt_cli.decode.search import search_ids
-from mt_cli.decode.shortlist import Shortlist
 from mt_cli.decode.translator import Translator
-from mt_cli.device import autocast
 from mt_cli.files import atomic_write_text
 from mt_cli.model import checkpoint
 
 BATCH = 64
 
 
-def int8_engine(fp32: nn.Module) -> Engine:
-    """What `--precision int8` loads: the engine's step in per-row int8 over the model's weights,
-    the model's encoder quantized the same way."""
-    model = copy.deepcopy(fp32)
-    engine = Engine(model, "int8")
-    quantize_int8(model)
-    return engine
+def variants(path: Path) -> dict[str, Translator]:
+    """Each way of decoding, loaded as `mt translate` loads it (the compiled steps built first,
+    as `mt compile` builds them), and the levers measured against them."""
 
+    def load(**options) -> Translator:
+        return Translator.load(path, "cpu", batch_size=BATCH, length_penalty=1.0, **options)
 
-def variants(
-    fp32: nn.Module, checkpoint_path: Path, shortlist: Shortlist | None
-) -> dict[str, tuple[nn.Module, Callable]]:
-    def sorted_batches(model, ids, cfg):
-        return search_ids(model, ids, cfg, shortlist)
-
-    def bf16_autocast(model, ids, cfg):
-        with autocast(True, torch.device("cpu")):
-            return search_ids(model, ids, cfg, shortlist)
-
-    def with_compiled(engine: Engine) -> Engine:
-        """The same step compiled ahead of time (`mt compile`; built here first if it is not)."""
-        engine.compiled = compiled.load(compiled.compile_checkpoint(checkpoint_path, engine.precision)[0])
-        return engine
-
-    return {
-        "fp32, the model's own decode (decode.engine eager)": (fp32, sorted_batches),
-        "fp32, the engine's step (decode.engine step)": (Engine(fp32), sorted_batches),
-        "fp32, the step compiled (decode.engine compiled)": (with_compiled(Engine(fp32)), sorted_batches),
-        "bf16 autocast, the model's own decode": (fp32, bf16_autocast),
-        "bf16 weights cast once, engine (decode.engine step)": (Engine(fp32, "bf16"), sorted_batches),
-        "bf16, the step compiled (decode.engine compiled)": (with_compiled(Engine(fp32, "bf16")), sorted_batches),
-        "int8 per row, model's decode (decode.engine eager)": (quantize_int8(copy.deepcopy(fp32)), sorted_batches),
-        "int8 per row, engine (decode.engine step)": (int8_engine(fp32), sorted_batches),
-        "int8, the step compiled (decode.engine compiled)": (with_compiled(int8_engine(fp32)), sorted_batches),
-    }
+    table = {}
+    for precision in ("fp32", "bf16", "int8"):
+        compiled.compile_checkpoint(path, precision)
+        table[f"{precision}, eager"] = load(precision=precision, engine="eager")
+        table[f"{precision}, compiled"] = load(precision=precision, engine="compiled")
+    # The int8 step with its output layer in fp32, as it ran before the output layer was int8.
+    before = load(precision="int8", engine="eager")
+    before.engine.output = Output(checkpoint.load(path).build_model("cpu"), "fp32")  # type: ignore[union-attr]
+    table["int8, eager, output layer in fp32"] = before
+    return table
 
 
 def main() -> None:
@@ -86,18 +62,16 @@ def main() -> None:
     ckpt = checkpoint.load(args.checkpoint)
     lines = args.src_file.read_text(encoding="utf-8").splitlines()[: args.n]
     ids = ckpt.tokenizer.encode_src(lines)
-    loaded = Translator.load(args.checkpoint, "cpu", batch_size=BATCH, length_penalty=1.0, engine="eager")
-    fp32, base_cfg = loaded.model, loaded.cfg
-    table = variants(fp32, args.checkpoint, loaded.shortlist)
+    table = variants(args.checkpoint)
     results: dict[str, dict[int, float]] = {name: {} for name in table}
     for beam in (5, 1):
-        cfg = dataclasses.replace(base_cfg, beam=beam)
-        for model, run in table.values():
-            run(model, ids[:BATCH], cfg)  # warm-up
+        for tr in table.values():
+            search_ids(tr.engine, ids[:BATCH], dataclasses.replace(tr.cfg, beam=beam), tr.plan.shortlist)  # warm-up
         for _ in range(args.rounds):
-            for name, (model, run) in table.items():
+            for name, tr in table.items():
+                cfg = dataclasses.replace(tr.cfg, beam=beam)
                 start = time.perf_counter()
-                run(model, ids, cfg)
+                search_ids(tr.engine, ids, cfg, tr.plan.shortlist)
                 speed = len(ids) / (time.perf_counter() - start)
                 results[name][beam] = max(results[name].get(beam, 0.0), speed)
     rows = ["| variant | beam 5 sent/s | greedy sent/s |", "|---|---|---|"]

@@ -4,9 +4,9 @@
         [--src de --tgt en] [--sets test2016 test2017 test2018] [--beam 5] [--no-append]
 
 Every precision (fp32, bf16 where the CPU has bf16 arithmetic, int8) translates each test set
-with the checkpoint's decoding settings, through the model's own decode (decode.engine eager) and
-through the compiled step (decode.engine compiled, built first where it is not); sacreBLEU's BLEU
-and chrF, and the difference from fp32 eager, the reference. The table is printed and appended to
+with the checkpoint's decoding settings, through the decoder step run op by op (decode.engine
+eager) and compiled (decode.engine compiled, built first where it is not); sacreBLEU's BLEU and
+chrF, and the difference from fp32 eager, the reference. The table is printed and appended to
 benchmarks/RESULTS.md.
 """
 

@@ -45,7 +45,7 @@ def mean_size(short: Shortlist | None, tr: Translator, lines: list[str]) -> floa
     if short is None:
         return float(tr.tokenizer.tgt_vocab_size)
     ids = sorted(tr.tokenizer.encode_src(lines), key=len)
-    sizes = [short.for_batch(torch.tensor([i for b in ids[s : s + 64] for i in b])[None]).numel()
+    sizes = [short.for_batch(torch.tensor([i for b in ids[s : s + 64] for i in b])[None])[0].numel()
              for s in range(0, len(ids), 64)]  # fmt: skip
     return sum(sizes) / len(sizes)
 

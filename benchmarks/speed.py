@@ -19,7 +19,7 @@ with its whole vocabulary; CTranslate2 with its whole vocabulary (its default) a
 shortlist as its vocabulary map (`use_vmap`, the vmap.txt `mt export` writes).
 mt's default engine (decode.engine auto) runs the decoder step compiled ahead of time, which
 speed.py builds first as `mt compile` does (once per checkpoint, precision and CPU; not timed);
-the rows marked eager and engine step run without it.
+the rows marked eager run the same step uncompiled.
 Whole process: `mt translate FILE` against the minimal scripts a CTranslate2 or Hugging Face
 user writes (benchmarks/peers/), on the first 1,000 and 10,000 lines of --train-src: startup,
 imports, loading and decoding, wall-clock and peak RSS.
@@ -69,14 +69,13 @@ PARTS = ["decoding", "whole", "training"]
 # vocabulary (its default) and with the same shortlist as its vocabulary map (use_vmap).
 DECODERS = {
     # mt's default, decode.engine auto: the compiled step, which speed.py builds first (`mt compile`);
-    # then the engine's step uncompiled and the model's own decode, so that every run shows each.
+    # then the same step uncompiled, so that every run shows both.
     "mt fp32": ("mt", {"precision": "fp32"}),
     "mt int8": ("mt", {"precision": "int8"}),
     "mt bf16": ("mt", {"precision": "bf16"}),
     "mt fp32, eager": ("mt", {"precision": "fp32", "mt": {"engine": "eager"}}),
     "mt int8, eager": ("mt", {"precision": "int8", "mt": {"engine": "eager"}}),
-    "mt int8, engine step": ("mt", {"precision": "int8", "mt": {"engine": "step"}}),
-    "mt bf16, engine step": ("mt", {"precision": "bf16", "mt": {"engine": "step"}}),
+    "mt bf16, eager": ("mt", {"precision": "bf16", "mt": {"engine": "eager"}}),
     "mt fp32, whole vocabulary": ("mt", {"precision": "fp32", "mt": {"shortlist": False}}),
     "mt int8, whole vocabulary": ("mt", {"precision": "int8", "mt": {"shortlist": False}}),
     "HF generate fp32": ("hf", {"folder": "hf"}),

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from reference import Reference
 from test_engine import FIXTURE, LINES, SEARCHES, _src, _steps, assert_prefixes_and_terms_match
 from typer.testing import CliRunner
 
@@ -43,28 +44,28 @@ def test_the_compiled_step_gives_the_models_logits_through_reorders_and_growth(b
     vocab = torch.arange(0, model.cfg.tgt_vocab_size, 2)
     with torch.inference_mode():
         for shortlist in (None, vocab):
-            want = _steps(model, src, 3, 20, shortlist)  # 20 steps: the buffers grow once
+            want = _steps(Reference(model), src, 3, 20, shortlist)  # 20 steps: the buffers grow once
             got = _steps(engine, src, 3, 20, shortlist)
             for t, (a, b) in enumerate(zip(want, got)):
                 torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-5, msg=f"step {t}")
 
 
 @SEARCHES
-def test_the_compiled_step_translates_as_the_eager_model_for_every_search(built, options):
+def test_the_compiled_step_translates_as_the_eager_step_for_every_search(built, options):
     ref = Translator.load(built, device="cpu", engine="eager", **options)
     fast = ref.with_options(engine="compiled")
-    assert fast._searched is fast.engine and fast.engine.compiled is not None
+    assert fast.engine.compiled is not None and ref.engine.compiled is None
     want, got = ref.search(LINES, nbest=1), fast.search(LINES, nbest=1)
     assert [h[0].tokens for h in got] == [h[0].tokens for h in want]
     assert [h[0].score for h in got] == pytest.approx([h[0].score for h in want], abs=1e-4)
 
 
-def test_prefixes_and_terms_through_the_compiled_step_match_the_eager_model(built):
+def test_prefixes_and_terms_through_the_compiled_step_match_the_eager_step(built):
     ref = Translator.load(built, device="cpu", engine="eager")
     assert_prefixes_and_terms_match(ref, ref.with_options(engine="compiled"))
 
 
-def test_alignment_and_forced_scoring_with_a_compiled_step_run_the_model_as_eager_does(built):
+def test_alignment_and_forced_scoring_with_a_compiled_step_read_the_model_as_eager_does(built):
     ref = Translator.load(built, device="cpu", engine="eager")
     fast = ref.with_options(engine="compiled")
     want, got = ref.search(LINES[:10], nbest=1, alignment=True), fast.search(LINES[:10], nbest=1, alignment=True)
@@ -75,7 +76,7 @@ def test_alignment_and_forced_scoring_with_a_compiled_step_run_the_model_as_eage
 
 def test_compiled_int8_translates_batched_as_one_by_one_and_close_to_eager_int8(built):
     tr = Translator.load(built, device="cpu", precision="int8", beam=3, engine="compiled")
-    assert tr._searched is tr.engine and tr.engine.compiled is not None
+    assert tr.engine.compiled is not None
     alone = tr.with_options(batch_size=1)
     got = tr.translate(LINES[:20])
     assert got == [alone.translate([line])[0] for line in LINES[:20]]
@@ -85,13 +86,12 @@ def test_compiled_int8_translates_batched_as_one_by_one_and_close_to_eager_int8(
 
 def test_auto_runs_a_compiled_step_only_where_one_is_built(built, tmp_path):
     auto = Translator.load(built, device="cpu")
-    assert auto._searched is auto.engine and auto.engine.compiled is not None
-    assert auto.with_options(engine="eager")._searched is auto.model
-    assert auto.with_options(engine="step")._searched.compiled is None
+    assert auto.engine.compiled is not None
+    assert auto.with_options(engine="eager").engine.compiled is None
     bare = tmp_path / "model.pt"
     shutil.copy2(FIXTURE, bare)
     plain = Translator.load(bare, device="cpu")
-    assert plain._searched is plain.model  # nothing compiled here: fp32 runs the model's decode
+    assert plain.engine.compiled is None  # nothing compiled here: the step runs op by op
     assert not (tmp_path / "model.pt.compiled").exists()  # and auto never compiles
 
 
@@ -118,7 +118,7 @@ def test_without_a_compiler_compiling_is_one_clear_error(tmp_path, monkeypatch):
     path = tmp_path / "model.pt"
     shutil.copy2(FIXTURE, path)
     monkeypatch.setenv("CXX", "no-such-compiler")
-    with pytest.raises(MtError, match="no-such-compiler, which is not installed.*decode.engine step"):
+    with pytest.raises(MtError, match="no-such-compiler, which is not installed.*decode.engine eager"):
         Translator.load(path, device="cpu", engine="compiled")
     assert not list(tmp_path.glob("model.pt.compiled/*"))  # nothing half-built left behind
 

@@ -1,6 +1,7 @@
-"""The decoding engine (decode/engine.py) against the model's own decode, its reference: the same
-logits step by step, the same translations for every search and control, batched as one by one;
-bf16 and int8 steps close to fp32; the model left as it was."""
+"""The decoding engine (decode/engine.py), the one cached decoder, against its reference: the
+model reading each whole prefix again (tests/reference.py). The same logits step by step, the
+same translations for every search and control, batched as one by one; bf16 and int8 steps close
+to fp32; the model left as it was."""
 
 from __future__ import annotations
 
@@ -9,13 +10,15 @@ from pathlib import Path
 
 import pytest
 import torch
+from reference import Reference
 
 from conftest import tiny_config
 from mt_cli import Translator, device
 from mt_cli.data.tokenizer import EOS, PAD
 from mt_cli.decode.engine import Engine
+from mt_cli.decode.ensemble import Ensemble
 from mt_cli.decode.precision import Int8Linear
-from mt_cli.model.transformer import build_model
+from mt_cli.model.transformer import Transformer, build_model
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "decode" / "model.pt"
 LINES = [line for line in (FIXTURE.parent / "src.txt").read_text(encoding="utf-8").splitlines() if line][:40]
@@ -64,10 +67,23 @@ def test_the_engine_step_gives_the_models_logits_at_every_step(tokenizer, pre_no
     vocab = torch.arange(0, tokenizer.tgt_vocab_size, 2) if shortlist else None
     with torch.inference_mode():
         # 20 steps: past the first buffer's 16, so the buffers grow once
-        want = _steps(model, src, 3, 20, vocab)
+        want = _steps(Reference(model), src, 3, 20, vocab)
         got = _steps(Engine(model), src, 3, 20, vocab)
     for t, (a, b) in enumerate(zip(want, got)):
         torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-5, msg=f"step {t}")
+
+
+def test_several_positions_at_once_continue_the_cache_as_one_at_a_time(tiny_model, tokenizer):
+    src = _src(tokenizer.src_vocab_size)
+    mask = src != PAD
+    tgt = torch.randint(4, tokenizer.tgt_vocab_size, (src.size(0), 5), generator=torch.Generator().manual_seed(1))
+    tgt[:, 0] = tiny_model.start_token
+    engine = Engine(tiny_model.eval())
+    with torch.inference_mode():
+        whole = tiny_model.decode(tgt, tiny_model.encode(src, mask), mask)
+        first, cache = engine.decode(tgt[:, :3], engine.encode(src, mask), mask)  # a start of three tokens
+        rest, _ = engine.decode(tgt[:, 3:], None, None, cache)
+    torch.testing.assert_close(torch.cat([first, rest], dim=1), whole, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("precision", ["bf16", "int8"])
@@ -77,7 +93,7 @@ def test_bf16_and_int8_steps_stay_close_to_fp32_and_leave_the_model_as_it_was(to
     before = {k: v.clone() for k, v in model.state_dict().items()}
     src = _src(tokenizer.src_vocab_size)
     with torch.inference_mode():
-        want = _steps(model, src, 2, 6)
+        want = _steps(Reference(model), src, 2, 6)
         engine = Engine(model, precision)
         got = _steps(engine, src, 2, 6)
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
@@ -85,6 +101,14 @@ def test_bf16_and_int8_steps_stay_close_to_fp32_and_leave_the_model_as_it_was(to
     for a, b in zip(want, got):
         assert b.dtype == torch.float32
         assert (b - a).abs().max() < 0.05 * a.abs().max()  # bf16 keeps 8 bits of mantissa, int8 7
+
+
+def reference(tr: Translator) -> Translator:
+    """`tr` searching through the reference decoder instead of its engine."""
+    ref = tr.with_options()
+    ref.engine = Reference(tr.model) if isinstance(tr.model, Transformer) else Ensemble(
+        [Reference(m) for m in tr.model.members()])  # fmt: skip
+    return ref
 
 
 @pytest.fixture(scope="module")
@@ -102,11 +126,10 @@ SEARCHES = pytest.mark.parametrize(
 
 
 @SEARCHES
-def test_the_engine_translates_as_the_eager_model_for_every_search(eager, options):
-    ref = eager.with_options(**options)
-    engine = ref.with_options(engine="step")
-    assert engine._searched is engine.engine and ref._searched is ref.model
-    want, got = ref.search(LINES, nbest=1), engine.search(LINES, nbest=1)
+def test_the_engine_translates_as_the_reference_for_every_search(eager, options):
+    engine = eager.with_options(**options)
+    assert isinstance(engine.engine, Engine) and engine.engine.compiled is None
+    want, got = reference(engine).search(LINES, nbest=1), engine.search(LINES, nbest=1)
     assert [h[0].tokens for h in got] == [h[0].tokens for h in want]
     assert [h[0].score for h in got] == pytest.approx([h[0].score for h in want], abs=1e-4)
 
@@ -121,16 +144,17 @@ def assert_prefixes_and_terms_match(ref: Translator, fast: Translator) -> None:
         assert [h[0].tokens for h in fast.search(LINES[:10], **tr_kw)] == want
 
 
-def test_prefixes_and_terms_through_the_engine_match_the_eager_model(eager):
-    assert_prefixes_and_terms_match(eager, eager.with_options(engine="step"))
+def test_prefixes_and_terms_through_the_engine_match_the_reference(eager):
+    assert_prefixes_and_terms_match(reference(eager), eager)
 
 
-def test_auto_runs_the_engine_for_bf16_only_where_it_measured_faster():
+def test_the_plan_is_resolved_once_and_a_new_precision_gets_its_own_engine():
     fp32 = Translator.load(FIXTURE, device="cpu")
-    assert fp32.engine is None and fp32._searched is fp32.model
+    assert fp32.plan.precision == "fp32" and fp32.engine.precision == "fp32" and fp32.engine.compiled is None
+    assert fp32.with_options(beam=2).engine is fp32.engine  # other settings: the same engine
     bf16 = fp32.with_options(precision="bf16")
-    assert bf16.engine is not None and bf16.engine.precision == "bf16" and bf16._searched is bf16.engine
-    assert fp32.with_options(engine="step")._searched.precision == "fp32"
+    assert bf16.plan.precision == "bf16" and bf16.engine.precision == "bf16"
+    assert Translator.load(FIXTURE, device="cpu", engine="step").cfg.engine == "eager"  # the older name
 
 
 def test_precision_auto_runs_int8_on_a_cpu():
@@ -150,24 +174,21 @@ def test_forced_bf16_on_a_cpu_without_bf16_arithmetic_says_so_in_one_line(monkey
     assert len(said) == 1 and said[0].startswith("decode.precision bf16: this CPU") and "emulated" in said[0]
 
 
-def test_an_ensemble_of_engines_translates_as_the_eager_ensemble():
-    pair = Translator.load([FIXTURE, FIXTURE], device="cpu", beam=3, engine="step")
-    assert pair.engine is not None and pair._searched is pair.engine
-    eager_pair = pair.with_options(engine="eager")
-    assert pair.translate(LINES) == eager_pair.translate(LINES)
+def test_an_ensemble_of_engines_translates_as_the_ensemble_of_references():
+    pair = Translator.load([FIXTURE, FIXTURE], device="cpu", beam=3)
+    assert isinstance(pair.engine, Ensemble)
+    assert pair.translate(LINES) == reference(pair).translate(LINES)
 
 
-@pytest.mark.parametrize("engine", ["step", "eager"])
 @pytest.mark.parametrize("precision", ["bf16", "int8"])
-def test_low_precision_translates_batched_as_one_by_one(precision, engine):
-    tr = Translator.load(FIXTURE, device="cpu", precision=precision, beam=3, engine=engine)
-    assert (tr._searched is tr.engine) == (engine == "step")
+def test_low_precision_translates_batched_as_one_by_one(precision):
+    tr = Translator.load(FIXTURE, device="cpu", precision=precision, beam=3)
     alone = tr.with_options(batch_size=1)
     assert tr.translate(LINES[:20]) == [alone.translate([line])[0] for line in LINES[:20]]
 
 
-def test_forced_scoring_runs_eagerly_and_scores_what_the_engine_found(eager):
-    engine = eager.with_options(engine="step", length_penalty=0.0)
+def test_forced_scoring_reads_whole_targets_and_scores_what_the_engine_found(eager):
+    engine = eager.with_options(length_penalty=0.0)
     found = engine.search(LINES[:10])
     scored = engine.score(LINES[:10], [h[0].text for h in found])
     for hyps, s in zip(found, scored):

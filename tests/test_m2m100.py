@@ -268,7 +268,7 @@ def test_a_shortlist_for_an_imported_model_restricts_its_output_and_exports_as_a
                               tmp_path / "short.pt", per_source=5, frequent=10, log=lambda *_: None)  # fmt: skip
     tr = Translator.load(tmp_path / "short.pt", device="cpu", beam=2, shortlist=True).for_languages(src, tgt)
     lines = script_lines(10, seed=12)
-    allowed = set(shortlist.for_batch(pad(tr.source_ids(lines))).tolist())  # one batch: its lines' union
+    allowed = set(shortlist.for_batch(pad(tr.source_ids(lines)))[0].tolist())  # one batch: its lines' union
     assert len(allowed) < tr.tokenizer.tgt_vocab_size / 2
     for hyps in tr.search(lines):
         assert hyps[0].tokens and set(hyps[0].tokens) <= allowed

@@ -42,23 +42,6 @@ def test_padding_a_batch_does_not_change_a_sentences_outputs(tiny_model, tokeniz
     torch.testing.assert_close(memory_alone, memory_batch, rtol=1e-5, atol=1e-5)
 
 
-def test_cached_step_by_step_decoding_equals_decoding_the_whole_prefix(tiny_model, tokenizer):
-    src, tgt = _batch(tokenizer)
-    src_mask = src != PAD
-    with torch.no_grad():
-        memory = tiny_model.encode(src, src_mask)
-        full, _ = tiny_model.decode(tgt, memory, src_mask)
-        cache, steps = None, []
-        for t in range(tgt.size(1)):
-            logits, cache = tiny_model.decode(tgt[:, t : t + 1], memory, src_mask, cache)
-            steps.append(logits)
-        # Two positions at once continue a cache too (the causal mask inside a chunk).
-        _, cache2 = tiny_model.decode(tgt[:, :2], memory, src_mask)
-        chunk, _ = tiny_model.decode(tgt[:, 2:5], None, None, cache2)
-    torch.testing.assert_close(torch.cat(steps, dim=1), full, rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(chunk, full[:, 2:5], rtol=1e-5, atol=1e-5)
-
-
 def test_sinusoid_table_puts_sines_then_cosines_as_marian_does():
     table = sinusoid_table(50, 8)
     pos, i, d = 7, 1, 8

@@ -17,6 +17,7 @@ from mt_cli.config import DecodeConfig
 from mt_cli.data.lexicon import build_lexicon, pair_chunks
 from mt_cli.data.pairs import Pairs
 from mt_cli.data.tokenizer import EOS
+from mt_cli.decode.engine import Engine
 from mt_cli.decode.precision import quantize_int8
 from mt_cli.decode.search import beam_search, greedy_search, search_batch
 from mt_cli.decode.shortlist import SPECIALS, Shortlist
@@ -41,9 +42,11 @@ def test_a_batch_shortlist_is_sorted_with_the_special_pieces_at_their_own_column
     table = torch.full((12, 2), -1, dtype=torch.int32)
     table[7] = torch.tensor([9, 5], dtype=torch.int32)
     short = Shortlist(table, torch.tensor([11], dtype=torch.int32), tgt_vocab_size=15)
-    vocab = short.for_batch(torch.tensor([[7, EOS], [0, 0]]))
+    vocab, allowed = short.for_batch(torch.tensor([[7, EOS], [EOS, 0]]))
     assert vocab.tolist() == [0, 1, 2, 3, 5, 9, 11]
     assert vocab[:SPECIALS].tolist() == list(range(SPECIALS))
+    # Each sentence's own columns: the second has only the specials and the frequent piece.
+    assert allowed.tolist() == [[True] * 7, [True] * 4 + [False, False, True]]
 
 
 def _everything(vocab_size: int) -> Shortlist:
@@ -55,8 +58,9 @@ def _everything(vocab_size: int) -> Shortlist:
 def test_a_shortlist_of_the_whole_vocabulary_changes_nothing(tiny_model, tokenizer, beam):
     src = tokenizer.encode_src(["Ein hund sieht ein rot haus.", "Kind hat ein ball.", "Der baum."])
     cfg = DecodeConfig(beam=beam, max_len_offset=5)
-    plain = search_batch(tiny_model, src, cfg)
-    listed = search_batch(tiny_model, src, cfg, shortlist=_everything(tokenizer.tgt_vocab_size))
+    engine = Engine(tiny_model)
+    plain = search_batch(engine, src, cfg)
+    listed = search_batch(engine, src, cfg, shortlist=_everything(tokenizer.tgt_vocab_size))
     for a, b in zip(plain, listed):
         assert [h.tokens for h in a] == [h.tokens for h in b]
         assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-5)
@@ -71,8 +75,8 @@ def test_search_outputs_only_shortlisted_pieces_scored_over_the_shortlist(beam):
 
     def best(vocab):
         if beam == 1:
-            return greedy_search(model, src, max_lens, 0.0, vocab=vocab)[0]
-        return beam_search(model, src, max_lens, beam, 0.0, vocab=vocab)[0][0]
+            return greedy_search(model, src, max_lens, 0.0, shortlist=vocab)[0]
+        return beam_search(model, src, max_lens, beam, 0.0, shortlist=vocab)[0][0]
 
     listed = best(short.for_batch(src))
     assert listed.tokens == [5]
@@ -96,12 +100,13 @@ def test_a_prefix_or_an_ngram_ban_decodes_over_the_whole_vocabulary(tiny_model, 
 def test_an_int8_model_decodes_with_a_shortlist(tiny_model, tokenizer):
     src = tokenizer.encode_src(["Ein hund sieht ein rot haus.", "Kind hat ein ball."])
     cfg = DecodeConfig(beam=3, max_len_offset=5)
-    model = quantize_int8(tiny_model)
-    plain = search_batch(model, src, cfg)
-    listed = search_batch(model, src, cfg, shortlist=_everything(tokenizer.tgt_vocab_size))
-    # The shortlisted output layer runs on the dequantized weights in float: scores stay close.
+    engine = Engine(quantize_int8(tiny_model), "int8")
+    plain = search_batch(engine, src, cfg)
+    listed = search_batch(engine, src, cfg, shortlist=_everything(tokenizer.tgt_vocab_size))
+    # The shortlist's rows of the int8 output layer are the same int8 rows: the same scores.
     for a, b in zip(plain, listed):
-        assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=0.05)
+        assert [h.tokens for h in a] == [h.tokens for h in b]
+        assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-5)
 
 
 def test_mt_shortlist_adds_one_to_a_checkpoint_and_translate_uses_it(trained, corpus_files, tmp_path):
@@ -116,7 +121,7 @@ def test_mt_shortlist_adds_one_to_a_checkpoint_and_translate_uses_it(trained, co
     assert all(torch.equal(listed.model_state[k], v) for k, v in ckpt.model_state.items())
     lines = ["Ein hund sieht ein rot haus.", "Der mann läuft schnell."]
     tr = Translator.load(out, device="cpu")
-    assert tr.shortlist is not None
+    assert tr.plan.shortlist is not None
     # The toy language's words are all in its shortlist: the same translations as without.
     assert tr.translate(lines) == tr.with_options(shortlist=False).translate(lines)
     with pytest.raises(Exception, match="already exists"):
@@ -161,8 +166,10 @@ def test_ctranslate2_with_the_exported_vocabulary_map_translates_as_mt_with_the_
     whole = Translator(ckpt.build_model(), tok, greedy).translate(lines)
     assert mt != whole  # the shortlist changes what comes out
     translator = ctranslate2.Translator(str(export(ckpt, tmp_path / "ct2", "ct2")), device="cpu")
+    # One line per batch: CTranslate2 lets each line choose among its whole batch's candidates,
+    # mt among the line's own, which are the same when a line is alone.
     pieces = [tok.src.encode(line, out_type=str) + ["</s>"] for line in lines]
-    results = translator.translate_batch(pieces, beam_size=1, use_vmap=True)
+    results = [translator.translate_batch([p], beam_size=1, use_vmap=True)[0] for p in pieces]
     assert [" ".join(tok.tgt.decode_pieces(r.hypotheses[0]).split()) for r in results] == mt
 
 
@@ -179,3 +186,22 @@ def test_mt_shortlist_refuses_bad_sizes_and_misaligned_files_in_one_line(trained
         done = run_cli(*base, *extra)
         assert done.exit_code == 1 and "Traceback" not in done.output, done.output
         assert expected in done.output and not out.exists()
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_with_a_shortlist_a_batch_translates_as_its_lines_do_one_by_one(tiny_model, tokenizer, beam):
+    # Three candidates per source piece, drawn at random: each sentence's own set differs from the
+    # batch's union, so a row that chose over the union would pick pieces its sentence does not allow.
+    gen = torch.Generator().manual_seed(0)
+    table = torch.randint(SPECIALS, tokenizer.tgt_vocab_size, (tokenizer.src_vocab_size, 3), generator=gen)
+    short = Shortlist(table.int(), torch.zeros(0, dtype=torch.int32), tokenizer.tgt_vocab_size)
+    lines = ["Ein hund sieht ein rot haus.", "Kind hat ein ball.", "Der baum.", "Der mann läuft schnell.",
+             "Ein rot ball und ein hund."]  # fmt: skip
+    tr = Translator(tiny_model.eval(), tokenizer, DecodeConfig(beam=beam, max_len_offset=5), shortlist=short)
+    batched = tr.search(lines)
+    alone = [tr.search([line])[0] for line in lines]
+    assert [[h.tokens for h in hyps] for hyps in batched] == [[h.tokens for h in hyps] for hyps in alone]
+    for a, b in zip(batched, alone):
+        assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-5)
+    allowed = {i for line in lines for piece in tokenizer.encode_src([line])[0] for i in table[piece].tolist()}
+    assert all(t < SPECIALS or t in allowed for hyps in batched for h in hyps for t in h.tokens)  # shortlisted only

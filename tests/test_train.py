@@ -10,6 +10,7 @@ from conftest import tiny_config
 from mt_cli.config import Config, DecodeConfig, build_config
 from mt_cli.data.collate import collate
 from mt_cli.data.pairs import Pairs
+from mt_cli.decode.engine import Engine
 from mt_cli.decode.search import search_ids
 from mt_cli.errors import MtError
 from mt_cli.model import checkpoint
@@ -116,7 +117,7 @@ def test_loss_falls_and_greedy_reproduces_the_targets_when_overfitting_8_pairs(t
         optim.step()
         losses.append(loss.item())
     assert losses[-1] < losses[0] / 20
-    hyps = [h[0].tokens for h in search_ids(model, pairs.src, DecodeConfig(beam=1))]
+    hyps = [h[0].tokens for h in search_ids(Engine(model), pairs.src, DecodeConfig(beam=1))]
     assert tokenizer.decode_tgt(hyps) == tgt_lines
 
 

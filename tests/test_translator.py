@@ -67,8 +67,9 @@ def test_decoding_options_override_the_checkpoint_and_unknown_ones_are_refused(t
         Translator.load(FIXTURE, device="cpu", beem=3)
     with pytest.raises(MtError, match="decode.method must be beam, greedy or sample"):
         translator.with_options(method="sampling")
-    with pytest.raises(MtError, match="int8 decoding quantizes the model when it loads"):
-        translator.with_options(precision="int8")
+    int8 = Translator.load(FIXTURE, device="cpu", precision="int8")
+    with pytest.raises(MtError, match="int8 decoding quantized the model as it loaded"):
+        int8.with_options(precision="fp32")
 
 
 def test_method_greedy_is_greedy_whatever_the_beam_size(translator):

@@ -270,20 +270,17 @@ class DecodeConfig:
     )
     precision: str = option(
         "fp32",
-        "fp32 (the reference), bf16 (weights cast to bf16 once; autocast with decode.engine eager; on a CPU only"
-        " with bf16 arithmetic, AVX512-BF16 or AMX), int8 (int8 products, each input row scaled on its own so"
-        " batching changes no translation; CPU only), or auto: picked when the model loads, int8 on a CPU, bf16"
-        " on a GPU that has it, else fp32.",
+        "fp32 (the reference), bf16 (weights cast to bf16 once; on a CPU only with bf16 arithmetic, AVX512-BF16"
+        " or AMX), int8 (int8 products, each input row scaled on its own so batching changes no translation;"
+        " CPU only), or auto: picked when the model loads, int8 on a CPU, bf16 on a GPU that has it, else fp32.",
         cli=True,
     )
     engine: str = option(
         "auto",
-        "step (the decoder's step rebuilt for decoding: fused products, weights cast once), compiled (that step"
-        " compiled ahead of time for this CPU, checkpoint and precision, kept beside the checkpoint in"
-        " CHECKPOINT.compiled/; built on first use or by `mt compile`, about 15-30 s, once), eager (the model's"
-        " own decode, the reference), or auto: compiled where it is already built, else step for bf16 and eager"
-        " for fp32 and int8, where each measured fastest. Forced scoring of whole targets (mt score) runs"
-        " eagerly either way.",
+        "How the decoder's step runs: eager (op by op in PyTorch), compiled (compiled ahead of time for this"
+        " CPU, checkpoint and precision, kept beside the checkpoint in CHECKPOINT.compiled/; built on first use"
+        " or by `mt compile`, about 15-30 s, once), or auto: compiled where it is already built, else eager."
+        " step is an older name for eager.",
         cli=True,
     )
 
@@ -318,9 +315,11 @@ class DecodeConfig:
             f"decode.precision must be fp32, bf16, int8 or auto, not {self.precision!r}",
         )
         _check(
-            self.engine in ("auto", "step", "compiled", "eager"),
-            f"decode.engine must be auto, step, compiled or eager, not {self.engine!r}",
+            self.engine in ("auto", "eager", "compiled", "step"),
+            f"decode.engine must be auto, eager or compiled, not {self.engine!r}",
         )
+        if self.engine == "step":  # its older name, in configs and checkpoints written before
+            object.__setattr__(self, "engine", "eager")
         _check(self.batch_size >= 1, "decode.batch_size must be at least 1")
         _check(self.batch_tokens >= 0, "decode.batch_tokens must be 0 (sentences only) or more")
         _check(self.max_len_ratio > 0, "decode.max_len_ratio must be positive")
@@ -332,9 +331,3 @@ class DecodeConfig:
         if self.method == "sample":
             return "sample"
         return "greedy" if self.method == "greedy" or self.beam == 1 else "beam"
-
-    @property
-    def uses_engine(self) -> bool:
-        """Whether search runs the engine's step (decode/engine.py) rather than the model's own decode,
-        whatever is compiled: auto runs a compiled step where one is built (decode/compiled.py)."""
-        return self.engine in ("step", "compiled") or (self.engine == "auto" and self.precision == "bf16")

@@ -1,25 +1,27 @@
 """The model's own attention probabilities for sentence pairs read with teacher forcing: what heat
 maps draw, what `/attention` answers and what word alignments are read from.
 
-One implementation, owned here: each MultiHeadAttention keeps what its softmax gave while its
-`record` list is set, and only this module sets it, for one forward pass, on the model's own
-device. What leaves this module is on the CPU, so a model served on a GPU answers the same.
+One implementation, owned here: for one teacher-forced pass, a forward hook on each attention
+module asked for reads the inputs it was called with and computes its softmax again, by the
+model's own `attention_probs`, on the model's own device. The model carries nothing for it. What
+leaves this module is on the CPU, so a model served on a GPU answers the same.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from mt_cli.data.collate import collate
 from mt_cli.data.tokenizer import PAD
 from mt_cli.errors import MtError
-from mt_cli.model.transformer import MultiHeadAttention, Transformer
+from mt_cli.model.transformer import MultiHeadAttention, Transformer, attention_probs
 
 if TYPE_CHECKING:  # the translator aligns through this module: a runtime import would be a cycle
     from mt_cli.decode.translator import Translator
@@ -33,19 +35,31 @@ class AttentionMaps:
     maps: dict[str, list[Tensor]]  # kind -> per layer (H, queries, keys), on the CPU
 
 
+def _probabilities(module: MultiHeadAttention, args: tuple, kwargs: dict) -> Tensor:
+    """The probabilities a call of `module` with these inputs weighs its values by: (B, H, Tq, Tk)."""
+    bound = inspect.signature(module.forward).bind(*args, **kwargs)
+    bound.apply_defaults()
+    query, k, mask, causal = (bound.arguments[name] for name in ("query", "k", "mask", "causal"))
+    return attention_probs(module.split_heads(module.q_proj(query)), k, mask, causal)
+
+
 @contextmanager
 def _recording(modules: dict[str, list[MultiHeadAttention]]) -> Iterator[dict[str, list[list[Tensor]]]]:
-    """While inside, each module appends its probabilities to its list; afterwards none records."""
+    """While inside, each module's calls append their probabilities to its list; afterwards none does."""
     kept: dict[str, list[list[Tensor]]] = {kind: [[] for _ in layer_modules] for kind, layer_modules in modules.items()}
+    hooks = []
     try:
         for kind, layer_modules in modules.items():
             for module, record in zip(layer_modules, kept[kind]):
-                module.record = record
+
+                def hook(m: nn.Module, args: tuple, kwargs: dict, _out: Tensor, record: list = record) -> None:
+                    record.append(_probabilities(cast(MultiHeadAttention, m), args, kwargs).detach())
+
+                hooks.append(module.register_forward_hook(hook, with_kwargs=True))
         yield kept
     finally:
-        for layer_modules in modules.values():
-            for module in layer_modules:
-                module.record = None
+        for handle in hooks:
+            handle.remove()
 
 
 @torch.inference_mode()

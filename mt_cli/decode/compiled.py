@@ -28,7 +28,6 @@ from mt_cli.decode import precision as precision_module
 from mt_cli.decode.engine import Engine
 from mt_cli.device import decode_precision
 from mt_cli.errors import MtError
-from mt_cli.model.transformer import Transformer
 
 # The code a package compiles (the step, and the int8 layer it may use): when it changes, older
 # packages stop matching rather than run what the code no longer says.
@@ -36,37 +35,18 @@ _STEP_CODE = b"".join(Path(str(m.__file__)).read_bytes() for m in (engine_module
 log = logging.getLogger(__name__)
 
 
-def engine_for(model: Transformer, cfg: DecodeConfig, device: torch.device, source: Path | None) -> Engine | None:
-    """The engine search runs under decode.engine and decode.precision, from the model's fp32
-    weights (None: the model's own decode). `source`: the checkpoint file, beside which compiled
-    steps are kept; decode.engine compiled builds one there first when none is."""
-    package = package_path(source, cfg.precision) if source is not None and device.type == "cpu" else None
-    if cfg.engine == "compiled":
-        if package is None:
-            raise MtError(f"decode.engine compiled runs on the CPU from a checkpoint file (here: {device.type}"
-                          f"{'' if source is None else ', ' + str(source)}); use decode.engine step")  # fmt: skip
-        engine = Engine(model, cfg.precision)
-        if not package.exists():
-            build(engine, package)
-        engine.compiled = load(package)
-        return engine
-    if cfg.engine == "auto" and package is not None and package.exists():
-        return Engine(model, cfg.precision, load(package))
-    return Engine(model, cfg.precision) if cfg.uses_engine else None
-
-
 def compile_checkpoint(path: Path, precision: str = "fp32") -> tuple[Path, bool]:
     """The compiled step of the checkpoint at `path` in `precision`, built unless it already is:
-    its package, and whether it was built now."""
-    from mt_cli.model import checkpoint
+    its package, and whether it was built now. Built as a Translator loads it (decode.engine
+    compiled), so the package holds the very weights translation will run."""
+    from mt_cli.decode.translator import Translator  # it builds through the plan, which uses this module
 
     precision = decode_precision(DecodeConfig(precision=precision).precision, torch.device("cpu"))  # checked; auto
-    ckpt = checkpoint.load(path)  # checks the file
-    package = package_path(path, precision)
-    if package.exists():
+    package = package_path(path, precision) if path.is_file() else None
+    if package is not None and package.exists():
         return package, False
-    build(Engine(ckpt.build_model("cpu"), precision), package)
-    return package, True
+    tr = Translator.load(path, device="cpu", precision=precision, engine="compiled")  # checks the file
+    return package_path(path, tr.plan.precision), True
 
 
 def cpu_features() -> str:
@@ -101,7 +81,7 @@ def build(engine: Engine, path: Path) -> None:
     compiler = os.environ.get("CXX", "g++")
     if shutil.which(compiler) is None:
         raise MtError(f"decode.engine compiled builds C++ with {compiler}, which is not installed here; install"
-                      " g++ (Debian: apt-get install g++) or set CXX, or use decode.engine step")  # fmt: skip
+                      " g++ (Debian: apt-get install g++) or set CXX, or use decode.engine eager")  # fmt: skip
     import torch._inductor  # the compiler: imported only when building
 
     log.info("compiling the decoder step for this CPU, once (%s precision, about 15-30 s): %s", engine.precision, path)
@@ -128,14 +108,14 @@ def _example(engine: Engine) -> tuple[tuple, dict]:
 
     cfg = engine.cfg
     b, g, s, t, v = 2, 3, 5, 4, 7
+    out_weight, out_scale, out_bias = engine.output.rows(torch.arange(v))
     r, h, dh, n = b * g, cfg.n_heads, cfg.d_model // cfg.n_heads, cfg.dec_layers
     dt = engine.dtype
     example = (
         torch.full((r,), 4, dtype=torch.long), engine.positions[t - 1].clone(),
         [torch.zeros(t, r, h, dh, dtype=dt) for _ in range(n)], [torch.zeros(t, r, h, dh, dtype=dt) for _ in range(n)],
         [torch.zeros(b, h, s, dh, dtype=dt) for _ in range(n)], [torch.zeros(b, h, s, dh, dtype=dt) for _ in range(n)],
-        torch.ones(b, 1, 1, s, dtype=torch.bool), engine.out_weight[:v].clone(),
-        None if engine.out_bias is None else engine.out_bias[:v].clone(),
+        torch.ones(b, 1, 1, s, dtype=torch.bool), out_weight, out_scale, out_bias,
     )  # fmt: skip
     rows, steps = Dim("rows", min=1, max=1 << 20), Dim("steps", min=1, max=1 << 16)
     sents, src, vocab = Dim("sentences", min=1, max=1 << 16), Dim("source", min=1, max=1 << 16), Dim("vocab", min=1)
@@ -144,6 +124,6 @@ def _example(engine: Engine) -> tuple[tuple, dict]:
         "keys": [{0: steps, 1: rows}] * n, "values": [{0: steps, 1: rows}] * n,
         "cross_k": [{0: sents, 2: src}] * n, "cross_v": [{0: sents, 2: src}] * n,
         "cross_mask": {0: sents, 3: src}, "out_weight": {0: vocab},
-        "out_bias": None if example[-1] is None else {0: vocab},
+        "out_scale": None if out_scale is None else {0: vocab}, "out_bias": None if out_bias is None else {0: vocab},
     }  # fmt: skip
     return example, dims

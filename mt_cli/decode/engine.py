@@ -1,24 +1,25 @@
-"""The decoding engine: a Transformer's decoder step, rebuilt once for decoding only.
+"""The decoding engine: the one cached decoder, a Transformer's decoder step rebuilt once for decoding.
 
-Search asks the model for one position at a time. The model's own `decode` (model/transformer.py)
-reads like the paper and serves training too; the engine computes the same step from the same
-weights, prepared once when a Translator loads, with what decoding alone allows:
+Search asks for one position at a time. The model (model/transformer.py) reads like the paper and
+decodes a whole target at once, as training, forced scoring and alignment read it; the engine
+computes each next position from the same weights, prepared once when a model loads for
+decoding, with what decoding alone allows:
 
 - q, k and v of self-attention as one product, and k and v of cross-attention as one, over
   weights concatenated once;
 - weights in the arithmetic the step runs in, cast once: fp32; bf16 (weights and activations,
   scores and log-probabilities in fp32; autocast instead re-cast every weight at every product);
   int8 (int8 products with each row of the input scaled on its own, so that a batch decodes as
-  its sentences do one by one; fp32 between them and in the output layer);
+  its sentences do one by one, the output layer's too; fp32 between them, and in the softmax);
 - self-attention keys/values in time-major buffers allocated once per batch, each step written
   in place and read without a copy, beams gathered into a second set of buffers that then swap;
 - the step itself (`Step`) a pure function of tensors, so that decode/compiled.py can compile it
   ahead of time with every size free; eager and compiled, the engine runs that one function.
 
-The model's own decode stays the reference (decode.engine eager): the tests hold the engine to
-it, search by search and control by control. decode.engine auto runs the compiled step where one
-is built, else the engine for bf16 and the model's decode for fp32 and int8, by what measured
-fastest (`benchmarks/levers.py`); `benchmarks/decode_profile.py` shows where a step's time goes.
+The model's teacher-forced decode is the reference: the tests hold the engine to it, step by
+step, search by search and control by control. decode/plan.py decides once per loaded model
+which precision runs and whether the step is compiled; `benchmarks/levers.py` measures each
+choice and `benchmarks/decode_profile.py` shows where a step's time goes.
 """
 
 from __future__ import annotations
@@ -31,14 +32,16 @@ import torch
 from torch import Tensor, nn
 
 from mt_cli.data.tokenizer import PAD
-from mt_cli.decode.precision import quantize_rows
+from mt_cli.decode.precision import Int8Linear, fused_int8, int8_linear, is_quantized, quantize, quantize_rows
 from mt_cli.device import autocast
-from mt_cli.model.decoder_cache import DecoderCache, keep_sentences
 from mt_cli.model.transformer import DecoderLayer, Transformer, key_mask
 
 
-def fused(*layers: nn.Linear) -> nn.Linear:
+def fused(*layers: nn.Module) -> nn.Module:
     """One linear layer computing several side by side: x -> [x W1^T + b1, x W2^T + b2, ...]."""
+    if all(isinstance(layer, Int8Linear) for layer in layers):
+        return fused_int8(cast("list[Int8Linear]", list(layers)))
+    layers = cast("tuple[nn.Linear, ...]", layers)
     out = nn.Linear(layers[0].in_features, sum(layer.out_features for layer in layers))
     out.weight.data = torch.cat([layer.weight.detach() for layer in layers])
     out.bias.data = torch.cat([layer.weight.new_zeros(layer.out_features) if layer.bias is None else layer.bias.detach()
@@ -112,7 +115,7 @@ class StepCache:
     Cross-attention keys/values (B, H, S, D/H), one row per running sentence."""
 
     def __init__(self, layers: int, rows: int, heads: int, cross_k: list[Tensor], cross_v: list[Tensor],
-                 cross_mask: Tensor | None, output: tuple[Tensor, Tensor | None]) -> None:  # fmt: skip
+                 cross_mask: Tensor | None, output: tuple[Tensor, Tensor | None, Tensor | None]) -> None:  # fmt: skip
         like = cross_k[0]
         self.head_shape = (heads, like.size(-1))  # (H, D/H)
         self.width = heads * like.size(-1)  # one position of one row
@@ -120,7 +123,7 @@ class StepCache:
         self.self_k, self.self_v, self.spare_k, self.spare_v = ([like.new_empty(size) for _ in range(layers)]
                                                                 for _ in range(4))  # fmt: skip
         self.cross_k, self.cross_v, self.cross_mask = cross_k, cross_v, cross_mask  # mask (B, 1, 1, S), True = real
-        self.output = output  # the output layer's weight (V or V_s, D) and bias
+        self.output = output  # the output layer's weight (V or V_s, D), int8 scale and bias (Output.rows)
         self.length = 0
         self.rows = rows
 
@@ -169,17 +172,16 @@ class Step(nn.Module):
         super().__init__()
         dec = model.decoder
         self.dtype = torch.bfloat16 if precision == "bf16" else torch.float32
-        own = _same if precision == "fp32" else _copy  # fp32 shares the model's unchanged modules
+        # fp32 shares the model's unchanged modules, and so does int8 where the model's layers are
+        # int8 already (a Translator's model, quantized as it loaded); else a copy to cast.
+        own = _same if precision == "fp32" or (precision == "int8" and is_quantized(dec)) else _copy
         self.layers = nn.ModuleList(StepLayer(layer, own) for layer in cast("list[DecoderLayer]", dec.layers))
         self.final_norm = own(dec.final_norm) if dec.final_norm is not None else None
         self.register_buffer("embed", dec.embeddings.token.weight.detach().to(self.dtype), persistent=False)
         self.embed_scale = dec.embeddings.scale
-        # The output layer in fp32 for int8: its weight is sliced to each batch's shortlist, and a
-        # bf16 product of a new shape keeps a reordered copy of its weight in oneDNN's cache (1 GB
-        # more after 10,000 lines, measured); fp32 ran as fast here.
-        self.out_dtype = torch.bfloat16 if precision == "bf16" else torch.float32
-        if precision == "int8":
-            quantize_rows(self.layers)
+        self.int8 = precision == "int8"
+        if self.int8:
+            quantize_rows(self.layers)  # those that are not int8 yet
         else:
             self.layers.to(self.dtype)
             if self.final_norm is not None:
@@ -187,23 +189,52 @@ class Step(nn.Module):
 
     def forward(self, tokens: Tensor, position: Tensor, keys: list[Tensor], values: list[Tensor],
                 cross_k: list[Tensor], cross_v: list[Tensor], cross_mask: Tensor | None, out_weight: Tensor,
-                out_bias: Tensor | None) -> Tensor:  # fmt: skip
+                out_scale: Tensor | None, out_bias: Tensor | None) -> Tensor:  # fmt: skip
         """tokens (R,) and their position's sinusoid (D,) -> logits (R, V) in fp32; each layer's keys
-        and values (T+1, R, H, D/H) get this position's at T (StepCache.next_step)."""
+        and values (T+1, R, H, D/H) get this position's at T (StepCache.next_step). The output
+        layer (V, D), its rows cut to a shortlist where one is used: float, or int8 with a scale
+        per row (`out_scale`)."""
         x = self.embed[tokens].masked_fill((tokens == PAD)[:, None], 0.0)  # PAD, the start, embeds as zeros
         x = x * self.embed_scale + position  # (R, D)
         for i, layer in enumerate(self.layers):
             x = layer(x, keys[i], values[i], cross_k[i], cross_v[i], cross_mask)
         if self.final_norm is not None:
             x = self.final_norm(x)
-        return torch.nn.functional.linear(x.to(self.out_dtype), out_weight, out_bias).float()
+        if out_scale is not None:
+            return int8_linear(x, out_weight.t(), out_scale, out_bias)
+        return torch.nn.functional.linear(x, out_weight, out_bias).float()
+
+
+class Output:
+    """The output layer as the step takes it: a weight (V, D) in the step's arithmetic (int8 with
+    a scale per row), its bias, and the rows of a batch's shortlist, cut once per batch."""
+
+    def __init__(self, model: Transformer, precision: str) -> None:
+        proj = model.output_projection
+        self.scale: Tensor | None = None
+        self.bias: Tensor | None = None if proj.bias is None else proj.bias.detach()
+        if isinstance(proj, Int8Linear):  # the model's own, int8 already: shared
+            self.weight: Tensor = proj.weight_t.t()
+            self.scale = proj.scale
+        elif precision == "int8":
+            self.weight, self.scale = quantize(proj.weight)
+        else:
+            self.weight = proj.weight.detach().to(torch.bfloat16 if precision == "bf16" else torch.float32)
+            self.bias = None if self.bias is None else self.bias.to(self.weight.dtype)
+
+    def rows(self, vocab: Tensor | None) -> tuple[Tensor, Tensor | None, Tensor | None]:
+        """(weight, scale, bias) at target ids `vocab` (None: all)."""
+        if vocab is None:
+            return self.weight, self.scale, self.bias
+        scale, bias = (None if t is None else t.index_select(0, vocab) for t in (self.scale, self.bias))
+        return self.weight.index_select(0, vocab), scale, bias
 
 
 class Engine(nn.Module):
     """A Transformer for search (the `Searchable` contract): its encoder, and the decoder step
-    above in `precision` (fp32, bf16 or int8), run eagerly or, given `compiled`, as compiled
-    ahead of time for this CPU. The model is kept for its encoder, and decodes a cache of its own
-    (DecoderCache) itself."""
+    above in `precision` (fp32, bf16 or int8), run op by op or, given `compiled`, as compiled
+    ahead of time for this CPU. The model is kept for its encoder (in whatever arithmetic the
+    model's own layers are: the Translator quantizes them for int8) and is not changed."""
 
     def __init__(self, model: Transformer, precision: str = "fp32",
                  compiled: Callable[[list[Tensor]], Tensor] | None = None) -> None:  # fmt: skip
@@ -215,10 +246,7 @@ class Engine(nn.Module):
         self.compiled = compiled  # the step compiled (decode/compiled.py); it takes the step's inputs as a flat list
         self.dtype = self.step_fn.dtype
         self.positions = model.decoder.embeddings.positions.to(self.dtype)
-        proj = model.output_projection
-        weight, bias = model.float_output() if model.float_output is not None else (proj.weight, proj.bias)
-        self.out_weight = weight.detach().to(self.step_fn.out_dtype)
-        self.out_bias = None if bias is None else bias.detach().to(self.step_fn.out_dtype)
+        self.output = Output(model, precision)
         self.eval()
 
     def encode(self, src: Tensor, src_mask: Tensor) -> Tensor:
@@ -228,10 +256,7 @@ class Engine(nn.Module):
     def new_cache(self, memory: Tensor, src_mask: Tensor, rows: int, vocab: Tensor | None) -> StepCache:
         memory = memory.to(self.dtype)
         cross = [layer.cross_keys_values(memory) for layer in cast("list[StepLayer]", self.step_fn.layers)]
-        if vocab is None:
-            output = (self.out_weight, self.out_bias)
-        else:
-            output = (self.out_weight.index_select(0, vocab), None if self.out_bias is None else self.out_bias[vocab])
+        output = self.output.rows(vocab)
         mask = key_mask(src_mask)
         if mask is None and self.compiled is not None:  # the compiled step takes a mask always
             mask = src_mask[:, None, None, :]
@@ -239,13 +264,13 @@ class Engine(nn.Module):
                          output)  # fmt: skip
 
     def decode(
-        self, tgt: Tensor, memory: Tensor | None, src_mask: Tensor | None,
-        cache: StepCache | DecoderCache | None = None, vocab: Tensor | None = None,
-    ) -> tuple[Tensor, StepCache | DecoderCache]:  # fmt: skip
-        """The model's decode, one position at a time: tgt (R, T) -> float logits (R, T, V or V_s).
-        Several positions (a decoder start of more than one token) are stepped through in turn."""
-        if isinstance(cache, DecoderCache):
-            return self.model.decode(tgt, memory, src_mask, cache, vocab)
+        self, tgt: Tensor, memory: Tensor | None, src_mask: Tensor | None, cache: StepCache | None = None,
+        vocab: Tensor | None = None,
+    ) -> tuple[Tensor, StepCache]:  # fmt: skip
+        """The next positions: tgt (R, T) continuing `cache` (None: from position 0, a cache built
+        from memory (B, S, D) with R/B rows per sentence) -> float logits (R, T, V or V_s) and the
+        cache one step on. Several positions (a decoder start of more than one token) are stepped
+        through in turn. `vocab` (V_s,), read when the cache is built: a shortlist's target ids."""
         if cache is None:
             if memory is None or src_mask is None:
                 raise ValueError("decode needs memory and src_mask when it has no cache")
@@ -268,6 +293,17 @@ class Engine(nn.Module):
             logits = self.compiled(flat)
         cache.length += 1
         return logits
+
+
+def keep_sentences(
+    cross_k: list[Tensor], cross_v: list[Tensor], cross_mask: Tensor | None, sentences: Tensor
+) -> Tensor | None:
+    """The encoder side of a cache for the `sentences` that go on: each layer's cross-attention
+    keys/values replaced in their lists, and the mask returned (None stays None)."""
+    for tensors in (cross_k, cross_v):
+        for i, t in enumerate(tensors):
+            tensors[i] = t.index_select(0, sentences)
+    return None if cross_mask is None else cross_mask.index_select(0, sentences)
 
 
 def _attend(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:

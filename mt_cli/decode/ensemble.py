@@ -1,29 +1,31 @@
-"""Several models searched as one: at each step their log-probabilities are averaged.
+"""Several models read as one: at each position their log-probabilities are averaged.
 
-An Ensemble keeps the decoding contract (start_token, encode, decode, a cache with `reorder`), so
-greedy, beam, constrained and sampling search and forced scoring take it as they take one model.
 The average of log-probabilities is a geometric mean of the distributions; search renormalises it
 (its log_softmax), so scores stay log-probabilities. Each model starts from its own start token.
 All models read the same source and target ids, so they must share both vocabularies
-(Translator.load checks this).
+(Translator.load checks this). Two forms, as for one model: `Ensemble` of engines for search
+(the decoding contract: start_token, encode, decode one position at a time with a cache that
+`reorder`s), and `ForcedEnsemble` of models for forced scoring (a whole target at once).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor, nn
 
+from mt_cli.config import ModelConfig
 from mt_cli.data.tokenizer import PAD
-from mt_cli.model.decoder_cache import DecoderCache
+from mt_cli.decode.engine import Engine, StepCache
 from mt_cli.model.transformer import Transformer
 
 
 class EnsembleCache:
-    """One cache per model, reordered together."""
+    """One cache per engine, reordered together."""
 
-    def __init__(self, caches: list[DecoderCache]) -> None:
+    def __init__(self, caches: list[StepCache]) -> None:
         self.caches = caches
 
     def reorder(self, rows: Tensor, sentences: Tensor | None = None) -> None:
@@ -31,36 +33,77 @@ class EnsembleCache:
             cache.reorder(rows, sentences)
 
 
+def _common_cfg(models: Sequence[nn.Module]) -> ModelConfig:
+    """The first model's config, its position table the shortest: that bounds every model's input."""
+    cfgs: list[ModelConfig] = [m.cfg for m in models]  # type: ignore[misc]
+    return dataclasses.replace(cfgs[0], max_positions=min(c.max_positions for c in cfgs))
+
+
+def _mean_log_probs(logits: list[Tensor]) -> Tensor:
+    out = []
+    for x in logits:
+        x = x.float()
+        x[..., PAD] = float("-inf")  # never an output, as in search
+        out.append(torch.log_softmax(x, dim=-1))
+    return torch.stack(out).mean(dim=0)
+
+
+def _starting_with(tgt: Tensor, start_token: int, own: int) -> Tensor:
+    """tgt with position 0, the ensemble's start token, replaced by a member's own."""
+    if own == start_token:
+        return tgt
+    ids = tgt.clone()
+    ids[:, 0] = own
+    return ids
+
+
 class Ensemble(nn.Module):
-    def __init__(self, models: list[Transformer]) -> None:
+    """Engines searched as one (the `Searchable` contract)."""
+
+    def __init__(self, engines: list[Engine]) -> None:
         super().__init__()
-        self.models = nn.ModuleList(models)
-        self.start_token = models[0].start_token
-        # The shortest position table bounds every model's input.
-        self.cfg = dataclasses.replace(models[0].cfg, max_positions=min(m.cfg.max_positions for m in models))
+        self.engines = nn.ModuleList(engines)
+        self.start_token = engines[0].start_token
+        self.cfg = _common_cfg(engines)
 
     def encode(self, src: Tensor, src_mask: Tensor) -> list[Tensor]:
-        return [m.encode(src, src_mask) for m in self._models()]
+        return [e.encode(src, src_mask) for e in self._engines()]
 
     def decode(
         self, tgt: Tensor, memory: list[Tensor] | None, src_mask: Tensor | None, cache: EnsembleCache | None = None,
         vocab: Tensor | None = None,
     ) -> tuple[Tensor, EnsembleCache]:  # fmt: skip
-        """tgt (B, T) -> the models' mean log-probabilities (B, T, V), or (B, T, V_s) over a
+        """tgt (R, T) -> the engines' mean log-probabilities (R, T, V), or (R, T, V_s) over a
         shortlist's `vocab`, and their caches."""
-        out, caches = [], []
-        for i, m in enumerate(self._models()):
-            ids = tgt
-            if cache is None and m.start_token != self.start_token:  # position 0 is the start token
-                ids = tgt.clone()
-                ids[:, 0] = m.start_token
-            logits, c = m.decode(ids, memory[i] if memory is not None else None, src_mask,
-                                 cache.caches[i] if cache is not None else None, vocab)  # fmt: skip
-            logits = logits.float()
-            logits[..., PAD] = float("-inf")  # never an output, as in search
-            out.append(torch.log_softmax(logits, dim=-1))
+        logits, caches = [], []
+        for i, e in enumerate(self._engines()):
+            ids = _starting_with(tgt, self.start_token, e.start_token) if cache is None else tgt
+            x, c = e.decode(ids, memory[i] if memory is not None else None, src_mask,
+                            cache.caches[i] if cache is not None else None, vocab)  # fmt: skip
+            logits.append(x)
             caches.append(c)
-        return torch.stack(out).mean(dim=0), EnsembleCache(caches)
+        return _mean_log_probs(logits), EnsembleCache(caches)
 
-    def _models(self) -> list[Transformer]:
+    def _engines(self) -> list[Engine]:
+        return list(self.engines)  # type: ignore[arg-type]
+
+
+class ForcedEnsemble(nn.Module):
+    """Models read as one with teacher forcing: forced scoring of whole targets."""
+
+    def __init__(self, models: list[Transformer]) -> None:
+        super().__init__()
+        self.models = nn.ModuleList(models)
+        self.start_token = models[0].start_token
+        self.cfg = _common_cfg(models)
+
+    def encode(self, src: Tensor, src_mask: Tensor) -> list[Tensor]:
+        return [m.encode(src, src_mask) for m in self.members()]
+
+    def decode(self, tgt_in: Tensor, memory: list[Tensor], src_mask: Tensor) -> Tensor:
+        """tgt_in (B, T) from the start token -> the models' mean log-probabilities (B, T, V)."""
+        return _mean_log_probs([m.decode(_starting_with(tgt_in, self.start_token, m.start_token), mem, src_mask)
+                                for m, mem in zip(self.members(), memory)])  # fmt: skip
+
+    def members(self) -> list[Transformer]:
         return list(self.models)  # type: ignore[arg-type]

@@ -16,21 +16,22 @@ import torch
 from mt_cli.data.collate import collate
 from mt_cli.data.tokenizer import PAD
 from mt_cli.decode.attention import align_batch
-from mt_cli.decode.hypothesis import Hypothesis, Searchable
+from mt_cli.decode.ensemble import ForcedEnsemble
+from mt_cli.decode.hypothesis import Hypothesis
 from mt_cli.model.transformer import Transformer
 
 T = TypeVar("T")
+Forced = Transformer | ForcedEnsemble  # what reads a whole target at once
 
 
 @torch.inference_mode()
-def force_batch(model: Searchable, src_ids: list[list[int]], tgt_ids: list[list[int]]) -> list[Hypothesis]:
+def force_batch(model: Forced, src_ids: list[list[int]], tgt_ids: list[list[int]]) -> list[Hypothesis]:
     """Source ids (each ending in EOS) and target ids (no EOS) -> one Hypothesis per pair, its score
     the plain sum of its token log-probabilities (EOS included)."""
     device = next(model.parameters()).device
     src, tgt_in, tgt_out = (t.to(device) for t in collate(src_ids, tgt_ids, model.start_token))
     src_mask = src != PAD
-    logits, _ = model.decode(tgt_in, model.encode(src, src_mask), src_mask)  # (B, T, V), no cache kept
-    logits = logits.float()
+    logits = model.decode(tgt_in, model.encode(src, src_mask), src_mask).float()  # type: ignore[arg-type]  # (B, T, V)
     logits[..., PAD] = float("-inf")  # never an output, as in search
     lprobs = torch.log_softmax(logits, dim=-1).gather(2, tgt_out[..., None]).squeeze(2)  # (B, T)
     out = []
@@ -40,7 +41,7 @@ def force_batch(model: Searchable, src_ids: list[list[int]], tgt_ids: list[list[
     return out
 
 
-def force(model: Searchable, src_ids: list[list[int]], tgt_ids: list[list[int]], batch_size: int,
+def force(model: Forced, src_ids: list[list[int]], tgt_ids: list[list[int]], batch_size: int,
           start: tuple[int, ...] = ()) -> list[Hypothesis]:  # fmt: skip
     """Many pairs: batches of similar length, returned in input order. `start`: target ids the
     decoder reads before each target (an M2M100 or NLLB model's target language), not scored."""

@@ -38,13 +38,19 @@ def max_lengths(src_lens: Tensor, cfg: DecodeConfig, limit: int) -> Tensor:
     return lens.clamp(min=1, max=limit)
 
 
-def step_log_probs(logits: Tensor, step: Step, processors: tuple[Processor, ...]) -> Tensor:
+def step_log_probs(
+    logits: Tensor, step: Step, processors: tuple[Processor, ...], allowed: Tensor | None = None
+) -> Tensor:
     """(N, 1, V) logits -> (N, V) float log-probabilities over every token but PAD, after the processors.
+    `allowed` (B, V), a shortlist's columns each sentence may choose (Shortlist.for_batch): each
+    row's are normalised over its own sentence's only (step.rows: the sentence of each row).
 
     PAD is never an output (CTranslate2 drops it too), so the same weights score the same here,
     in Hugging Face and in CTranslate2."""
     logits = logits[:, -1].float()
     logits[:, PAD] = float("-inf")
+    if allowed is not None and step.rows is not None:
+        logits.masked_fill_(~allowed.index_select(0, step.rows), float("-inf"))
     return apply(processors, torch.log_softmax(logits, dim=-1), step)
 
 
@@ -60,12 +66,14 @@ def greedy_search(
     length_penalty: float = 1.0,
     processors: tuple[Processor, ...] = DEFAULT_PROCESSORS,
     pick: Pick | None = None,
-    vocab: Tensor | None = None,
+    shortlist: tuple[Tensor, Tensor] | None = None,
     start: Tensor | None = None,
 ) -> list[Hypothesis]:
     """src (B, S) padded ids -> the most probable token at each step (or the one `pick` draws), one
-    hypothesis per sentence. `vocab`: a shortlist's target ids, the only ones scored. `start`
-    (B, E): ids the decoder reads after its start token, before the output (not scored)."""
+    hypothesis per sentence. `shortlist`: a shortlist's target ids, the only ones scored, and the
+    columns each sentence may choose (Shortlist.for_batch). `start` (B, E): ids the decoder reads
+    after its start token, before the output (not scored)."""
+    vocab, allowed = shortlist if shortlist is not None else (None, None)
     b = src.size(0)
     mask = src != PAD
     memory: Tensor | None = model.encode(src, mask)
@@ -78,7 +86,8 @@ def greedy_search(
     cache = None
     for t in range(steps):
         logits, cache = model.decode(tokens, memory, src_mask, cache, vocab)
-        lprobs = step_log_probs(logits, Step(t, max_lens[active] <= t + 1, out[active, :t], active), processors)
+        lprobs = step_log_probs(logits, Step(t, max_lens[active] <= t + 1, out[active, :t], active), processors,
+                                allowed)  # fmt: skip
         col = lprobs.argmax(dim=-1) if pick is None else pick(lprobs, active)
         best_lp = lprobs.gather(1, col[:, None]).squeeze(1)
         next_tok = col if vocab is None else vocab[col]  # column -> target id
@@ -116,14 +125,16 @@ def beam_search(
     length_penalty: float,
     processors: tuple[Processor, ...] = DEFAULT_PROCESSORS,
     guide: Guide | None = None,
-    vocab: Tensor | None = None,
+    shortlist: tuple[Tensor, Tensor] | None = None,
     start: Tensor | None = None,
 ) -> list[list[Hypothesis]]:
     """src (B, S) padded ids -> each sentence's K finished hypotheses, best first by score / length**alpha.
 
     A `guide` (lexical constraints, decode/constraints.py) replaces the choice of each step's
-    candidates; without one the choice is the vectorised rule below. `vocab`: a shortlist's
-    target ids, the only ones scored (search then never has a guide). `start`: as greedy's."""
+    candidates; without one the choice is the vectorised rule below. `shortlist`: a shortlist's
+    target ids, the only ones scored, and each sentence's columns, as greedy's (search then never
+    has a guide). `start`: as greedy's."""
+    vocab, allowed = shortlist if shortlist is not None else (None, None)
     b, k, dev = src.size(0), beam, src.device
     mask = src != PAD
     memory: Tensor | None = model.encode(src, mask)  # (B, S, D): one row per sentence, shared by its K beams
@@ -141,7 +152,7 @@ def beam_search(
         logits, cache = model.decode(tokens, memory, src_mask, cache, vocab)
         at_limit = max_lens[active] <= t + 1  # (n,)
         step = Step(t, at_limit.repeat_interleave(k), history, active.repeat_interleave(k))
-        lprobs = step_log_probs(logits, step, processors)
+        lprobs = step_log_probs(logits, step, processors, allowed)
         choice = (guide.choose if guide is not None else _choose)(lprobs, scores, k, active)
         if vocab is not None:  # columns -> target ids (EOS's column is EOS: shortlist.py)
             choice.tok = vocab[choice.tok]
@@ -285,11 +296,11 @@ class Search:
             processors = (NoRepeatNgram(cfg.no_repeat_ngram), *processors)
         plain = processors == DEFAULT_PROCESSORS and cfg.search_method != "sample"
         plain = plain and not any(r.constraints for r in requests)  # nothing else names target ids
-        vocab = self.shortlist.for_batch(src) if self.shortlist is not None and cfg.shortlist and plain else None
-        if vocab is not None and vocab.numel() < 2 * cfg.beam:  # beam search takes each row's 2K best
-            vocab = None
+        listed = self.shortlist.for_batch(src) if self.shortlist is not None and plain else None
+        if listed is not None and listed[0].numel() < 2 * cfg.beam:  # beam search takes each row's 2K best
+            listed = None
         if cfg.search_method == "greedy":
-            found = greedy_search(model, src, max_lens, cfg.length_penalty, processors, vocab=vocab, start=start)
+            found = greedy_search(model, src, max_lens, cfg.length_penalty, processors, shortlist=listed, start=start)
             return [[h] for h in found]
         if cfg.search_method == "sample":
             found = greedy_search(model, src, max_lens, cfg.length_penalty, processors, Sampler(cfg, draws),
@@ -299,7 +310,7 @@ class Search:
         if any(r.constraints for r in requests):
             guide = Constraints([r.constraints for r in requests], cfg.beam, self.glue() if self.glue else None)
             processors = (*processors, guide.rules)
-        return beam_search(model, src, max_lens, cfg.beam, cfg.length_penalty, processors, guide, vocab, start)
+        return beam_search(model, src, max_lens, cfg.beam, cfg.length_penalty, processors, guide, listed, start)
 
 
 def as_requests(src_ids: Sequence[Sequence[int]], start: tuple[int, ...] = ()) -> list[Request]:

@@ -5,11 +5,14 @@ The output layer (d_model x target vocabulary) is the largest product of a decod
 softmax and top-k the widest operations. A lexicon built once from the training pairs
 (data/lexicon.py) says, for each source piece, which K target pieces co-occur with it most
 strongly; the F most frequent target pieces are always allowed. A batch's shortlist is the
-union over its source pieces, plus the special pieces, sorted: ids 0..3 (PAD, UNK, BOS, EOS) then
-sit at their own positions, so rules that read EOS's column (end_at_limit) read the same column.
+union over its sentences' pieces, plus the special pieces, sorted: ids 0..3 (PAD, UNK, BOS, EOS)
+then sit at their own positions, so rules that read EOS's column (end_at_limit) read the same
+column. The output layer scores the union once; each sentence then chooses only among its own
+candidates (a mask per sentence), its log-probabilities normalised over them, as Marian's are
+over a shortlist: a translation never depends on the sentences beside it in a batch.
 
 Search uses it only where nothing else names target ids (no prefix, terminology, n-gram ban or
-sampling); its log-probabilities are then normalised over the shortlist, as Marian's are.
+sampling).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import torch
 from torch import Tensor
 
 from mt_cli.data.lexicon import Lexicon
-from mt_cli.data.tokenizer import EOS
+from mt_cli.data.tokenizer import EOS, PAD
 from mt_cli.errors import MtError
 
 SPECIALS = EOS + 1  # PAD, UNK, BOS, EOS are ids 0..3: always in, each at its own position
@@ -34,14 +37,19 @@ class Shortlist(Lexicon):
     def of(cls, lexicon: Lexicon) -> Shortlist:
         return cls(lexicon.table, lexicon.frequent, lexicon.tgt_vocab_size)
 
-    def for_batch(self, src: Tensor) -> Tensor:
-        """src (B, S) padded source ids -> the batch's allowed target ids (V_s,), sorted, specials first."""
-        rows = self.table.to(src.device)[src.unique()].flatten()  # (U * K,)
-        allowed = torch.zeros(self.tgt_vocab_size, dtype=torch.bool, device=src.device)
-        allowed[:SPECIALS] = True
-        allowed[self.frequent.to(src.device).long()] = True
-        allowed[rows[rows >= 0].long()] = True
-        return allowed.nonzero().squeeze(1)
+    def for_batch(self, src: Tensor) -> tuple[Tensor, Tensor]:
+        """src (B, S) padded source ids -> the target ids any sentence allows (V_s,), sorted,
+        specials first, and which of them each sentence allows (B, V_s)."""
+        b, dev = src.size(0), src.device
+        allowed = torch.zeros(b, self.tgt_vocab_size, dtype=torch.bool, device=dev)
+        allowed[:, :SPECIALS] = True
+        allowed[:, self.frequent.to(dev).long()] = True
+        cand = self.table.to(dev)[src].flatten(1)  # (B, S * K): each source piece's candidates, -1 for none
+        real = (cand >= 0) & (src != PAD).repeat_interleave(self.table.size(1), dim=1)  # padding allows nothing
+        sentence = torch.arange(b, device=dev)[:, None].expand_as(cand)
+        allowed[sentence[real], cand[real].long()] = True
+        vocab = allowed.any(dim=0).nonzero().squeeze(1)
+        return vocab, allowed.index_select(1, vocab)
 
     def to_state(self) -> dict[str, Tensor | int]:
         return {"table": self.table, "frequent": self.frequent, "tgt_vocab_size": self.tgt_vocab_size}

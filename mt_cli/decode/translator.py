@@ -14,6 +14,7 @@ training (and the server) all decode through it:
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 from collections.abc import Callable, Sequence
@@ -25,14 +26,14 @@ import torch
 from mt_cli.config import DEVICE, DecodeConfig, DocumentConfig
 from mt_cli.data.languages import short_code
 from mt_cli.data.tokenizer import Tokenizer
-from mt_cli.decode import compiled
 from mt_cli.decode.direction import Direction
-from mt_cli.decode.ensemble import Ensemble
+from mt_cli.decode.ensemble import Ensemble, ForcedEnsemble
 from mt_cli.decode.hypothesis import Hypothesis, Request, Searchable
+from mt_cli.decode.plan import resolve
 from mt_cli.decode.precision import quantize_int8
 from mt_cli.decode.processors import DEFAULT_PROCESSORS, Processor
 from mt_cli.decode.request import Requests, check_nbest, source_ids
-from mt_cli.decode.scoring import align, force
+from mt_cli.decode.scoring import Forced, align, force
 from mt_cli.decode.search import Search
 from mt_cli.decode.shortlist import Shortlist
 from mt_cli.device import autocast, decode_precision, resolve_device
@@ -57,34 +58,38 @@ def decode_options(base: DecodeConfig, overrides: dict[str, Any]) -> DecodeConfi
     return dataclasses.replace(base, **{k: v for k, v in overrides.items() if v is not None})
 
 
-def _on_device(cfg: DecodeConfig, device: torch.device) -> DecodeConfig:
-    """`cfg` with the precision as it runs on `device` (decode.precision auto picks one); resolved
-    when a model loads or its precision changes, not on every other change of options."""
-    precision = decode_precision(cfg.precision, device)
-    return cfg if precision == cfg.precision else dataclasses.replace(cfg, precision=precision)
-
-
 class Translator:
     """A model (or an ensemble), its tokenizer and decoding settings, loaded once and used for any
     number of calls."""
 
     def __init__(
         self,
-        model: Searchable,
+        model: Forced,
         tokenizer: Tokenizer,
         cfg: DecodeConfig,
         processors: tuple[Processor, ...] = DEFAULT_PROCESSORS,
         shortlist: Shortlist | None = None,
-        engine: Searchable | None = None,
+        sources: Sequence[Path | None] | None = None,
+        quantize: bool = False,
     ) -> None:
-        self.model, self.tokenizer, self.cfg, self.processors = model, tokenizer, cfg, processors
-        # What search runs (decode.engine): the model's decoder step rebuilt (decode/engine.py), or
-        # the model itself (eager, and where no engine was built); scoring and alignment use the model.
-        self.engine = engine
-        self.shortlist = shortlist  # the checkpoint's lexicon (decode/shortlist.py), used when cfg.shortlist
+        """`shortlist`: the checkpoint's lexicon (decode/shortlist.py), used where cfg.shortlist;
+        `sources`: the checkpoint file of each model, beside which compiled steps are kept (None:
+        models in memory only); `quantize`: with int8 decoding, quantize the model's own layers
+        too, in place (a model loaded for this translator only: it then encodes and scores in int8
+        and holds no fp32 copy)."""
+        self.model, self.tokenizer, self.processors, self.lexicon = model, tokenizer, processors, shortlist
         self.device = next(model.parameters()).device
+        self.sources = tuple(sources) if sources is not None else (None,) * len(_members(model))
+        self.plan = resolve(cfg, self.device, list(self.sources), shortlist)
+        self.cfg = dataclasses.replace(cfg, precision=self.plan.precision)
+        # What search runs: each model's decoder step, built once from its fp32 weights (decode/engine.py).
+        engines = [self.plan.engine(m, s) for m, s in zip(_members(model), self.sources)]
+        self.engine: Searchable = engines[0] if isinstance(model, Transformer) else Ensemble(engines)
+        self.quantized = quantize and self.plan.precision == "int8"
+        if self.quantized:
+            for m in _members(model):
+                quantize_int8(m)
         self.direction = Direction(tokenizer, model.cfg)  # the languages given (for_languages) and their tokens
-        self.source: Path | None = None  # the checkpoint file, where compiled steps are kept (decode/compiled.py)
         self._glue_ids: torch.Tensor | None = None
 
     @classmethod
@@ -92,55 +97,40 @@ class Translator:
         """From a checkpoint file, with the checkpoint's decoding settings under the given ones; from
         several, an ensemble (the first one's decoding settings)."""
         paths = [Path(path)] if isinstance(path, (str, Path)) else [Path(p) for p in path]
-        if len(paths) == 1:
-            return cls.from_checkpoint(checkpoint.load(paths[0]), device, paths[0], **overrides)
         ckpts = [checkpoint.load(p) for p in paths]
         for p, ckpt in zip(paths[1:], ckpts[1:]):
             _check_same_vocabulary(paths[0], ckpts[0].tokenizer, p, ckpt.tokenizer)
-        members = [cls.from_checkpoint(ckpt, device, p, **overrides) for p, ckpt in zip(paths, ckpts)]
+        if len(paths) == 1:
+            return cls.from_checkpoint(ckpts[0], device, paths[0], **overrides)
+        dev = resolve_device(device)
+        models = [ckpt.build_model(dev) for ckpt in ckpts]
         # The first model's shortlist, where every member has one (they share both vocabularies).
-        shortlist = members[0].shortlist if all(m.shortlist is not None for m in members) else None
-        model = Ensemble([cast(Transformer, m.model) for m in members])
-        engines = [m.engine for m in members]
-        engine = None if None in engines else Ensemble([cast(Transformer, e) for e in engines])
-        return cls(model, ckpts[0].tokenizer, members[0].cfg, shortlist=shortlist, engine=engine)
+        lexicon = _lexicon(ckpts[0]) if all(c.shortlist is not None for c in ckpts) else None
+        cfg = decode_options(ckpts[0].config.decode, overrides)
+        return cls(ForcedEnsemble(models), ckpts[0].tokenizer, cfg, shortlist=lexicon, sources=paths, quantize=True)
 
     @classmethod
     def from_checkpoint(
         cls, ckpt: checkpoint.Checkpoint, device: str = DEVICE, source: Path | None = None, **overrides: Any
     ) -> Translator:
         """`source`: the file `ckpt` came from, where compiled decoder steps are kept beside it."""
-        dev = resolve_device(device)
-        cfg = _on_device(decode_options(ckpt.config.decode, overrides), dev)
-        model = ckpt.build_model(dev)
-        if cfg.precision == "int8" and dev.type != "cpu":
-            raise MtError(
-                f"decode.precision int8 runs on the CPU only; use device cpu, or decode.precision bf16 on {dev}"
-            )
-        engine = compiled.engine_for(model, cfg, dev, source)  # from the fp32 weights
-        if cfg.precision == "int8":
-            model = quantize_int8(model)  # the encoder, and the decoder where it runs eagerly
-        shortlist = None if ckpt.shortlist is None else Shortlist.from_state(ckpt.shortlist, "the checkpoint")
-        tr = cls(model, ckpt.tokenizer, cfg, shortlist=shortlist, engine=engine)
-        tr.source = source
-        return tr
+        model = ckpt.build_model(resolve_device(device))
+        cfg = decode_options(ckpt.config.decode, overrides)
+        return cls(model, ckpt.tokenizer, cfg, shortlist=_lexicon(ckpt), sources=[source], quantize=True)
 
     def with_options(self, **overrides: Any) -> Translator:
         """The same model with other decoding settings (beam, length penalty, ...), nothing reloaded."""
         cfg = decode_options(self.cfg, overrides)
-        if cfg.precision != self.cfg.precision:
-            cfg = _on_device(cfg, self.device)
-        if (cfg.precision == "int8") != (self.cfg.precision == "int8"):
-            raise MtError("int8 decoding quantizes the model when it loads; load a new Translator for it")
-        engine = self.engine
-        if (cfg.engine, cfg.precision) != (self.cfg.engine, self.cfg.precision) and cfg.precision != "int8":
-            # The step for the new settings, from the model's own weights (an int8 model's are quantized).
-            model = self.model
-            engine = None
-            if isinstance(model, Transformer):
-                engine = compiled.engine_for(model, cfg, self.device, self.source)
-        tr = type(self)(self.model, self.tokenizer, cfg, self.processors, self.shortlist, engine)
-        tr.direction, tr.source = self.direction, self.source
+        planned = ("precision", "engine", "shortlist")  # what the plan is made of
+        if all(getattr(cfg, name) == getattr(self.cfg, name) for name in planned):
+            tr = copy.copy(self)  # the engine and everything else shared; only the settings differ
+            tr.cfg = cfg
+            tr.__dict__.pop("_search", None)
+            return tr
+        if self.quantized and decode_precision(cfg.precision, self.device) != "int8":
+            raise MtError("int8 decoding quantized the model as it loaded; load a new Translator for another precision")
+        tr = type(self)(self.model, self.tokenizer, cfg, self.processors, self.lexicon, self.sources)
+        tr.quantized, tr.direction = self.quantized, self.direction
         return tr
 
     def for_languages(self, source: str | None = None, target: str | None = None) -> Translator:
@@ -161,15 +151,7 @@ class Translator:
     @functools.cached_property
     def _search(self) -> Search:
         """The search this translator runs, built once."""
-        return Search(self._searched, self.cfg, self.processors, self.shortlist, self._glue)
-
-    @property
-    def _searched(self) -> Searchable:
-        """The model search runs: the engine where decode.engine asks for it (and one was built)."""
-        engine, cfg = self.engine, self.cfg
-        built = engine is not None and getattr(engine, "compiled", None) is not None
-        wanted = cfg.uses_engine or (cfg.engine == "auto" and built)  # auto runs a compiled step where one is built
-        return engine if engine is not None and wanted else self.model
+        return Search(self.engine, self.cfg, self.processors, self.plan.shortlist, self._glue)
 
     def requests(
         self, lines: Sequence[str], prefixes: Sequence[str | None] | None = None,
@@ -195,9 +177,7 @@ class Translator:
             check_nbest(nbest, self.cfg)
         samples = (nbest or 1) if self.cfg.search_method == "sample" else 1
         live = [cast(Request, requests[i]) for i in todo]
-        # The engine casts its own weights; the eager model multiplies in bf16 under autocast.
-        with autocast(self.cfg.precision == "bf16" and self._searched is self.model, self.device):
-            found = self._search(live, samples, progress) if live else []
+        found = self._search(live, samples, progress) if live else []
         texts = iter(self.tokenizer.decode_tgt([h.tokens for hyps in found for h in hyps]))
         # One line per hypothesis: no stray newline or tab may break line alignment.
         found = [[dataclasses.replace(h, text=" ".join(next(texts).split())) for h in hyps] for hyps in found]
@@ -308,6 +288,14 @@ class Translator:
         tgt = piece_spans(self.tokenizer.tgt_pieces(h.tokens), h.text) + [(len(h.text), len(h.text))]
         links = [src[min(max(k - skip, 0), len(src) - 1)] for k in h.alignment]
         return Aligned(h.text, tgt, links)
+
+
+def _members(model: Forced) -> list[Transformer]:
+    return [model] if isinstance(model, Transformer) else model.members()
+
+
+def _lexicon(ckpt: checkpoint.Checkpoint) -> Shortlist | None:
+    return None if ckpt.shortlist is None else Shortlist.from_state(ckpt.shortlist, "the checkpoint")
 
 
 def _check_same_vocabulary(first: Path, a: Tokenizer, other: Path, b: Tokenizer) -> None:

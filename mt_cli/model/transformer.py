@@ -19,7 +19,6 @@ from torch import Tensor, nn
 from mt_cli.config import ModelConfig
 from mt_cli.data.tokenizer import BOS, EOS, PAD
 from mt_cli.errors import MtError
-from mt_cli.model.decoder_cache import DecoderCache
 from mt_cli.model.positions import sinusoid_table
 
 
@@ -64,7 +63,7 @@ def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool
 def attention_probs(q: Tensor, k: Tensor, mask: Tensor | None, causal: bool) -> Tensor:
     """softmax(Q K^T / sqrt(d_k)) with masked keys at 0: (B, H, Tq, D/H), (B, H, Tk, D/H) -> (B, H, Tq, Tk)."""
     scores = q @ k.transpose(-1, -2) * q.size(-1) ** -0.5
-    if causal:  # query i sees keys 0..i; with a cache the queries are the last Tq positions
+    if causal:  # query i sees keys 0..i (the queries are the last Tq positions of Tk)
         tq, tk = scores.shape[-2:]
         mask = torch.ones(tq, tk, dtype=torch.bool, device=q.device).tril(tk - tq)
     if mask is not None:
@@ -76,7 +75,6 @@ class MultiHeadAttention(nn.Module):
     def __init__(self, d_model: int, n_heads: int, dropout: float) -> None:
         super().__init__()
         self.n_heads, self.head_dim, self.dropout = n_heads, d_model // n_heads, dropout
-        self.record: list[Tensor] | None = None  # a list while decode/attention.py reads the probabilities
         self.q_proj = nn.Linear(d_model, d_model)
         self.k_proj = nn.Linear(d_model, d_model)
         self.v_proj = nn.Linear(d_model, d_model)
@@ -92,22 +90,9 @@ class MultiHeadAttention(nn.Module):
     def forward(self, query: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool = False) -> Tensor:
         """query (B, Tq, D); k, v (B, H, Tk, D/H); mask broadcastable to (B, H, Tq, Tk), True = attend."""
         q = self.split_heads(self.q_proj(query))
-        n, h, t, dh = q.shape
-        group = n // k.size(0)
-        if group > 1:
-            # The beams of one sentence share its encoder keys/values: attend as one sentence with
-            # group * Tq queries. (N, H, Tq, D/H) -> (N/G, H, G*Tq, D/H)
-            q = q.view(-1, group, h, t, dh).transpose(1, 2).reshape(-1, h, group * t, dh)
-        if self.record is not None:  # the same computation, with the probabilities kept
-            probs = attention_probs(q, k, mask, causal)
-            self.record.append(probs.detach())
-            out = probs @ v
-        else:
-            out = attention(q, k, v, mask, causal, self.dropout if self.training else 0.0)
-        if group > 1:
-            out = out.view(-1, h, group, t, dh).transpose(1, 2).reshape(n, h, t, dh)
-        # (B, H, Tq, D/H) -> (B, Tq, D)
-        return self.out_proj(out.transpose(1, 2).reshape(n, t, -1))
+        out = attention(q, k, v, mask, causal, self.dropout if self.training else 0.0)
+        b, _, t, _ = q.shape  # (B, H, Tq, D/H) -> (B, Tq, D)
+        return self.out_proj(out.transpose(1, 2).reshape(b, t, -1))
 
 
 ACTIVATION: dict[str, Callable[[Tensor], Tensor]] = {"relu": F.relu, "gelu": F.gelu, "swish": F.silu}
@@ -166,16 +151,11 @@ class DecoderLayer(nn.Module):
         self.cross_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.pre_norm)
         self.ffn_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.pre_norm)
 
-    def forward(self, x: Tensor, cache: DecoderCache, layer: int, self_mask: Tensor | None, causal: bool) -> Tensor:
-        def self_attention(h: Tensor) -> Tensor:
-            k, v = self.self_attn.project_kv(h)
-            k, v = cache.append(layer, k, v)  # keys/values of all positions so far
-            return self.self_attn(h, k, v, self_mask, causal)
-
-        x = self.self_sublayer(x, self_attention)
-        x = self.cross_sublayer(
-            x, lambda h: self.cross_attn(h, cache.cross_k[layer], cache.cross_v[layer], cache.cross_mask)
-        )
+    def forward(self, x: Tensor, memory: Tensor, memory_mask: Tensor | None) -> Tensor:
+        """x (B, T, D), every target position at once (teacher forcing): position i attends to
+        positions 0..i of x and to all of memory (B, S, D) where memory_mask (B, 1, 1, S) is True."""
+        x = self.self_sublayer(x, lambda h: self.self_attn(h, *self.self_attn.project_kv(h), None, True))
+        x = self.cross_sublayer(x, lambda h: self.cross_attn(h, *self.cross_attn.project_kv(memory), memory_mask))
         return self.ffn_sublayer(x, self.feed_forward)
 
 
@@ -195,13 +175,12 @@ class Embeddings(nn.Module):
         self.scale = math.sqrt(token.embedding_dim) if scale else 1.0
         self.dropout = Dropout(dropout)
 
-    def forward(self, ids: Tensor, offset: int = 0) -> Tensor:
-        if offset + ids.size(1) > self.positions.size(0):
-            raise MtError(
-                f"sequence of {offset + ids.size(1)} tokens exceeds model.max_positions={self.positions.size(0)}"
-            )
+    def forward(self, ids: Tensor) -> Tensor:
+        """ids (B, T) from position 0 -> (B, T, D)."""
+        if ids.size(1) > self.positions.size(0):
+            raise MtError(f"sequence of {ids.size(1)} tokens exceeds model.max_positions={self.positions.size(0)}")
         tok = self.token(ids).masked_fill((ids == PAD).unsqueeze(-1), 0.0)
-        x = tok * self.scale + self.positions[offset : offset + ids.size(1)]
+        x = tok * self.scale + self.positions[: ids.size(1)]
         return self.dropout(x)
 
 
@@ -226,20 +205,14 @@ class Decoder(nn.Module):
         self.layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.dec_layers))
         self.final_norm = nn.LayerNorm(cfg.d_model) if cfg.pre_norm else None
 
-    def forward(self, tgt: Tensor, cache: DecoderCache) -> Tensor:
-        start, t = cache.length, tgt.size(1)
-        # One new position sees every cached key; several new positions at once need the causal mask.
-        # A branch, not `start == 0 and t > 1`: under torch.compile with dynamic shapes `t > 1` is
-        # symbolic, and the fused attention kernel takes only a real bool.
-        causal = True if start == 0 and t > 1 else False  # noqa: SIM210
-        self_mask = None
-        if start > 0 and t > 1:
-            q_pos = torch.arange(start, start + t, device=tgt.device)[:, None]
-            self_mask = torch.arange(start + t, device=tgt.device)[None, :] <= q_pos
-        x = self.embeddings(tgt, offset=start)
-        for i, layer in enumerate(self.layers):
-            x = layer(x, cache, i, self_mask, causal)
-        cache.length = start + t
+    def forward(self, tgt: Tensor, memory: Tensor, memory_mask: Tensor | None) -> Tensor:
+        """tgt (B, T) ids from position 0, memory (B, S, D) -> the last layer's states (B, T, D).
+
+        The whole target at once, as training reads it: decoding one position at a time, with
+        cached keys and values, is decode/engine.py's, which this is the reference for."""
+        x = self.embeddings(tgt)
+        for layer in self.layers:
+            x = layer(x, memory, memory_mask)
         return self.final_norm(x) if self.final_norm is not None else x
 
 
@@ -260,9 +233,6 @@ class Transformer(nn.Module):
         self.decoder = Decoder(cfg, Embeddings(tgt_embed, positions, cfg.dropout, cfg.scale_embedding))
         # Marian's final_logits_bias, where an imported model has one.
         self.output_projection = nn.Linear(cfg.d_model, cfg.tgt_vocab_size, bias=cfg.output_bias)
-        # Where the output layer runs in other arithmetic (int8, bf16: decode/precision.py), its
-        # weight and bias as floats, for a shortlist's rows (output_rows).
-        self.float_output: Callable[[], tuple[Tensor, Tensor | None]] | None = None
         self._init_weights()
         if cfg.tie_embeddings:
             self.output_projection.weight = tgt_embed.weight
@@ -293,50 +263,10 @@ class Transformer(nn.Module):
         """src (B, S) ids, src_mask (B, S) True for real tokens -> memory (B, S, D)."""
         return self.encoder(src, key_mask(src_mask))
 
-    def new_cache(
-        self, memory: Tensor, src_mask: Tensor, keep: bool = True, vocab: Tensor | None = None
-    ) -> DecoderCache:
-        n = len(self.decoder.layers)
-        cross = [layer.cross_attn.project_kv(memory) for layer in cast("list[DecoderLayer]", self.decoder.layers)]
-        return DecoderCache(
-            self_k=[None] * n,
-            self_v=[None] * n,
-            cross_k=[k for k, _ in cross],
-            cross_v=[v for _, v in cross],
-            cross_mask=key_mask(src_mask),
-            keep=keep,
-            output=None if vocab is None else self.output_rows(vocab),
-        )
-
-    def output_rows(self, vocab: Tensor) -> tuple[Tensor, Tensor | None]:
-        """The output layer's weight (V_s, D) and bias (V_s,) at target ids `vocab` (V_s,), as floats:
-        the layer's own, or `float_output`'s where the layer runs in other arithmetic."""
-        proj = self.output_projection
-        weight, bias = self.float_output() if self.float_output is not None else (proj.weight, proj.bias)
-        return weight.index_select(0, vocab), None if bias is None else bias.index_select(0, vocab)
-
-    def decode(
-        self,
-        tgt: Tensor,
-        memory: Tensor | None,
-        src_mask: Tensor | None,
-        cache: DecoderCache | None = None,
-        vocab: Tensor | None = None,
-    ) -> tuple[Tensor, DecoderCache]:
-        """Advance the decoder over tgt (B, T) -> logits (B, T, V) and the cache for the next call.
-
-        With no cache, tgt is a whole prefix from position 0 (training) and the cache is built from
-        memory (B, S, D); with one, tgt continues it and memory is not read again. `vocab` (V_s,),
-        read when the cache is built: logits (B, T, V_s) at those target ids only (a shortlist).
-        """
-        if cache is None:
-            if memory is None or src_mask is None:
-                raise ValueError("decode needs memory and src_mask when it has no cache")
-            cache = self.new_cache(memory, src_mask, vocab=vocab)
-        h = self.decoder(tgt, cache)
-        if cache.output is not None:
-            return F.linear(h, *cache.output), cache
-        return self.output_projection(h), cache
+    def decode(self, tgt_in: Tensor, memory: Tensor, src_mask: Tensor) -> Tensor:
+        """Teacher-forced logits (B, T, V) of tgt_in (B, T), the decoder's input from its start
+        token, given memory (B, S, D) of a source whose real tokens src_mask (B, S) marks."""
+        return self.output_projection(self.decoder(tgt_in, memory, key_mask(src_mask)))
 
     def forward(self, src: Tensor, tgt_in: Tensor, at: Tensor | None = None) -> Tensor:
         """Teacher-forced logits (B, T, V), or (N, V) at the N positions where `at` (B, T) is True."""
@@ -348,8 +278,7 @@ class Transformer(nn.Module):
         The output layer is the largest product in the model, so training runs it on real target
         tokens only, not on padding (and model/loss.py fuses it with the loss)."""
         src_mask = src != PAD
-        memory = self.encode(src, src_mask)
-        h = self.decoder(tgt_in, self.new_cache(memory, src_mask, keep=False))
+        h = self.decoder(tgt_in, self.encode(src, src_mask), key_mask(src_mask))
         if at is not None:
             # index_select, not h[at]: its backward is a cheap index_add, boolean indexing's a slow index_put.
             h = h.flatten(0, 1).index_select(0, at.flatten().nonzero().squeeze(1))  # (B, T, D) -> (N, D)

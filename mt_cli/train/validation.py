@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 
 import torch
@@ -11,11 +10,10 @@ from mt_cli.config import Config
 from mt_cli.data.collate import collate
 from mt_cli.data.pairs import Pairs, make_batches
 from mt_cli.data.tokenizer import PAD, Tokenizer
-from mt_cli.decode.engine import Engine
 from mt_cli.decode.search import as_requests
 from mt_cli.decode.shortlist import Shortlist
 from mt_cli.decode.translator import Translator
-from mt_cli.device import autocast, decode_precision
+from mt_cli.device import autocast
 from mt_cli.metrics import score
 from mt_cli.model.loss import label_smoothed_loss
 from mt_cli.model.transformer import Transformer
@@ -74,9 +72,9 @@ def validate(
                 loss, nll = label_smoothed_loss(logits, gold[i : i + LOSS_CHUNK], cfg.train.label_smoothing)
                 loss_sum, nll_sum = loss_sum + loss.item(), nll_sum + nll.item()
             n_tokens += int(keep.sum())
-        decoding = dataclasses.replace(cfg.decode, precision=decode_precision(cfg.decode.precision, device))
-        engine = Engine(model, decoding.precision) if decoding.uses_engine else None
-        translator = Translator(model, tokenizer, decoding, shortlist=shortlist, engine=engine)
+        # The live model decodes as a loaded one would (decode/plan.py), uncompiled: its engine is
+        # built from the weights as they are now, and leaves them as they are.
+        translator = Translator(model, tokenizer, cfg.decode, shortlist=shortlist)
         found = translator.search_requests(as_requests(pairs.src, start))
     model.train()
     bleu = score([hyps[0].text for hyps in found], [refs], metrics=("bleu",))["bleu"]
