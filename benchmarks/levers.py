@@ -23,6 +23,7 @@ from speed import machine  # the CPU and its flags, as every speed table names t
 from mt_cli.decode import compiled
 from mt_cli.decode.engine import Output
 from mt_cli.decode.search import search_ids
+from mt_cli.decode.shortlist import Shortlist
 from mt_cli.decode.translator import Translator
 from mt_cli.files import atomic_write_text
 from mt_cli.model import checkpoint
@@ -46,7 +47,17 @@ def variants(path: Path) -> dict[str, Translator]:
     before = load(precision="int8", engine="eager")
     before.engine.output = Output(checkpoint.load(path).build_model("cpu"), "fp32")  # type: ignore[union-attr]
     table["int8, eager, output layer in fp32"] = before
+    # The shortlist as it ran before each sentence chose among its own candidates: every row over
+    # the batch's union (fast, but a translation then depended on its neighbours in the batch).
+    union = load(precision="int8", engine="compiled")
+    union.plan = dataclasses.replace(union.plan, shortlist=UnionOnly.of(union.lexicon))
+    table["int8, compiled, shortlist as the batch's union (no mask per sentence)"] = union
     return table
+
+
+class UnionOnly(Shortlist):
+    def for_batch(self, src):  # type: ignore[override]
+        return super().for_batch(src)[0], None
 
 
 def main() -> None:

@@ -9,6 +9,7 @@ import torch
 from mt_cli.config import build_config
 from mt_cli.data.text import read_lines
 from mt_cli.decode.translator import Translator
+from mt_cli.decode.tuning import tune_precision
 from mt_cli.errors import MtError
 from mt_cli.metrics import score
 from mt_cli.model import checkpoint
@@ -33,6 +34,12 @@ def _run(files, out: Path, **train_fields) -> list[dict]:
     return [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
 
 
+def _last(log: list[dict], key: str, field: str | None = None):
+    """The last log record with `key`: its value, or its `field`."""
+    record = [r for r in log if key in r][-1]
+    return record[field or key]
+
+
 def _same_weights(a: Path, b: Path) -> bool:
     x, y = checkpoint.load(a).model_state, checkpoint.load(b).model_state
     return x.keys() == y.keys() and all(torch.equal(x[k], y[k]) for k in x)
@@ -42,7 +49,7 @@ def test_an_average_that_validates_as_well_takes_best_pt_and_the_single_step_is_
     # A learning rate of ~0 leaves every checkpoint alike, so the average ties the best step: a tie goes to it.
     out = tmp_path / "run"
     log = _run(corpus_files, out, max_steps=30, keep_last=2, average_last=2, lr=1e-12, warmup_steps=0)
-    assert log[-1]["averaged"] == ["step20.pt", "step30.pt"] and log[-1]["chosen"] is True
+    assert _last(log, "averaged") == ["step20.pt", "step30.pt"] and _last(log, "averaged", "chosen") is True
     best, single = checkpoint.load(out / "best.pt"), checkpoint.load(out / "best-step.pt")
     assert best.origin == {"averaged": ["step20.pt", "step30.pt"]} and single.origin is None
     assert _same_weights(out / "best.pt", out / "averaged.pt")
@@ -58,15 +65,16 @@ def test_an_average_that_validates_worse_leaves_best_pt_the_best_single_step(cor
     monkeypatch.setattr(finish, "validate_all", lambda *a, **k: Validation(9.0, 9.0, -1.0))
     out = tmp_path / "run"
     log = _run(corpus_files, out, max_steps=20, keep_last=2, average_last=2)
-    assert log[-1]["chosen"] is False
+    assert _last(log, "averaged", "chosen") is False
     assert checkpoint.load(out / "best.pt").origin is None and not (out / "best-step.pt").exists()
     assert not _same_weights(out / "best.pt", out / "averaged.pt")
 
 
 def test_training_tunes_beam_and_length_penalty_on_validation_into_best_pt(corpus_files, tmp_path):
     out = tmp_path / "run"
-    log = _run(corpus_files, out, max_steps=40, tune_beams=[1, 3], tune_length_penalties=[0.6, 1.4])
-    rows = log[-1]["tuned"]
+    log = _run(corpus_files, out, max_steps=40, tune_beams=[1, 3], tune_length_penalties=[0.6, 1.4],
+               tune_precision=False)  # fmt: skip
+    rows = _last(log, "tuned")
     # Greedy ignores the length penalty, so it is tried once: 1 + 2 settings, best first.
     assert sorted((r["beam"], r["length_penalty"]) for r in rows) == [(1, 0.6), (3, 0.6), (3, 1.4)]
     assert [r["bleu"] for r in rows] == sorted((r["bleu"] for r in rows), reverse=True)
@@ -76,6 +84,38 @@ def test_training_tunes_beam_and_length_penalty_on_validation_into_best_pt(corpu
     # best.pt's own defaults reproduce the winning validation BLEU, with no options given.
     hyps = Translator.load(out / "best.pt").translate(read_lines(corpus_files["valid_src"]))
     assert score(hyps, [read_lines(corpus_files["valid_tgt"])], ("bleu",))["bleu"] == pytest.approx(rows[0]["bleu"])
+
+
+def test_training_checks_int8_on_validation_and_best_pt_decodes_in_the_precision_it_kept(corpus_files, tmp_path):
+    out = tmp_path / "run"
+    log = _run(corpus_files, out, max_steps=40)
+    row = _last(log, "int8_checked")
+    ckpt = checkpoint.load(out / "best.pt")
+    assert ckpt.config.decode.precision == ("auto" if row["int8"] >= row["fp32"] - 0.1 else "fp32")
+    # With no options, best.pt decodes as the check measured it.
+    tr = Translator.load(out / "best.pt", device="cpu")
+    hyps = tr.translate(read_lines(corpus_files["valid_src"]))
+    bleu = score(hyps, [read_lines(corpus_files["valid_tgt"])], ("bleu",))["bleu"]
+    assert bleu == pytest.approx(row["int8" if tr.plan.precision == "int8" else "fp32"])
+    # The tolerance decides: int8 within it keeps auto, else fp32 is recorded.
+    sets = [(tr.source_ids(read_lines(corpus_files["valid_src"])), read_lines(corpus_files["valid_tgt"]), ())]
+    assert tune_precision(ckpt, sets, tolerance=100.0)["precision"] == "auto"
+    assert tune_precision(ckpt, sets, tolerance=-100.0)["precision"] == "fp32"
+    assert "int8 decoding checked on validation" in write_report(out, tmp_path / "report.md").read_text()
+
+
+def test_a_long_enough_run_ends_with_best_pt_compiled_and_translate_runs_it_by_default(corpus_files, tmp_path):
+    out = tmp_path / "run"
+    _run(corpus_files, out, max_steps=10, compile_after_minutes=1e-9)  # every run is long enough
+    precision = checkpoint.load(out / "best.pt").config.decode.precision
+    assert precision in ("auto", "fp32")  # what the int8 check kept
+    packages = list((out / "best.pt.compiled").glob("*.pt2"))
+    assert [p.name.split("-")[0] for p in packages] == ["int8" if precision == "auto" else "fp32"]
+    tr = Translator.load(out / "best.pt", device="cpu")  # no option: the fastest path kept
+    assert tr.engine.compiled is not None
+    short = tmp_path / "short"
+    _run(corpus_files, short, max_steps=10)  # under the default ten minutes: nothing compiled
+    assert not (short / "best.pt.compiled").exists()
 
 
 def test_tuning_lists_come_from_yaml_or_set_and_bad_values_are_refused():

@@ -117,7 +117,7 @@ def test_an_imported_model_translates_100_sentences_as_transformers_generate_doe
     folder, out = imported
     hf = transformers.MarianMTModel.from_pretrained(folder).eval()
     tok = transformers.MarianTokenizer.from_pretrained(folder)
-    tr = Translator.load(out, device="cpu", beam=1)
+    tr = Translator.load(out, device="cpu", beam=1, precision="fp32")  # transformers' arithmetic
     lines = LINES + make_pairs(95, seed=5)[0]
     ours = tr.translate(lines)
     for line, mine in zip(lines, ours):
@@ -178,7 +178,9 @@ def test_an_imported_model_exports_to_ctranslate2_and_translates_as_mt(imported,
     # A random model seldom ends early: mt's limit of 40 (EOS included) leaves 39 pieces, CTranslate2's
     # max_decoding_length counts pieces without EOS.
     results = ct2.translate_batch([tok.src_pieces(line) for line in LINES], beam_size=1, max_decoding_length=39)
-    found = Translator.load(out, device="cpu", beam=1, max_len_offset=40, max_len_ratio=0.01).search(LINES)
+    found = Translator.load(out, device="cpu", beam=1, max_len_offset=40, max_len_ratio=0.01, precision="fp32").search(
+        LINES
+    )
     assert [tok.tgt_pieces(hyps[0].tokens) for hyps in found] == [r.hypotheses[0] for r in results]
 
 
@@ -216,7 +218,7 @@ def test_separate_vocabularies_import_and_translate_as_transformers_does(tmp_pat
     assert tok.src_vocab_size != tok.tgt_vocab_size and not tok.joint
     hf = transformers.MarianMTModel.from_pretrained(folder).eval()
     hf_tok = transformers.MarianTokenizer.from_pretrained(folder)
-    ours = Translator.load(out, device="cpu", beam=1).translate(LINES)
+    ours = Translator.load(out, device="cpu", beam=1, precision="fp32").translate(LINES)
     for line, mine in zip(LINES, ours):
         ids = hf_tok([line], return_tensors="pt").input_ids
         with torch.no_grad():

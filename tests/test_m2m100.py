@@ -166,7 +166,7 @@ def test_100_greedy_translations_equal_generate_with_the_forced_target_language(
     folder, out, src, tgt = imported
     hf = transformers.M2M100ForConditionalGeneration.from_pretrained(folder).eval()
     hf_tok = hf_tokenizer(folder, src, tgt)
-    tr = Translator.load(out, device="cpu", beam=1).for_languages(src, tgt)
+    tr = Translator.load(out, device="cpu", beam=1, precision="fp32").for_languages(src, tgt)
     lines = script_lines(100, seed=6)
     found = tr.search(lines)
     forced = hf_tok.convert_tokens_to_ids(tgt if "_" in tgt else f"__{tgt}__")
@@ -228,7 +228,8 @@ def test_ctranslate2_translates_the_export_as_mt_does(imported, tmp_path):
     from mt_cli.interop import export
 
     folder, out, src, tgt = imported
-    tr = Translator.load(out, device="cpu", beam=1, max_len_offset=30, max_len_ratio=0.01).for_languages(src, tgt)
+    tr = Translator.load(out, device="cpu", beam=1, max_len_offset=30, max_len_ratio=0.01, precision="fp32")
+    tr = tr.for_languages(src, tgt)
     ct2 = ctranslate2.Translator(str(export(checkpoint.load(out), tmp_path / "ct2", "ct2")), device="cpu")
     lines = script_lines(20, seed=8)
     tok = tr.tokenizer
@@ -243,8 +244,8 @@ def test_ctranslate2_translates_the_export_as_mt_does(imported, tmp_path):
 def test_the_engine_beam_search_scoring_and_int8_read_the_language_tokens(imported):
     _, out, src, tgt = imported
     lines = script_lines(24, seed=9)
-    eager = Translator.load(out, device="cpu", beam=4, engine="eager").for_languages(src, tgt)
-    step = Translator.load(out, device="cpu", beam=4, engine="step").for_languages(src, tgt)
+    eager = Translator.load(out, device="cpu", beam=4, engine="eager", precision="fp32").for_languages(src, tgt)
+    step = Translator.load(out, device="cpu", beam=4, engine="step", precision="fp32").for_languages(src, tgt)
     found = eager.search(lines)
     assert [h[0].text for h in step.search(lines)] == [h[0].text for h in found]
     # Forced scoring reads </s> and the target language first, as search did: the same log-probabilities
@@ -398,7 +399,7 @@ def test_source_auto_identifies_each_lines_language_and_reads_it(imported, tmp_p
     from mt_cli.data.languages import short_code
 
     _, out, src, tgt = imported
-    tr = Translator.load(out, device="cpu", beam=2)
+    tr = Translator.load(out, device="cpu", beam=2, precision="fp32")
     auto = tr.for_languages("auto", tgt)
     lines = [*REAL.values(), "", REAL["de"]]
     requests = auto.requests(lines)

@@ -142,7 +142,7 @@ def test_distillation_keeps_the_nbest_within_the_cross_entropy_limit(tmp_path):
         _write_pairs(src, work, 3, paths, DistillConfig(max_cross_entropy=0.1))
 
 
-def test_distill_trains_a_student_on_the_teachers_translations_and_writes_int8_and_ct2(trained, corpus_files,
+def test_distill_trains_a_student_on_the_teachers_translations_and_writes_it_and_ct2(trained, corpus_files,
                                                                                       tmp_path):  # fmt: skip
     ckpt, d = trained
     teacher, f = d / "run" / "best.pt", corpus_files
@@ -161,7 +161,8 @@ def test_distill_trains_a_student_on_the_teachers_translations_and_writes_int8_a
     assert (out / "distilled.en").read_text(encoding="utf-8").splitlines() == teacher_says
     assert "sampling 2 pairs" in done.output  # the teacher's pairs beside the originals
     student = checkpoint.load(out / "student.pt")
-    assert student.config.model.dec_layers == 1 and student.config.decode.precision == "int8"
+    # int8 on a CPU (auto) where the student's own training found it as good as fp32, else fp32
+    assert student.config.model.dec_layers == 1 and student.config.decode.precision in ("auto", "fp32")
     assert student.config.decode.shortlist == (student.shortlist is not None)
     assert len(Translator.load(out / "student.pt", device="cpu").translate(sources[:3])) == 3
     pytest.importorskip("ctranslate2")

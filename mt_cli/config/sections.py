@@ -141,6 +141,19 @@ class TrainConfig:
         " pair best.pt's decoding defaults (empty: decode.beam alone; both empty: no tuning).",
     )
     tune_length_penalties: tuple[float, ...] = option((), "Length penalties tried with tune_beams (empty: decode's).")
+    tune_precision: bool = option(
+        True,
+        "After training, translate the validation set on the CPU in int8 and in fp32: best.pt keeps"
+        " decode.precision auto (int8 on a CPU, the fastest path) only where int8 loses at most int8_tolerance"
+        " BLEU, and records fp32 otherwise.",
+    )
+    int8_tolerance: float = option(0.1, "Validation BLEU int8 decoding may lose against fp32 (tune_precision).")
+    compile_after_minutes: float = option(
+        10.0,
+        "A run that trained at least this many minutes ends by compiling best.pt's decoder step for this CPU"
+        " in the precision it decodes in (as `mt compile` does, about 15-30 s), so that mt translate and mt serve"
+        " run the compiled step from their first line; shorter runs leave it to `mt compile`. 0: never.",
+    )
     log_every: int = option(50, "Updates between log lines.")
     seed: int = option(1, "Random seed.", cli=True)
     device: str = option(DEVICE, "auto (CUDA, then MPS, then CPU), cpu, cuda, cuda:N or mps.", cli=True)
@@ -269,10 +282,12 @@ class DecodeConfig:
         cli=True,
     )
     precision: str = option(
-        "fp32",
+        "auto",
         "fp32 (the reference), bf16 (weights cast to bf16 once; on a CPU only with bf16 arithmetic, AVX512-BF16"
         " or AMX), int8 (int8 products, each input row scaled on its own so batching changes no translation;"
-        " CPU only), or auto: picked when the model loads, int8 on a CPU, bf16 on a GPU that has it, else fp32.",
+        " CPU only), or auto: picked when the model loads, int8 on a CPU, bf16 on a GPU that has it, else fp32."
+        " mt train checks int8 against fp32 on the validation set and records fp32 where int8 loses quality"
+        " (train.tune_precision).",
         cli=True,
     )
     engine: str = option(

@@ -36,7 +36,7 @@ from mt_cli.decode.request import Requests, check_nbest, source_ids
 from mt_cli.decode.scoring import Forced, align, force
 from mt_cli.decode.search import Search
 from mt_cli.decode.shortlist import Shortlist
-from mt_cli.device import autocast, decode_precision, resolve_device
+from mt_cli.device import autocast, decode_precision, keep_freed_memory, resolve_device
 from mt_cli.documents.engine import Aligned, piece_spans
 from mt_cli.errors import MtError
 from mt_cli.model import checkpoint
@@ -97,6 +97,7 @@ class Translator:
         """From a checkpoint file, with the checkpoint's decoding settings under the given ones; from
         several, an ensemble (the first one's decoding settings)."""
         paths = [Path(path)] if isinstance(path, (str, Path)) else [Path(p) for p in path]
+        keep_freed_memory()  # a process that loads a model to decode: large buffers are reused
         ckpts = [checkpoint.load(p) for p in paths]
         for p, ckpt in zip(paths[1:], ckpts[1:]):
             _check_same_vocabulary(paths[0], ckpts[0].tokenizer, p, ckpt.tokenizer)

@@ -88,10 +88,11 @@ def _write_pairs(src: Path, work: Path, total: int, paths: tuple[Path, Path], dc
 
 
 def _finish(out: Path, dcfg: DistillConfig, log: Log) -> tuple[Path, Path | None]:
-    """OUT/student.pt: the student's best checkpoint decoding with int8 weights (on a CPU) and its
-    shortlist; OUT/ct2: its CTranslate2 export, where CTranslate2 is installed."""
+    """OUT/student.pt: the student's best checkpoint, decoding with its shortlist (and in int8 on a
+    CPU where its training found int8 as good as fp32); OUT/ct2: its CTranslate2 export, where
+    CTranslate2 is installed."""
     ckpt = checkpoint.load(out / "student" / "best.pt")
-    decode = dataclasses.replace(ckpt.config.decode, precision="int8", shortlist=ckpt.shortlist is not None)
+    decode = dataclasses.replace(ckpt.config.decode, shortlist=ckpt.shortlist is not None)
     ckpt = dataclasses.replace(ckpt, config=dataclasses.replace(ckpt.config, decode=decode))
     checkpoint.save(out / "student.pt", ckpt)
     if importlib.util.find_spec("ctranslate2") is None:

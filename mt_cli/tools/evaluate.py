@@ -89,6 +89,6 @@ def tune_decoding(
     check_aligned(src_path, src, ref_path, ref)
     rows = tune_grid(translator, [(translator.source_ids(src), ref, translator.decoder_start)], beams, length_penalties)
     if out is not None:
-        ckpt.config = with_decoding(ckpt.config, rows[0])
+        ckpt.config = with_decoding(ckpt.config, beam=rows[0]["beam"], length_penalty=rows[0]["length_penalty"])
         checkpoint.save(out, ckpt)
     return rows

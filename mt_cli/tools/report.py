@@ -35,6 +35,12 @@ def _scores(entries: list[dict[str, Any]]) -> list[str]:
             f"- decoding tuned on validation ({len(tuned[-1])} settings): beam {top['beam']}, length penalty"
             f" {top['length_penalty']:g}, BLEU {top['bleu']:.2f}: best.pt's defaults"
         )
+    checked = [e["int8_checked"] for e in entries if "int8_checked" in e]
+    if checked:
+        c = checked[-1]
+        kept = "int8 on a CPU" if c["precision"] == "auto" else "fp32"
+        lines.append(f"- int8 decoding checked on validation: BLEU {c['int8']:.2f} against fp32's {c['fp32']:.2f};"
+                     f" best.pt decodes in {kept}")  # fmt: skip
     return lines
 
 

@@ -1,15 +1,19 @@
 """The end of a run, which leaves best.pt as the validated choice: the average of the last
 checkpoints when it validates at least as well as the best single step (train.average_last),
 with the beam size and length penalty that did best on the validation set as its decoding
-defaults (train.tune_beams, train.tune_length_penalties). `mt translate --checkpoint RUN/best.pt`
-then decodes as the recipe was measured. Runs on the main process only; rerunning a finished
-run's command redoes it and gives the same best.pt.
+defaults (train.tune_beams, train.tune_length_penalties), int8 decoding on a CPU where it keeps
+fp32's validation BLEU (train.tune_precision), and its decoder step compiled for this CPU after a
+long run (train.compile_after_minutes). `mt translate --checkpoint RUN/best.pt` then decodes as
+the recipe was measured, on the fastest path that keeps its quality. Runs on the
+main process only; rerunning a finished run's command redoes it and gives the same best.pt.
 """
 
 from __future__ import annotations
 
+from mt_cli.decode.compiled import compile_checkpoint
 from mt_cli.decode.translator import Translator
-from mt_cli.decode.tuning import tune_grid, with_decoding
+from mt_cli.decode.tuning import tune_grid, tune_precision, with_decoding
+from mt_cli.errors import MtError
 from mt_cli.model import checkpoint
 from mt_cli.train.inputs import Log
 from mt_cli.train.progress import Record
@@ -23,6 +27,9 @@ def finish(run: Run, record: Record, log: Log) -> None:
         average_last(run, record, log)
     if t.tune_beams or t.tune_length_penalties:
         tune_best(run, record, log)
+    if t.tune_precision:
+        check_int8(run, record, log)
+    compile_best(run, log)
 
 
 def average_last(run: Run, record: Record, log: Log) -> None:
@@ -58,8 +65,38 @@ def tune_best(run: Run, record: Record, log: Log) -> None:
     ckpt = checkpoint.load(run.paths.best)
     translator = Translator.from_checkpoint(ckpt, str(run.device))
     rows = tune_grid(translator, [(s.pairs.src, s.refs, s.start) for s in run.valid], beams, penalties)
-    ckpt.config = with_decoding(ckpt.config, rows[0])
+    ckpt.config = with_decoding(ckpt.config, beam=rows[0]["beam"], length_penalty=rows[0]["length_penalty"])
     checkpoint.save(run.paths.best, ckpt)
     record({"step": run.state.step, "tuned": rows})
     top = ", ".join(f"beam {r['beam']} lp {r['length_penalty']:g}: {r['bleu']:.2f}" for r in rows[:3])
     log(f"tuned decoding on the validation set ({len(rows)} settings): {top}; best.pt decodes with the first")
+
+
+def check_int8(run: Run, record: Record, log: Log) -> None:
+    """Translate the validation set with best.pt in int8 and in fp32 on the CPU, and record in its
+    decoding defaults the precision it then runs: auto (int8 on a CPU) or fp32."""
+    ckpt = checkpoint.load(run.paths.best)
+    if ckpt.config.decode.precision not in ("auto", "int8"):
+        log(f"int8 not checked: best.pt decodes in {ckpt.config.decode.precision} (decode.precision)")
+        return
+    sets = [(s.pairs.src, s.refs, s.start) for s in run.valid]
+    row = tune_precision(ckpt, sets, run.cfg.train.int8_tolerance)
+    ckpt.config = with_decoding(ckpt.config, precision=row["precision"])
+    checkpoint.save(run.paths.best, ckpt)
+    record({"step": run.state.step, "int8_checked": row})
+    verdict = "int8 on a CPU (decode.precision auto)" if row["precision"] == "auto" else "fp32: int8 lost quality"
+    log(f"int8 decoding: valid BLEU {row['int8']:.2f} against fp32's {row['fp32']:.2f}; best.pt decodes in {verdict}")
+
+
+def compile_best(run: Run, log: Log) -> None:
+    """After a run of at least train.compile_after_minutes, best.pt's decoder step compiled for this
+    CPU in the precision it decodes in: half a minute once, for every translation after it."""
+    threshold, minutes = run.cfg.train.compile_after_minutes, run.state.elapsed_s / 60
+    if not threshold or minutes < threshold:
+        return
+    try:
+        package, _ = compile_checkpoint(run.paths.best, checkpoint.load(run.paths.best).config.decode.precision)
+    except MtError as e:  # no compiler here, say: the run's result stands, decoding runs uncompiled
+        log(f"decoder step not compiled ({e}); translation runs it uncompiled")
+        return
+    log(f"compiled best.pt's decoder step for this CPU: {package}")
