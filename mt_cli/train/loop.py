@@ -64,9 +64,12 @@ def train(data: DataSpec, out: Path, cfg: Config, log: Log = print) -> TrainStat
                 log(f"early stop: no better validation BLEU in {t.patience} validations")
             log(f"done: {state.step} steps; best validation BLEU {state.best_bleu:.2f} at step {state.best_step}")
             ddp.barrier(dist)  # every rank's last collective done before any leaves the group
-            # 4. Finish (rank 0): best.pt becomes the validated choice, averaged and with tuned decoding.
-            if dist.main:
-                finish(run, record, log)
+    # 4. Finish (rank 0): best.pt becomes the validated choice, averaged, with tuned decoding, its
+    #    precision checked and its step compiled. Outside the process group: it runs no collective
+    #    and may take minutes, and a rank that left the group while rank 0 was still in it aborted.
+    if dist.main:
+        with RunLog(paths.log, board, state.step + 1) as record:  # + 1: the final validation's events stay
+            finish(run, record, log)
     return state
 
 
