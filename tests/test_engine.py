@@ -107,7 +107,7 @@ def reference(tr: Translator) -> Translator:
     """`tr` searching through the reference decoder instead of its engine."""
     ref = tr.with_options()
     ref.engine = Reference(tr.model) if isinstance(tr.model, Transformer) else Ensemble(
-        [Reference(m) for m in tr.model.members()])  # fmt: skip
+        [Reference(m) for m in tr.model.models()])  # fmt: skip
     return ref
 
 

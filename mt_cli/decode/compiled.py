@@ -80,8 +80,10 @@ def build(engine: Engine, path: Path) -> None:
     """Compile `engine`'s step into a package at `path` (atomically: an interrupted build leaves none)."""
     compiler = os.environ.get("CXX", "g++")
     if shutil.which(compiler) is None:
-        raise MtError(f"decode.engine compiled builds C++ with {compiler}, which is not installed here; install"
-                      " g++ (Debian: apt-get install g++) or set CXX, or use decode.engine eager")  # fmt: skip
+        raise MtError(
+            f"decode.engine compiled builds C++ with {compiler}, which is not installed here; install"
+            " g++ (Debian: apt-get install g++) or set CXX, or use decode.engine eager"
+        )
     import torch._inductor  # the compiler: imported only when building
 
     log.info("compiling the decoder step for this CPU, once (%s precision, about 15-30 s): %s", engine.precision, path)

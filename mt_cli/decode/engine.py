@@ -114,8 +114,16 @@ class StepCache:
     buffers and the two swap (a fresh buffer per step was a cold allocation each time).
     Cross-attention keys/values (B, H, S, D/H), one row per running sentence."""
 
-    def __init__(self, layers: int, rows: int, heads: int, cross_k: list[Tensor], cross_v: list[Tensor],
-                 cross_mask: Tensor | None, output: tuple[Tensor, Tensor | None, Tensor | None]) -> None:  # fmt: skip
+    def __init__(
+        self,
+        layers: int,
+        rows: int,
+        heads: int,
+        cross_k: list[Tensor],
+        cross_v: list[Tensor],
+        cross_mask: Tensor | None,
+        output: tuple[Tensor, Tensor | None, Tensor | None],
+    ) -> None:
         like = cross_k[0]
         self.head_shape = (heads, like.size(-1))  # (H, D/H)
         self.width = heads * like.size(-1)  # one position of one row
@@ -187,9 +195,19 @@ class Step(nn.Module):
             if self.final_norm is not None:
                 self.final_norm.to(self.dtype)
 
-    def forward(self, tokens: Tensor, position: Tensor, keys: list[Tensor], values: list[Tensor],
-                cross_k: list[Tensor], cross_v: list[Tensor], cross_mask: Tensor | None, out_weight: Tensor,
-                out_scale: Tensor | None, out_bias: Tensor | None) -> Tensor:  # fmt: skip
+    def forward(
+        self,
+        tokens: Tensor,
+        position: Tensor,
+        keys: list[Tensor],
+        values: list[Tensor],
+        cross_k: list[Tensor],
+        cross_v: list[Tensor],
+        cross_mask: Tensor | None,
+        out_weight: Tensor,
+        out_scale: Tensor | None,
+        out_bias: Tensor | None,
+    ) -> Tensor:
         """tokens (R,) and their position's sinusoid (D,) -> logits (R, V) in fp32; each layer's keys
         and values (T+1, R, H, D/H) get this position's at T (StepCache.next_step). The output
         layer (V, D), its rows cut to a shortlist where one is used: float, or int8 with a scale
@@ -264,9 +282,13 @@ class Engine(nn.Module):
                          output)  # fmt: skip
 
     def decode(
-        self, tgt: Tensor, memory: Tensor | None, src_mask: Tensor | None, cache: StepCache | None = None,
+        self,
+        tgt: Tensor,
+        memory: Tensor | None,
+        src_mask: Tensor | None,
+        cache: StepCache | None = None,
         vocab: Tensor | None = None,
-    ) -> tuple[Tensor, StepCache]:  # fmt: skip
+    ) -> tuple[Tensor, StepCache]:
         """The next positions: tgt (R, T) continuing `cache` (None: from position 0, a cache built
         from memory (B, S, D) with R/B rows per sentence) -> float logits (R, T, V or V_s) and the
         cache one step on. Several positions (a decoder start of more than one token) are stepped

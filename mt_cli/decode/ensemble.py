@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from typing import Any, cast
 
 import torch
 from torch import Tensor, nn
@@ -57,53 +58,56 @@ def _starting_with(tgt: Tensor, start_token: int, own: int) -> Tensor:
     return ids
 
 
-class Ensemble(nn.Module):
+class _Members(nn.Module):
+    """What both forms share: the members, the first one's start token, and one encode each."""
+
+    def __init__(self, members: Sequence[nn.Module]) -> None:
+        super().__init__()
+        self.members = nn.ModuleList(members)
+        self.start_token: int = members[0].start_token  # type: ignore[assignment]
+        self.cfg = _common_cfg(members)
+
+    def encode(self, src: Tensor, src_mask: Tensor) -> list[Tensor]:
+        return [m.encode(src, src_mask) for m in cast("list[Any]", list(self.members))]
+
+
+class Ensemble(_Members):
     """Engines searched as one (the `Searchable` contract)."""
 
     def __init__(self, engines: list[Engine]) -> None:
-        super().__init__()
-        self.engines = nn.ModuleList(engines)
-        self.start_token = engines[0].start_token
-        self.cfg = _common_cfg(engines)
-
-    def encode(self, src: Tensor, src_mask: Tensor) -> list[Tensor]:
-        return [e.encode(src, src_mask) for e in self._engines()]
+        super().__init__(engines)
 
     def decode(
-        self, tgt: Tensor, memory: list[Tensor] | None, src_mask: Tensor | None, cache: EnsembleCache | None = None,
+        self,
+        tgt: Tensor,
+        memory: list[Tensor] | None,
+        src_mask: Tensor | None,
+        cache: EnsembleCache | None = None,
         vocab: Tensor | None = None,
-    ) -> tuple[Tensor, EnsembleCache]:  # fmt: skip
+    ) -> tuple[Tensor, EnsembleCache]:
         """tgt (R, T) -> the engines' mean log-probabilities (R, T, V), or (R, T, V_s) over a
         shortlist's `vocab`, and their caches."""
         logits, caches = [], []
-        for i, e in enumerate(self._engines()):
+        for i, e in enumerate(cast("list[Engine]", list(self.members))):
             ids = _starting_with(tgt, self.start_token, e.start_token) if cache is None else tgt
-            x, c = e.decode(ids, memory[i] if memory is not None else None, src_mask,
-                            cache.caches[i] if cache is not None else None, vocab)  # fmt: skip
+            mem = memory[i] if memory is not None else None
+            x, c = e.decode(ids, mem, src_mask, cache.caches[i] if cache is not None else None, vocab)
             logits.append(x)
             caches.append(c)
         return _mean_log_probs(logits), EnsembleCache(caches)
 
-    def _engines(self) -> list[Engine]:
-        return list(self.engines)  # type: ignore[arg-type]
 
-
-class ForcedEnsemble(nn.Module):
+class ForcedEnsemble(_Members):
     """Models read as one with teacher forcing: forced scoring of whole targets."""
 
     def __init__(self, models: list[Transformer]) -> None:
-        super().__init__()
-        self.models = nn.ModuleList(models)
-        self.start_token = models[0].start_token
-        self.cfg = _common_cfg(models)
-
-    def encode(self, src: Tensor, src_mask: Tensor) -> list[Tensor]:
-        return [m.encode(src, src_mask) for m in self.members()]
+        super().__init__(models)
 
     def decode(self, tgt_in: Tensor, memory: list[Tensor], src_mask: Tensor) -> Tensor:
         """tgt_in (B, T) from the start token -> the models' mean log-probabilities (B, T, V)."""
-        return _mean_log_probs([m.decode(_starting_with(tgt_in, self.start_token, m.start_token), mem, src_mask)
-                                for m, mem in zip(self.members(), memory)])  # fmt: skip
+        models = self.models()
+        starts = [_starting_with(tgt_in, self.start_token, m.start_token) for m in models]
+        return _mean_log_probs([m.decode(ids, mem, src_mask) for m, ids, mem in zip(models, starts, memory)])
 
-    def members(self) -> list[Transformer]:
-        return list(self.models)  # type: ignore[arg-type]
+    def models(self) -> list[Transformer]:
+        return list(self.members)  # type: ignore[arg-type]

@@ -43,8 +43,9 @@ class Plan:
         return engine
 
 
-def resolve(cfg: DecodeConfig, device: torch.device, sources: list[Path | None],
-            shortlist: Shortlist | None = None) -> Plan:  # fmt: skip
+def resolve(
+    cfg: DecodeConfig, device: torch.device, sources: list[Path | None], shortlist: Shortlist | None = None
+) -> Plan:
     """The plan for `cfg` on `device`, for models loaded from `sources` (None: a model in memory
     only, which runs uncompiled), with the checkpoint's `shortlist` where it has one."""
     precision = decode_precision(cfg.precision, device)
@@ -54,7 +55,8 @@ def resolve(cfg: DecodeConfig, device: torch.device, sources: list[Path | None],
         )
     if cfg.engine == "compiled" and (device.type != "cpu" or None in sources):
         where = f"here: {device.type}" + "".join(f", {s}" for s in sources if s is not None)
-        raise MtError(f"decode.engine compiled runs on the CPU from a checkpoint file ({where}); use decode.engine"
-                      " eager")  # fmt: skip
+        raise MtError(
+            f"decode.engine compiled runs on the CPU from a checkpoint file ({where}); use decode.engine eager"
+        )
     mode = {"compiled": "build", "auto": "load"}.get(cfg.engine, "") if device.type == "cpu" else ""
     return Plan(precision, mode, device, shortlist if cfg.shortlist else None)

@@ -86,8 +86,9 @@ def greedy_search(
     cache = None
     for t in range(steps):
         logits, cache = model.decode(tokens, memory, src_mask, cache, vocab)
-        lprobs = step_log_probs(logits, Step(t, max_lens[active] <= t + 1, out[active, :t], active), processors,
-                                allowed)  # fmt: skip
+        lprobs = step_log_probs(
+            logits, Step(t, max_lens[active] <= t + 1, out[active, :t], active), processors, allowed
+        )
         col = lprobs.argmax(dim=-1) if pick is None else pick(lprobs, active)
         best_lp = lprobs.gather(1, col[:, None]).squeeze(1)
         next_tok = col if vocab is None else vocab[col]  # column -> target id

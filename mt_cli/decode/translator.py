@@ -292,7 +292,7 @@ class Translator:
 
 
 def _members(model: Forced) -> list[Transformer]:
-    return [model] if isinstance(model, Transformer) else model.members()
+    return [model] if isinstance(model, Transformer) else model.models()
 
 
 def _lexicon(ckpt: checkpoint.Checkpoint) -> Shortlist | None:

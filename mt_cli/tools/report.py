@@ -39,8 +39,10 @@ def _scores(entries: list[dict[str, Any]]) -> list[str]:
     if checked:
         c = checked[-1]
         kept = "int8 on a CPU" if c["precision"] == "auto" else "fp32"
-        lines.append(f"- int8 decoding checked on validation: BLEU {c['int8']:.2f} against fp32's {c['fp32']:.2f};"
-                     f" best.pt decodes in {kept}")  # fmt: skip
+        lines.append(
+            f"- int8 decoding checked on validation: BLEU {c['int8']:.2f} against fp32's {c['fp32']:.2f};"
+            f" best.pt decodes in {kept}"
+        )
     return lines
 
 
