@@ -32,7 +32,16 @@ import torch
 from torch import Tensor, nn
 
 from mt_cli.data.tokenizer import PAD
-from mt_cli.decode.precision import Int8Linear, fused_int8, int8_linear, is_quantized, quantize, quantize_rows
+from mt_cli.decode.precision import (
+    Int8Linear,
+    Packed,
+    fused_int8,
+    int8_linear,
+    is_quantized,
+    packs_weights,
+    quantize,
+    quantize_rows,
+)
 from mt_cli.device import autocast
 from mt_cli.model.transformer import DecoderLayer, Transformer, key_mask
 
@@ -207,11 +216,12 @@ class Step(nn.Module):
         out_weight: Tensor,
         out_scale: Tensor | None,
         out_bias: Tensor | None,
+        out_packed: Packed | None = None,
     ) -> Tensor:
         """tokens (R,) and their position's sinusoid (D,) -> logits (R, V) in fp32; each layer's keys
         and values (T+1, R, H, D/H) get this position's at T (StepCache.next_step). The output
         layer (V, D), its rows cut to a shortlist where one is used: float, or int8 with a scale
-        per row (`out_scale`)."""
+        per row (`out_scale`), given packed for oneDNN as `out_packed` where that is faster (eager only)."""
         x = self.embed[tokens].masked_fill((tokens == PAD)[:, None], 0.0)  # PAD, the start, embeds as zeros
         x = x * self.embed_scale + position  # (R, D)
         for i, layer in enumerate(self.layers):
@@ -219,7 +229,7 @@ class Step(nn.Module):
         if self.final_norm is not None:
             x = self.final_norm(x)
         if out_scale is not None:
-            return int8_linear(x, out_weight.t(), out_scale, out_bias)
+            return int8_linear(x, out_weight.t(), out_scale, out_bias, out_packed)
         return torch.nn.functional.linear(x, out_weight, out_bias).float()
 
 
@@ -230,6 +240,7 @@ class Output:
     def __init__(self, model: Transformer, precision: str) -> None:
         proj = model.output_projection
         self.scale: Tensor | None = None
+        self._packed: Packed | None = None
         self.bias: Tensor | None = None if proj.bias is None else proj.bias.detach()
         if isinstance(proj, Int8Linear):  # the model's own, int8 already: shared
             self.weight: Tensor = proj.weight_t.t()
@@ -239,6 +250,15 @@ class Output:
         else:
             self.weight = proj.weight.detach().to(torch.bfloat16 if precision == "bf16" else torch.float32)
             self.bias = None if self.bias is None else self.bias.to(self.weight.dtype)
+
+    def packed(self, weight: Tensor) -> Packed | None:
+        """The whole int8 weight packed for oneDNN, made once on first use, where that is faster
+        (precision.packs_weights); None for a shortlist's rows, which change with every batch."""
+        if self.scale is None or weight is not self.weight or not packs_weights():
+            return None
+        if self._packed is None:
+            self._packed = Packed(self.weight.contiguous())
+        return self._packed
 
     def rows(self, vocab: Tensor | None) -> tuple[Tensor, Tensor | None, Tensor | None]:
         """(weight, scale, bias) at target ids `vocab` (None: all)."""
@@ -307,7 +327,7 @@ class Engine(nn.Module):
         position = self.positions[cache.length]
         if self.compiled is None:
             logits = self.step_fn(tokens, position, keys, values, cache.cross_k, cache.cross_v, cache.cross_mask,
-                                  *cache.output)  # fmt: skip
+                                  *cache.output, self.output.packed(cache.output[0]))  # fmt: skip
         else:  # the same inputs, flat, each contiguous as the compiled code assumes
             flat = [tokens.contiguous(), position, *keys, *values, *cache.cross_k, *cache.cross_v,
                     cast(Tensor, cache.cross_mask),  # never None with a compiled step (new_cache)

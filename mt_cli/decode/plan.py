@@ -18,6 +18,7 @@ import torch
 from mt_cli.config import DecodeConfig
 from mt_cli.decode import compiled
 from mt_cli.decode.engine import Engine
+from mt_cli.decode.precision import packs_weights
 from mt_cli.decode.shortlist import Shortlist
 from mt_cli.device import decode_precision
 from mt_cli.errors import MtError
@@ -30,17 +31,27 @@ class Plan:
     compiled: str  # "build" (build the package where missing, then run it), "load" (run one where built), "" (never)
     device: torch.device
     shortlist: Shortlist | None = field(default=None, repr=False)  # what search scores over (None: all)
+    beam: int = 1  # decode.beam as loaded: with `compiled`, whether a built package runs (`_runs_compiled`)
 
     def engine(self, model: Transformer, source: Path | None) -> Engine:
         """The engine search runs for `model` (its fp32 weights: build it before quantizing the
         model), with the compiled step of the checkpoint file `source` where the plan runs one."""
-        package = compiled.package_path(source, self.precision) if source is not None and self.compiled else None
+        runs = self.compiled == "build" or (self.compiled == "load" and self._runs_compiled(model))
+        package = compiled.package_path(source, self.precision) if source is not None and runs else None
         engine = Engine(model, self.precision)
         if package is not None and not package.exists() and self.compiled == "build":
             compiled.build(engine, package)
         if package is not None and package.exists():
             engine.compiled = compiled.load(package)
         return engine
+
+    def _runs_compiled(self, model: Transformer) -> bool:
+        """Whether a built package beats the eager step. It does, except in int8 on CPUs whose
+        int8 products use weights packed for oneDNN (precision.packs_weights: AMX), which the
+        compiled step cannot hold: there the eager step won where the products outweigh the
+        Python between them, measured at d_model x beam of 1024 and more (d512 at beam 4, d1024
+        greedy), and lost below (d512 and d256 greedy)."""
+        return not (self.precision == "int8" and packs_weights() and model.cfg.d_model * self.beam >= 1024)
 
 
 def resolve(
@@ -59,4 +70,4 @@ def resolve(
             f"decode.engine compiled runs on the CPU from a checkpoint file ({where}); use decode.engine eager"
         )
     mode = {"compiled": "build", "auto": "load"}.get(cfg.engine, "") if device.type == "cpu" else ""
-    return Plan(precision, mode, device, shortlist if cfg.shortlist else None)
+    return Plan(precision, mode, device, shortlist if cfg.shortlist else None, cfg.beam)
