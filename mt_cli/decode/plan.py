@@ -49,9 +49,9 @@ class Plan:
         """Whether a built package beats the eager step. It does, except in int8 on CPUs whose
         int8 products use weights packed for oneDNN (precision.packs_weights: AMX), which the
         compiled step cannot hold: there the eager step won where the products outweigh the
-        Python between them, measured at d_model x beam of 1024 and more (d512 at beam 4, d1024
-        greedy), and lost below (d512 and d256 greedy)."""
-        return not (self.precision == "int8" and packs_weights() and model.cfg.d_model * self.beam >= 1024)
+        Python between them (d512 at beam 4, d1024 at beam 4 and greedy) and lost or tied below
+        (d512 greedy, d256 at beam 5 and greedy): d_model x beam (2 at least) of 2048 or more."""
+        return not (self.precision == "int8" and packs_weights() and model.cfg.d_model * max(self.beam, 2) >= 2048)
 
 
 def resolve(
