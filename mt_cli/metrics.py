@@ -61,10 +61,16 @@ def paired_bootstrap(
     results: list[Any] = list(scores["BLEU"])  # sacrebleu's Result objects, baseline first
     base, *others = results
     systems = [
-        {"system": name, "bleu": r.score, "mean": r.mean, "ci": r.ci, "p_value": r.p_value,
-         "better": r.score > base.score and r.p_value < 0.05}
+        {
+            "system": name,
+            "bleu": r.score,
+            "mean": r.mean,
+            "ci": r.ci,
+            "p_value": r.p_value,
+            "better": r.score > base.score and r.p_value < 0.05,
+        }
         for (name, _), r in zip(named[1:], others)
-    ]  # fmt: skip
+    ]
     return {
         "baseline": {"system": named[0][0], "bleu": base.score, "mean": base.mean, "ci": base.ci},
         "systems": systems,

@@ -63,8 +63,16 @@ def translate(
 
     given = options or {}
     inputs = LineInputs(prefix_file, constraints_file, glossary, target_lang)
-    n = translate_file(checkpoint, input, output, device, OutputConfig(**given.get("output", {})), inputs,
-                       DocumentConfig(**given.get("document", {})), **given.get("decode", {}))  # fmt: skip
+    n = translate_file(
+        checkpoint,
+        input,
+        output,
+        device,
+        OutputConfig(**given.get("output", {})),
+        inputs,
+        DocumentConfig(**given.get("document", {})),
+        **given.get("decode", {}),
+    )
     written = input if given.get("output", {}).get("in_place") else output
     if written is not None:
         err(f"translated {n} lines into {written}")
@@ -103,8 +111,9 @@ def score(
     SRC line (natural log, summed over the target's tokens and EOS)."""
     from mt_cli.tools.translate_files import score_file
 
-    n = score_file(checkpoint, src, tgt, output, device, format, normalize, (source_lang, target_lang),
-                   batch_size=batch_size)  # fmt: skip
+    n = score_file(
+        checkpoint, src, tgt, output, device, format, normalize, (source_lang, target_lang), batch_size=batch_size
+    )
     if output is not None:
         err(f"scored {n} pairs into {output}")
 
@@ -179,8 +188,11 @@ def tune_decoding(
 
 @app.command("shortlist", rich_help_panel=DECODE)
 @friendly
-@config_options(TrainConfig, only=("shortlist_per_source", "shortlist_frequent"),
-                flags={"shortlist_per_source": "--per-source", "shortlist_frequent": "--frequent"})  # fmt: skip
+@config_options(
+    TrainConfig,
+    only=("shortlist_per_source", "shortlist_frequent"),
+    flags={"shortlist_per_source": "--per-source", "shortlist_frequent": "--frequent"},
+)
 def shortlist_command(
     checkpoint: Annotated[Path, typer.Option(help="The checkpoint to give a shortlist (mt's or imported).")],
     train_src: Annotated[Path, typer.Option(help="Source side of a parallel corpus, one sentence per line.")],

@@ -80,18 +80,26 @@ def train(
     if "batch_tokens" in given:
         given["batch_tokens"] = parse_batch_tokens(given["batch_tokens"])
     cfg = build_config(preset, config, {"train": given}, set_)
-    files = {"train_src": train_src, "train_tgt": train_tgt, "valid_src": valid_src, "valid_tgt": valid_tgt,
-             "train": train, "valid": valid}  # fmt: skip
+    files = {
+        "train_src": train_src,
+        "train_tgt": train_tgt,
+        "valid_src": valid_src,
+        "valid_tgt": valid_tgt,
+        "train": train,
+        "valid": valid,
+    }
     if cfg.data.pairs:  # several directions, from the config's data section
         spec = _pairs_spec(cfg.data, files, dataset, tokenizer, cache)
     else:
-        spec = data_spec(files, dataset, dataset_config, (train_split, valid_split), (src_lang, tgt_lang), tokenizer,
-                         cache)  # fmt: skip
+        spec = data_spec(
+            files, dataset, dataset_config, (train_split, valid_split), (src_lang, tgt_lang), tokenizer, cache
+        )
     run_training(spec, out, cfg, log=err)
 
 
-def _pairs_spec(data: Any, files: dict[str, Path | None], dataset: str | None, tokenizer: Path | None,
-                cache: Path | None) -> Any:  # fmt: skip
+def _pairs_spec(
+    data: Any, files: dict[str, Path | None], dataset: str | None, tokenizer: Path | None, cache: Path | None
+) -> Any:
     """data.pairs' DataSpec; data options given beside it are refused, naming them."""
     from mt_cli.errors import MtError
     from mt_cli.train.inputs import DataSpec

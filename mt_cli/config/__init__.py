@@ -46,13 +46,35 @@ SECTIONS: dict[str, type] = {
         TuningConfig,
         QuickstartConfig,
         CleanConfig,
-    )  # fmt: skip
+    )
 }
 
 __all__ = [
-    "ACTIVATIONS", "CORPUS_CHUNK_LINES", "DEFAULT_METRICS", "DEVICE", "IMPORTED_BEAM", "PRESETS", "SECTIONS",
-    "CleanConfig", "Config", "DataConfig", "DecodeConfig", "DocumentConfig", "DoctorConfig", "ModelConfig",
+    "ACTIVATIONS",
+    "CORPUS_CHUNK_LINES",
+    "DEFAULT_METRICS",
+    "DEVICE",
+    "IMPORTED_BEAM",
+    "PRESETS",
+    "SECTIONS",
+    "CleanConfig",
+    "Config",
+    "DataConfig",
+    "DecodeConfig",
+    "DocumentConfig",
+    "DoctorConfig",
+    "ModelConfig",
     "OutputConfig",
-    "PairConfig", "QuickstartConfig", "ServeConfig", "TokenizerConfig", "TrainConfig", "TuningConfig", "build_config",
-    "describe", "from_dict", "option", "to_dict", "to_yaml",
-]  # fmt: skip
+    "PairConfig",
+    "QuickstartConfig",
+    "ServeConfig",
+    "TokenizerConfig",
+    "TrainConfig",
+    "TuningConfig",
+    "build_config",
+    "describe",
+    "from_dict",
+    "option",
+    "to_dict",
+    "to_yaml",
+]

@@ -66,8 +66,13 @@ def from_dict(data: dict[str, Any], where: str = "config") -> Config:
 
 
 def _section_classes() -> dict[str, type]:
-    return {"model": ModelConfig, "tokenizer": TokenizerConfig, "train": TrainConfig, "decode": DecodeConfig,
-            "data": DataConfig}  # fmt: skip
+    return {
+        "model": ModelConfig,
+        "tokenizer": TokenizerConfig,
+        "train": TrainConfig,
+        "decode": DecodeConfig,
+        "data": DataConfig,
+    }
 
 
 def build_config(

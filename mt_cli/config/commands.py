@@ -155,10 +155,19 @@ class ServeConfig:
         _check(0 <= self.port <= 65535, f"serve.port must be 0 (any free port) to 65535, not {self.port}")
         for field in ("source_lang", "target_lang"):
             code = getattr(self, field)
-            _check(not code or re.fullmatch(r"[A-Za-z0-9_-]+", code) is not None,
-                   f"serve.{field} {code!r} is not a language code; give one such as de, en or pt_BR")  # fmt: skip
-        for name in ("max_batch_tokens", "max_request_lines", "max_body_bytes", "max_beam", "max_queue_lines",
-                     "max_chars", "max_request_cost"):  # fmt: skip
+            _check(
+                not code or re.fullmatch(r"[A-Za-z0-9_-]+", code) is not None,
+                f"serve.{field} {code!r} is not a language code; give one such as de, en or pt_BR",
+            )
+        for name in (
+            "max_batch_tokens",
+            "max_request_lines",
+            "max_body_bytes",
+            "max_beam",
+            "max_queue_lines",
+            "max_chars",
+            "max_request_cost",
+        ):
             _check(getattr(self, name) >= 1, f"serve.{name} must be at least 1, not {getattr(self, name)}")
         _check(self.max_wait_ms >= 0, "serve.max_wait_ms must not be negative")
         _check(self.batch_gap_ms >= 0, "serve.batch_gap_ms must not be negative")

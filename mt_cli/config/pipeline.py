@@ -9,8 +9,20 @@ from dataclasses import dataclass
 from mt_cli.config.fields import check, option
 
 # `mt clean`'s rules, in the order they are tried: removed.tsv names the first that removes a pair.
-CLEAN_RULES = ("encoding", "empty", "length", "ratio", "copy", "numbers", "urls", "symbols", "script", "language",
-               "score", "duplicate")  # fmt: skip
+CLEAN_RULES = (
+    "encoding",
+    "empty",
+    "length",
+    "ratio",
+    "copy",
+    "numbers",
+    "urls",
+    "symbols",
+    "script",
+    "language",
+    "score",
+    "duplicate",
+)
 
 
 @dataclass(frozen=True)
@@ -26,8 +38,9 @@ class CleanConfig:
     )
     source_lang: str = option("", "The source language (de); default: the source file's suffix (train.de).", cli=True)
     target_lang: str = option("", "The target language; default: the target file's suffix.", cli=True)
-    max_words: int = option(150, "length: the most words a side may have (each Chinese or Japanese character one).",
-                            cli=True)  # fmt: skip
+    max_words: int = option(
+        150, "length: the most words a side may have (each Chinese or Japanese character one).", cli=True
+    )
     max_ratio: float = option(3.0, "ratio: the most (longer + 1) / (shorter + 1) words may be.", cli=True)
     max_symbol_ratio: float = option(
         0.5, "symbols: the largest share of a side's characters (spaces aside) that are not letters or digits."

@@ -58,8 +58,10 @@ def render() -> str:
             entry = typing.get_args(typing.get_type_hints(cls)[f.name])[:1]
             if entry and dataclasses.is_dataclass(entry[0]):
                 out += ["", f"Each entry of `{name}.{f.name}`:", "", "| field | default | description |"]
-                out += ["|---|---|---|"] + [f"| `{e.name}` | {_default(e.default)} | {_cell(e.metadata['help'])} |"
-                                           for e in dataclasses.fields(entry[0])]  # fmt: skip
+                out += ["|---|---|---|"] + [
+                    f"| `{e.name}` | {_default(e.default)} | {_cell(e.metadata['help'])} |"
+                    for e in dataclasses.fields(entry[0])
+                ]
     return "\n".join(out) + "\n"
 
 

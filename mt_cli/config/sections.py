@@ -61,10 +61,13 @@ class ModelConfig:
         _check(self.d_model % 2 == 0, "model.d_model must be even for sinusoidal positions")
         for name in ("dropout", "attention_dropout", "activation_dropout"):
             _check(0.0 <= getattr(self, name) < 1.0, f"model.{name} must be in [0, 1)")
-        _check(self.decoder_start in ("pad", "bos", "eos"),
-               f"model.decoder_start must be pad, bos or eos: {self.decoder_start!r}")  # fmt: skip
-        _check(self.positions in ("marian", "fairseq"),
-               f"model.positions must be marian or fairseq: {self.positions!r}")  # fmt: skip
+        _check(
+            self.decoder_start in ("pad", "bos", "eos"),
+            f"model.decoder_start must be pad, bos or eos: {self.decoder_start!r}",
+        )
+        _check(
+            self.positions in ("marian", "fairseq"), f"model.positions must be marian or fairseq: {self.positions!r}"
+        )
         _check(self.activation in ACTIVATIONS, f"model.activation must be relu, gelu or swish, not {self.activation!r}")
 
 
@@ -177,9 +180,11 @@ class TrainConfig:
     tensorboard: bool = option(False, "Also write TensorBoard events to RUN/tensorboard.", cli=True)
     compile: bool = option(False, "torch.compile the model for training (eager if compiling fails).")
     dist_timeout_s: float = option(
-        1800.0, "Under torchrun: seconds a process waits for the others before giving up.", cli=True,
+        1800.0,
+        "Under torchrun: seconds a process waits for the others before giving up.",
+        cli=True,
         flag="--dist-timeout",
-    )  # fmt: skip
+    )
     doctor: bool = option(True, "Log `mt doctor`'s warnings about the data before training.")
     deterministic: bool = option(
         False, "Deterministic kernels: on CUDA the same seed gives the same run, at some cost in speed.", cli=True

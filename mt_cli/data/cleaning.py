@@ -24,14 +24,33 @@ from mt_cli.data.languages import short_code
 _SCRIPTS = {
     **dict.fromkeys(("ar", "fa", "ur", "ps"), {"ARABIC"}),
     **dict.fromkeys(("ru", "uk", "bg", "sr", "mk", "be", "kk", "ky", "mn", "tg"), {"CYRILLIC"}),
-    "el": {"GREEK"}, "he": {"HEBREW"}, "yi": {"HEBREW"}, "hy": {"ARMENIAN"}, "ka": {"GEORGIAN"},
-    **dict.fromkeys(("hi", "mr", "ne"), {"DEVANAGARI"}), "bn": {"BENGALI"}, "ta": {"TAMIL"}, "te": {"TELUGU"},
-    "gu": {"GUJARATI"}, "kn": {"KANNADA"}, "ml": {"MALAYALAM"}, "pa": {"GURMUKHI"}, "si": {"SINHALA"},
-    "th": {"THAI"}, "lo": {"LAO"}, "km": {"KHMER"}, "my": {"MYANMAR"}, "am": {"ETHIOPIC"},
-    "zh": {"CJK"}, "ja": {"CJK", "HIRAGANA", "KATAKANA"}, "ko": {"HANGUL", "CJK"},
-}  # fmt: skip
-_LATIN = ("af az ca cs cy da de en eo es et eu fi fr ga gl hr hu id is it lt lv ms mt nl no nb nn pl pt ro sk sl "
-          "sq sv sw tl tr uz vi").split()  # fmt: skip
+    "el": {"GREEK"},
+    "he": {"HEBREW"},
+    "yi": {"HEBREW"},
+    "hy": {"ARMENIAN"},
+    "ka": {"GEORGIAN"},
+    **dict.fromkeys(("hi", "mr", "ne"), {"DEVANAGARI"}),
+    "bn": {"BENGALI"},
+    "ta": {"TAMIL"},
+    "te": {"TELUGU"},
+    "gu": {"GUJARATI"},
+    "kn": {"KANNADA"},
+    "ml": {"MALAYALAM"},
+    "pa": {"GURMUKHI"},
+    "si": {"SINHALA"},
+    "th": {"THAI"},
+    "lo": {"LAO"},
+    "km": {"KHMER"},
+    "my": {"MYANMAR"},
+    "am": {"ETHIOPIC"},
+    "zh": {"CJK"},
+    "ja": {"CJK", "HIRAGANA", "KATAKANA"},
+    "ko": {"HANGUL", "CJK"},
+}
+_LATIN = (
+    "af az ca cs cy da de en eo es et eu fi fr ga gl hr hu id is it lt lv ms mt nl no nb nn pl pt ro sk sl "
+    "sq sv sw tl tr uz vi"
+).split()
 _SCRIPTS.update(dict.fromkeys(_LATIN, {"LATIN"}))
 
 _URL = re.compile(r"(?:https?://|www\.)[^\s<>\"]+", re.IGNORECASE)
@@ -141,9 +160,15 @@ def _script(p: Sides, c: CleanConfig) -> bool:
 
 
 PAIR_RULES: dict[str, Callable[[Sides, CleanConfig], bool]] = {
-    "empty": _empty, "length": _length, "ratio": _ratio, "copy": _copy, "numbers": _numbers, "urls": _urls,
-    "symbols": _symbols, "script": _script,
-}  # fmt: skip
+    "empty": _empty,
+    "length": _length,
+    "ratio": _ratio,
+    "copy": _copy,
+    "numbers": _numbers,
+    "urls": _urls,
+    "symbols": _symbols,
+    "script": _script,
+}
 
 
 def first_rule(pair: Sides, cfg: CleanConfig) -> str:

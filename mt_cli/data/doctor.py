@@ -54,32 +54,68 @@ def check_pair(name: str, src: Side, tgt: Side, max_chars: int, max_ratio: float
     where = f"{name}: {src.path} / {tgt.path}"
     out: list[Finding] = []
     if len(src.lines) != len(tgt.lines):
-        out.append(Finding("error", "line counts differ", where, abs(len(src.lines) - len(tgt.lines)),
-                           f"{src.path} has {len(src.lines)} lines, {tgt.path} {len(tgt.lines)}; "
-                           "the files must be line-aligned: re-export them together"))  # fmt: skip
+        out.append(
+            Finding(
+                "error",
+                "line counts differ",
+                where,
+                abs(len(src.lines) - len(tgt.lines)),
+                f"{src.path} has {len(src.lines)} lines, {tgt.path} {len(tgt.lines)}; "
+                "the files must be line-aligned: re-export them together",
+            )
+        )
     for side in (src, tgt):
-        out += _finding("error", "not UTF-8", f"{name}: {side.path}", side.bad_utf8,
-                        "convert the file to UTF-8 (iconv -f LATIN1 -t UTF-8), or drop those lines")  # fmt: skip
+        out += _finding(
+            "error",
+            "not UTF-8",
+            f"{name}: {side.path}",
+            side.bad_utf8,
+            "convert the file to UTF-8 (iconv -f LATIN1 -t UTF-8), or drop those lines",
+        )
     pairs = list(zip(src.lines, tgt.lines))
     n = lambda cond: [i for i, (s, t) in enumerate(pairs, start=1) if cond(s, t)]  # noqa: E731
-    out += _finding("warning", "empty or blank side", where, n(lambda s, t: not s.strip() or not t.strip()),
-                    "mt train drops these pairs; remove them to keep the files honest")  # fmt: skip
+    out += _finding(
+        "warning",
+        "empty or blank side",
+        where,
+        n(lambda s, t: not s.strip() or not t.strip()),
+        "mt train drops these pairs; remove them to keep the files honest",
+    )
     seen: Counter = Counter()
     dup = []
     for i, pair in enumerate(pairs, start=1):
         if pair[0].strip() and seen[pair]:
             dup.append(i)
         seen[pair] += 1
-    out += _finding("warning", "duplicate pairs", where, dup,
-                    "mt clean removes them (and near-exact ones) unless the repeats are wanted")  # fmt: skip
-    out += _finding("warning", "source = target", where, n(lambda s, t: s.strip() and s.strip() == t.strip()),
-                    "untranslated copies teach the model to copy; mt clean removes them")  # fmt: skip
-    out += _finding("warning", "over-long lines", where, n(lambda s, t: max(len(s), len(t)) > max_chars),
-                    f"lines over {max_chars} characters; mt train drops pairs over train.max_len tokens, "
-                    "so split or drop them")  # fmt: skip
-    out += _finding("warning", "length-ratio outliers", where, _ratio_outliers(pairs, max_ratio),
-                    f"one side over {max_ratio:g}x longer than usual for this corpus: often a misalignment; "
-                    "check those lines; mt clean drops pairs of very unequal lengths")  # fmt: skip
+    out += _finding(
+        "warning",
+        "duplicate pairs",
+        where,
+        dup,
+        "mt clean removes them (and near-exact ones) unless the repeats are wanted",
+    )
+    out += _finding(
+        "warning",
+        "source = target",
+        where,
+        n(lambda s, t: s.strip() and s.strip() == t.strip()),
+        "untranslated copies teach the model to copy; mt clean removes them",
+    )
+    out += _finding(
+        "warning",
+        "over-long lines",
+        where,
+        n(lambda s, t: max(len(s), len(t)) > max_chars),
+        f"lines over {max_chars} characters; mt train drops pairs over train.max_len tokens, so split or drop them",
+    )
+    out += _finding(
+        "warning",
+        "length-ratio outliers",
+        where,
+        _ratio_outliers(pairs, max_ratio),
+        f"one side over {max_ratio:g}x longer than usual for this corpus: often a misalignment; "
+        "check those lines; mt clean drops pairs of very unequal lengths",
+    )
     return out
 
 
@@ -104,8 +140,13 @@ def check_overlap(train: Side, name: str, other: Side) -> list[Finding]:
     them measure memory, not translation."""
     known = {line.strip() for line in train.lines if line.strip()}
     hits = [i for i, line in enumerate(other.lines, start=1) if line.strip() in known]
-    return _finding("warning", "overlap with train", f"{name}: {other.path}", hits,
-                    f"these {name} sentences are in {train.path}; remove them from train (or from {name})")  # fmt: skip
+    return _finding(
+        "warning",
+        "overlap with train",
+        f"{name}: {other.path}",
+        hits,
+        f"these {name} sentences are in {train.path}; remove them from train (or from {name})",
+    )
 
 
 def unknown_rate(tokenizer: Tokenizer, side: Side, source: bool) -> list[Finding]:

@@ -31,8 +31,15 @@ class M2MVocab(MarianVocab):
 
     def __init__(self, state: dict[str, Any]) -> None:
         self.m2m = state
-        super().__init__({"source_spm": state["spm"], "target_spm": state["spm"], "specials": state["specials"],
-                          "vocab": state["vocab"], "target_vocab": None})  # fmt: skip
+        super().__init__(
+            {
+                "source_spm": state["spm"],
+                "target_spm": state["spm"],
+                "specials": state["specials"],
+                "vocab": state["vocab"],
+                "target_vocab": None,
+            }
+        )
         ids = self._src[0]
         missing = [p for p in state["languages"].values() if p not in ids]
         if missing:
@@ -62,8 +69,10 @@ class M2MVocab(MarianVocab):
         for given, side in ((source, "source"), (target, "target")):
             if not given:
                 shown = ", ".join(list(self.codes)[:12])
-                raise MtError(f"the model translates between {len(self.codes)} languages ({shown}, ...); name the "
-                              f"{side} language: --{side}-lang ({side}_lang in a server request)")  # fmt: skip
+                raise MtError(
+                    f"the model translates between {len(self.codes)} languages ({shown}, ...); name the "
+                    f"{side} language: --{side}-lang ({side}_lang in a server request)"
+                )
         src = self.codes[resolve_language(source, list(self.codes), "source language")]
         tgt = self.codes[resolve_language(target, list(self.codes), "target language")]
         if self.legacy:

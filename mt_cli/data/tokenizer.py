@@ -88,12 +88,16 @@ class Tokenizer:
         tags = self.target_tags()
         if not target:
             if tags:
-                raise MtError(f"the model writes {len(tags)} languages ({', '.join(list(tags)[:20])}); name the "
-                              "target language: --target-lang (target_lang in a server request)")  # fmt: skip
+                raise MtError(
+                    f"the model writes {len(tags)} languages ({', '.join(list(tags)[:20])}); name the "
+                    "target language: --target-lang (target_lang in a server request)"
+                )
             return LanguageTokens()
         if not tags:
-            raise MtError(f"target language {target!r}: the model has no target-language tokens; it writes one "
-                          "language (leave --target-lang out)")  # fmt: skip
+            raise MtError(
+                f"target language {target!r}: the model has no target-language tokens; it writes one "
+                "language (leave --target-lang out)"
+            )
         code = resolve_language(target, list(tags), "target language")
         return LanguageTokens(source=(tags[code],), tags=frozenset(tags.values()))
 
@@ -166,8 +170,9 @@ def train_sentencepiece(lines: list[str], cfg: TokenizerConfig, symbols: Sequenc
     return model.getvalue()
 
 
-def _train_spm(lines: list[str], model: io.BytesIO, cfg: TokenizerConfig, coverage: float,
-               symbols: Sequence[str] = ()) -> None:  # fmt: skip
+def _train_spm(
+    lines: list[str], model: io.BytesIO, cfg: TokenizerConfig, coverage: float, symbols: Sequence[str] = ()
+) -> None:
     spm.SentencePieceTrainer.train(
         sentence_iterator=iter(lines),
         model_writer=model,
@@ -192,8 +197,9 @@ def _train_spm(lines: list[str], model: io.BytesIO, cfg: TokenizerConfig, covera
     )
 
 
-def train_tokenizer(src_lines: list[str], tgt_lines: list[str], cfg: TokenizerConfig,
-                    tags: Sequence[str] = ()) -> Tokenizer:  # fmt: skip
+def train_tokenizer(
+    src_lines: list[str], tgt_lines: list[str], cfg: TokenizerConfig, tags: Sequence[str] = ()
+) -> Tokenizer:
     """`tags`: a multilingual model's target tags (<2de>), pieces of the source side's model."""
     if cfg.joint:
         return Tokenizer(train_sentencepiece(src_lines + tgt_lines, cfg, tags))

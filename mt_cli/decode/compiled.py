@@ -52,8 +52,11 @@ def compile_checkpoint(path: Path, precision: str = "fp32") -> tuple[Path, bool]
 def cpu_features() -> str:
     """What compiled CPU code depends on: the instruction sets PyTorch found."""
     flags = [torch.backends.cpu.get_cpu_capability()]
-    for name, probe in (("avx512bf16", torch.cpu._is_avx512_bf16_supported), ("vnni", torch.cpu._is_vnni_supported),
-                        ("amx", torch.cpu._is_amx_tile_supported)):  # fmt: skip
+    for name, probe in (
+        ("avx512bf16", torch.cpu._is_avx512_bf16_supported),
+        ("vnni", torch.cpu._is_vnni_supported),
+        ("amx", torch.cpu._is_amx_tile_supported),
+    ):
         if probe():
             flags.append(name)
     return "+".join(flags)
@@ -114,18 +117,29 @@ def _example(engine: Engine) -> tuple[tuple, dict]:
     r, h, dh, n = b * g, cfg.n_heads, cfg.d_model // cfg.n_heads, cfg.dec_layers
     dt = engine.dtype
     example = (
-        torch.full((r,), 4, dtype=torch.long), engine.positions[t - 1].clone(),
-        [torch.zeros(t, r, h, dh, dtype=dt) for _ in range(n)], [torch.zeros(t, r, h, dh, dtype=dt) for _ in range(n)],
-        [torch.zeros(b, h, s, dh, dtype=dt) for _ in range(n)], [torch.zeros(b, h, s, dh, dtype=dt) for _ in range(n)],
-        torch.ones(b, 1, 1, s, dtype=torch.bool), out_weight, out_scale, out_bias,
-    )  # fmt: skip
+        torch.full((r,), 4, dtype=torch.long),
+        engine.positions[t - 1].clone(),
+        [torch.zeros(t, r, h, dh, dtype=dt) for _ in range(n)],
+        [torch.zeros(t, r, h, dh, dtype=dt) for _ in range(n)],
+        [torch.zeros(b, h, s, dh, dtype=dt) for _ in range(n)],
+        [torch.zeros(b, h, s, dh, dtype=dt) for _ in range(n)],
+        torch.ones(b, 1, 1, s, dtype=torch.bool),
+        out_weight,
+        out_scale,
+        out_bias,
+    )
     rows, steps = Dim("rows", min=1, max=1 << 20), Dim("steps", min=1, max=1 << 16)
     sents, src, vocab = Dim("sentences", min=1, max=1 << 16), Dim("source", min=1, max=1 << 16), Dim("vocab", min=1)
     dims = {
-        "tokens": {0: rows}, "position": None,
-        "keys": [{0: steps, 1: rows}] * n, "values": [{0: steps, 1: rows}] * n,
-        "cross_k": [{0: sents, 2: src}] * n, "cross_v": [{0: sents, 2: src}] * n,
-        "cross_mask": {0: sents, 3: src}, "out_weight": {0: vocab},
-        "out_scale": None if out_scale is None else {0: vocab}, "out_bias": None if out_bias is None else {0: vocab},
-    }  # fmt: skip
+        "tokens": {0: rows},
+        "position": None,
+        "keys": [{0: steps, 1: rows}] * n,
+        "values": [{0: steps, 1: rows}] * n,
+        "cross_k": [{0: sents, 2: src}] * n,
+        "cross_v": [{0: sents, 2: src}] * n,
+        "cross_mask": {0: sents, 3: src},
+        "out_weight": {0: vocab},
+        "out_scale": None if out_scale is None else {0: vocab},
+        "out_bias": None if out_bias is None else {0: vocab},
+    }
     return example, dims

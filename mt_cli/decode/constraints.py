@@ -125,8 +125,13 @@ class Constraints:
         top_lp = lp.view(n, 2 * k * k).gather(1, top_idx).tolist()
         top_beam, top_scores_l, beam_scores = (top_idx // (2 * k)).tolist(), top_scores.tolist(), scores.tolist()
         # Each live beam's best token and the tokens that advance its terms, read in one gather.
-        extra = [(i, j, w) for i in range(n) for j in range(k) if math.isfinite(beam_scores[i][j])
-                 for w in {int(tok[i * k + j, 0])} | self.states[i][j].next_tokens()]  # fmt: skip
+        extra = [
+            (i, j, w)
+            for i in range(n)
+            for j in range(k)
+            if math.isfinite(beam_scores[i][j])
+            for w in {int(tok[i * k + j, 0])} | self.states[i][j].next_tokens()
+        ]
         rows = torch.tensor([i * k + j for i, j, _ in extra], dtype=torch.long, device=lprobs.device)
         cols = torch.tensor([w for _, _, w in extra], dtype=torch.long, device=lprobs.device)
         extra_lp = lprobs[rows, cols].tolist() if extra else []

@@ -20,8 +20,14 @@ class Direction:
     model (its tokenizer, and its config's recorded languages). Tokens are worked out when first
     needed and kept, per source language."""
 
-    def __init__(self, tokenizer: Tokenizer, model: ModelConfig, source: str = "", target: str = "",
-                 identifier: LanguageIdentifier | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        tokenizer: Tokenizer,
+        model: ModelConfig,
+        source: str = "",
+        target: str = "",
+        identifier: LanguageIdentifier | None = None,
+    ) -> None:
         self.tokenizer, self.model, self.source, self.target = tokenizer, model, source, target
         self._tokens: dict[str, LanguageTokens] = {}
         self._identifier = identifier
@@ -29,8 +35,13 @@ class Direction:
     def but(self, source: str | None, target: str | None) -> Direction:
         """This direction with the given languages changed (None keeps one), checked now: a language
         the model lacks, or one it needs and is not given, is refused here, not at the first line."""
-        new = Direction(self.tokenizer, self.model, self.source if source is None else source,
-                        self.target if target is None else target, self._identifier)  # fmt: skip
+        new = Direction(
+            self.tokenizer,
+            self.model,
+            self.source if source is None else source,
+            self.target if target is None else target,
+            self._identifier,
+        )
         if (new.source, new.target) != ("", ""):
             new.tokens()
         return new
@@ -60,8 +71,10 @@ class Direction:
         """The languages "auto" chooses among: those the model is told, else those it records."""
         codes = self.tokenizer.languages()[0] or list(self.model.source_langs)
         if not codes:
-            raise MtError("source language auto: the model records no source languages to choose among; name the "
-                          "language (--source-lang de)")  # fmt: skip
+            raise MtError(
+                "source language auto: the model records no source languages to choose among; name the "
+                "language (--source-lang de)"
+            )
         return codes
 
     def identifier(self) -> LanguageIdentifier:

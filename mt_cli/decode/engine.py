@@ -53,8 +53,9 @@ def fused(*layers: nn.Module) -> nn.Module:
     layers = cast("tuple[nn.Linear, ...]", layers)
     out = nn.Linear(layers[0].in_features, sum(layer.out_features for layer in layers))
     out.weight.data = torch.cat([layer.weight.detach() for layer in layers])
-    out.bias.data = torch.cat([layer.weight.new_zeros(layer.out_features) if layer.bias is None else layer.bias.detach()
-                               for layer in layers])  # fmt: skip
+    out.bias.data = torch.cat(
+        [layer.weight.new_zeros(layer.out_features) if layer.bias is None else layer.bias.detach() for layer in layers]
+    )
     return out.requires_grad_(False)
 
 
@@ -76,8 +77,9 @@ class StepLayer(nn.Module):
         self.norms = nn.ModuleList(own(s.norm) for s in (layer.self_sublayer, layer.cross_sublayer, layer.ffn_sublayer))
         self.pre_norm = layer.self_sublayer.pre_norm
 
-    def forward(self, x: Tensor, keys: Tensor, values: Tensor, cross_k: Tensor, cross_v: Tensor,
-                cross_mask: Tensor | None) -> Tensor:  # fmt: skip
+    def forward(
+        self, x: Tensor, keys: Tensor, values: Tensor, cross_k: Tensor, cross_v: Tensor, cross_mask: Tensor | None
+    ) -> Tensor:
         """x (R, D) -> the layer's output at the new position. keys, values (T+1, R, H, D/H): the
         positions so far and, at the last, room where this one's are written; cross_k, cross_v
         (B, H, S, D/H) and cross_mask (B, 1, 1, S): the encoder side of the B sentences."""
@@ -137,8 +139,9 @@ class StepCache:
         self.head_shape = (heads, like.size(-1))  # (H, D/H)
         self.width = heads * like.size(-1)  # one position of one row
         size = 16 * rows * self.width  # room for 16 steps
-        self.self_k, self.self_v, self.spare_k, self.spare_v = ([like.new_empty(size) for _ in range(layers)]
-                                                                for _ in range(4))  # fmt: skip
+        self.self_k, self.self_v, self.spare_k, self.spare_v = (
+            [like.new_empty(size) for _ in range(layers)] for _ in range(4)
+        )
         self.cross_k, self.cross_v, self.cross_mask = cross_k, cross_v, cross_mask  # mask (B, 1, 1, S), True = real
         self.output = output  # the output layer's weight (V or V_s, D), int8 scale and bias (Output.rows)
         self.length = 0
@@ -274,8 +277,9 @@ class Engine(nn.Module):
     ahead of time for this CPU. The model is kept for its encoder (in whatever arithmetic the
     model's own layers are: the Translator quantizes them for int8) and is not changed."""
 
-    def __init__(self, model: Transformer, precision: str = "fp32",
-                 compiled: Callable[[list[Tensor]], Tensor] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, model: Transformer, precision: str = "fp32", compiled: Callable[[list[Tensor]], Tensor] | None = None
+    ) -> None:
         super().__init__()
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, not {precision!r}")
@@ -298,8 +302,7 @@ class Engine(nn.Module):
         mask = key_mask(src_mask)
         if mask is None and self.compiled is not None:  # the compiled step takes a mask always
             mask = src_mask[:, None, None, :]
-        return StepCache(len(cross), rows, self.cfg.n_heads, [k for k, _ in cross], [v for _, v in cross], mask,
-                         output)  # fmt: skip
+        return StepCache(len(cross), rows, self.cfg.n_heads, [k for k, _ in cross], [v for _, v in cross], mask, output)
 
     def decode(
         self,
@@ -326,12 +329,28 @@ class Engine(nn.Module):
         keys, values = cache.next_step()
         position = self.positions[cache.length]
         if self.compiled is None:
-            logits = self.step_fn(tokens, position, keys, values, cache.cross_k, cache.cross_v, cache.cross_mask,
-                                  *cache.output, self.output.packed(cache.output[0]))  # fmt: skip
+            logits = self.step_fn(
+                tokens,
+                position,
+                keys,
+                values,
+                cache.cross_k,
+                cache.cross_v,
+                cache.cross_mask,
+                *cache.output,
+                self.output.packed(cache.output[0]),
+            )
         else:  # the same inputs, flat, each contiguous as the compiled code assumes
-            flat = [tokens.contiguous(), position, *keys, *values, *cache.cross_k, *cache.cross_v,
-                    cast(Tensor, cache.cross_mask),  # never None with a compiled step (new_cache)
-                    *(t for t in cache.output if t is not None)]  # fmt: skip
+            flat = [
+                tokens.contiguous(),
+                position,
+                *keys,
+                *values,
+                *cache.cross_k,
+                *cache.cross_v,
+                cast(Tensor, cache.cross_mask),  # never None with a compiled step (new_cache)
+                *(t for t in cache.output if t is not None),
+            ]
             logits = self.compiled(flat)
         cache.length += 1
         return logits

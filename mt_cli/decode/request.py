@@ -34,8 +34,9 @@ def per_line(languages: Languages, n: int) -> Sequence[LanguageTokens]:
     return [languages] * n if isinstance(languages, LanguageTokens) else languages
 
 
-def source_ids(tokenizer: Tokenizer, lines: Sequence[str], limit: int,
-               languages: Languages = LanguageTokens()) -> list[list[int]]:  # fmt: skip
+def source_ids(
+    tokenizer: Tokenizer, lines: Sequence[str], limit: int, languages: Languages = LanguageTokens()
+) -> list[list[int]]:
     """Source ids ending in EOS (then NLLB's legacy language token), an over-long line cut to
     `limit` (the model's positions less one); the `languages` tokens around each line."""
     out = []
@@ -49,10 +50,18 @@ class Requests:
     """Lines with their prefixes and terms as search requests: encoded, checked, keyed by line
     (`first_line` + index: sampling seeds by it, so a line draws the same in any batch)."""
 
-    def __init__(self, tokenizer: Tokenizer, cfg: DecodeConfig, limit: int, n: int,
-                 prefixes: Sequence[str | None] | None = None, constraints: Sequence[Sequence[str]] | None = None,
-                 first_line: int = 0, languages: Languages = LanguageTokens(),
-                 source_langs: Sequence[str] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        tokenizer: Tokenizer,
+        cfg: DecodeConfig,
+        limit: int,
+        n: int,
+        prefixes: Sequence[str | None] | None = None,
+        constraints: Sequence[Sequence[str]] | None = None,
+        first_line: int = 0,
+        languages: Languages = LanguageTokens(),
+        source_langs: Sequence[str] | None = None,
+    ) -> None:
         for name, given in (("prefixes", prefixes), ("constraint lists", constraints)):
             if given is not None and len(given) != n:
                 raise MtError(f"{len(given)} {name} for {n} lines: give one per line (an empty one for none)")

@@ -41,8 +41,9 @@ def force_batch(model: Forced, src_ids: list[list[int]], tgt_ids: list[list[int]
     return out
 
 
-def force(model: Forced, src_ids: list[list[int]], tgt_ids: list[list[int]], batch_size: int,
-          start: tuple[int, ...] = ()) -> list[Hypothesis]:  # fmt: skip
+def force(
+    model: Forced, src_ids: list[list[int]], tgt_ids: list[list[int]], batch_size: int, start: tuple[int, ...] = ()
+) -> list[Hypothesis]:
     """Many pairs: batches of similar length, returned in input order. `start`: target ids the
     decoder reads before each target (an M2M100 or NLLB model's target language), not scored."""
     found = _batched(force_batch, model, src_ids, [[*start, *ids] for ids in tgt_ids], batch_size)
@@ -56,8 +57,13 @@ def align(model: Transformer, src_ids: list[list[int]], tgt_ids: list[list[int]]
     return _batched(align_batch, model, src_ids, tgt_ids, batch_size)
 
 
-def _batched(fn: Callable[[Any, list[list[int]], list[list[int]]], list[T]], model: Any, src_ids: list[list[int]],
-             tgt_ids: list[list[int]], batch_size: int) -> list[T]:  # fmt: skip
+def _batched(
+    fn: Callable[[Any, list[list[int]], list[list[int]]], list[T]],
+    model: Any,
+    src_ids: list[list[int]],
+    tgt_ids: list[list[int]],
+    batch_size: int,
+) -> list[T]:
     was_training = model.training
     model.eval()
     order = sorted(range(len(src_ids)), key=lambda i: (len(tgt_ids[i]), len(src_ids[i])))

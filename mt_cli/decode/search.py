@@ -113,8 +113,9 @@ def start_tokens(model: Searchable, rows: int, start: Tensor | None, device: tor
 def _greedy_hypothesis(row: list[int], lps: list[float], length_penalty: float) -> Hypothesis:
     n = row.index(EOS) + 1 if EOS in row else len(row)  # output length, EOS included
     token_lps = lps[:n]
-    return Hypothesis([t for t in row[:n] if t not in (EOS, PAD)], _normalised(sum(token_lps), n, length_penalty),
-                      token_lps)  # fmt: skip
+    return Hypothesis(
+        [t for t in row[:n] if t not in (EOS, PAD)], _normalised(sum(token_lps), n, length_penalty), token_lps
+    )
 
 
 @torch.inference_mode()
@@ -211,14 +212,20 @@ def _choose(lprobs: Tensor, scores: Tensor, k: int, active: Tensor) -> Choice:
     # The K best candidates that are not EOS carry on.
     rank = is_eos.long() * 2 * k + torch.arange(2 * k, device=lprobs.device)
     pick = rank.topk(k, dim=1, largest=False).indices  # (n, K)
-    return Choice(ended, top_scores.gather(1, pick), top_beam.gather(1, pick), top_tok.gather(1, pick),
-                  top_lp.gather(1, pick))  # fmt: skip
+    return Choice(
+        ended, top_scores.gather(1, pick), top_beam.gather(1, pick), top_tok.gather(1, pick), top_lp.gather(1, pick)
+    )
 
 
 def _finish(
-    finished: list[list[Hypothesis]], active: Tensor, history: Tensor, history_lp: Tensor,
-    ended: list[tuple[int, int, float, float]], k: int, norm: float,
-) -> None:  # fmt: skip
+    finished: list[list[Hypothesis]],
+    active: Tensor,
+    history: Tensor,
+    history_lp: Tensor,
+    ended: list[tuple[int, int, float, float]],
+    k: int,
+    norm: float,
+) -> None:
     """Record the hypotheses that end at this step, up to K per sentence."""
     for i, beam, score, lp in ended:
         sent = int(active[i])
@@ -235,9 +242,13 @@ class Search:
     number of requests; `batch` decodes one batch."""
 
     def __init__(
-        self, model: Searchable, cfg: DecodeConfig, processors: tuple[Processor, ...] = DEFAULT_PROCESSORS,
-        shortlist: Shortlist | None = None, glue: Callable[[], Tensor] | None = None,
-    ) -> None:  # fmt: skip
+        self,
+        model: Searchable,
+        cfg: DecodeConfig,
+        processors: tuple[Processor, ...] = DEFAULT_PROCESSORS,
+        shortlist: Shortlist | None = None,
+        glue: Callable[[], Tensor] | None = None,
+    ) -> None:
         self.model, self.cfg, self.processors, self.shortlist, self.glue = model, cfg, processors, shortlist, glue
 
     def __call__(
@@ -265,8 +276,12 @@ class Search:
         out: list[list[int]] = []
         tokens = 0
         for i in sorted(range(len(lengths)), key=lambda i: (starts[i], lengths[i])):
-            if not out or len(out[-1]) >= self.cfg.batch_size or tokens + lengths[i] > budget or (
-                    starts[i] != starts[out[-1][0]]):  # fmt: skip
+            if (
+                not out
+                or len(out[-1]) >= self.cfg.batch_size
+                or tokens + lengths[i] > budget
+                or (starts[i] != starts[out[-1][0]])
+            ):
                 out.append([])
                 tokens = 0
             out[-1].append(i)
@@ -304,8 +319,9 @@ class Search:
             found = greedy_search(model, src, max_lens, cfg.length_penalty, processors, shortlist=listed, start=start)
             return [[h] for h in found]
         if cfg.search_method == "sample":
-            found = greedy_search(model, src, max_lens, cfg.length_penalty, processors, Sampler(cfg, draws),
-                                  start=start)  # fmt: skip
+            found = greedy_search(
+                model, src, max_lens, cfg.length_penalty, processors, Sampler(cfg, draws), start=start
+            )
             return [sorted(found[i : i + samples], key=lambda h: -h.score) for i in range(0, len(found), samples)]
         guide = None
         if any(r.constraints for r in requests):

@@ -155,21 +155,28 @@ class Translator:
         return Search(self.engine, self.cfg, self.processors, self.plan.shortlist, self._glue)
 
     def requests(
-        self, lines: Sequence[str], prefixes: Sequence[str | None] | None = None,
-        constraints: Sequence[Sequence[str]] | None = None, first_line: int = 0,
-    ) -> list[Request | None]:  # fmt: skip
+        self,
+        lines: Sequence[str],
+        prefixes: Sequence[str | None] | None = None,
+        constraints: Sequence[Sequence[str]] | None = None,
+        first_line: int = 0,
+    ) -> list[Request | None]:
         """Each line as search takes it, built and checked once (None for a blank line): source
         ids, a target prefix the output starts with, target terms it must contain (beam search
         only). `first_line`: the index of lines[0] in a longer input (sampling seeds by it)."""
         languages, detected = self.direction.for_lines(lines)
-        requests = Requests(self.tokenizer, self.cfg, self._limit, len(lines), prefixes, constraints, first_line,
-                            languages, detected)  # fmt: skip
+        requests = Requests(
+            self.tokenizer, self.cfg, self._limit, len(lines), prefixes, constraints, first_line, languages, detected
+        )
         return requests.build(lines)
 
     def search_requests(
-        self, requests: Sequence[Request | None], nbest: int | None = None, alignment: bool = False,
+        self,
+        requests: Sequence[Request | None],
+        nbest: int | None = None,
+        alignment: bool = False,
         progress: Callable[[int], None] | None = None,
-    ) -> list[list[Hypothesis]]:  # fmt: skip
+    ) -> list[list[Hypothesis]]:
         """Hypotheses for each request, best first: all the search finds, or the `nbest` best (with
         sampling, `nbest` draws), with their text; a blank line (None) gets one empty hypothesis.
         `alignment` fills each hypothesis's alignment."""
@@ -245,8 +252,9 @@ class Translator:
         if long is not None:
             raise MtError(f"target line {long + 1}: {len(tgt_ids[long])} pieces, more than the model's {limit - 1}")
         with autocast(self.cfg.precision == "bf16", self.device):
-            found = force(self.model, self.source_ids(src_lines), tgt_ids, self.cfg.batch_size,
-                          self.direction.tokens().start)  # fmt: skip
+            found = force(
+                self.model, self.source_ids(src_lines), tgt_ids, self.cfg.batch_size, self.direction.tokens().start
+            )
         return [dataclasses.replace(h, text=" ".join(line.split())) for h, line in zip(found, tgt_lines)]
 
     def translate(self, lines: Sequence[str]) -> list[str]:

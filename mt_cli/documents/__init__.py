@@ -15,8 +15,16 @@ from mt_cli.documents.engine import Engine
 from mt_cli.errors import MtError
 
 KINDS = DOCUMENT_TYPES[1:]  # every type but "auto", which picks one of them
-EXTENSIONS = {".html": "html", ".htm": "html", ".md": "markdown", ".markdown": "markdown",
-              ".srt": "srt", ".vtt": "vtt", ".po": "po", ".pot": "po"}  # fmt: skip
+EXTENSIONS = {
+    ".html": "html",
+    ".htm": "html",
+    ".md": "markdown",
+    ".markdown": "markdown",
+    ".srt": "srt",
+    ".vtt": "vtt",
+    ".po": "po",
+    ".pot": "po",
+}
 
 
 def kind_of(path: Path | None, input_type: str) -> str:

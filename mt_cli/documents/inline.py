@@ -80,9 +80,13 @@ def units(run: Run, lang: str) -> list[tuple[int, int]]:
 
 
 def translate_runs(
-    engine: Engine, runs: Sequence[Run], lang: str, protector: Protector | None, escape: Callable[[str], str],
+    engine: Engine,
+    runs: Sequence[Run],
+    lang: str,
+    protector: Protector | None,
+    escape: Callable[[str], str],
     literal: Callable[[str], str] | None = None,
-) -> list[str]:  # fmt: skip
+) -> list[str]:
     """Each run written out translated, with its tags and atoms (one batch for all sentences of all
     runs); `escape` makes target text safe in the document (HTML: &, < and >), `literal` writes a
     protected span back (default: `escape`; Markdown writes a URL as it was, unescaped)."""

@@ -39,8 +39,10 @@ def import_hf(folder: Path, out: Path) -> Path:
     hf = read_json(folder / "config.json")
     kind = hf.get("model_type")
     if kind in ("nllb-moe", "nllb_moe"):
-        raise MtError(f"{folder / 'config.json'}: {kind} is a mixture-of-experts model, which mt does not run; "
-                      "import a dense NLLB-200 (nllb-200-distilled-600M, -1.3B, -3.3B)")  # fmt: skip
+        raise MtError(
+            f"{folder / 'config.json'}: {kind} is a mixture-of-experts model, which mt does not run; "
+            "import a dense NLLB-200 (nllb-200-distilled-600M, -1.3B, -3.3B)"
+        )
     if kind == "m2m_100":
         from mt_cli.interop.m2m100 import import_m2m100
 
@@ -80,8 +82,10 @@ def resolve_folder(name: str) -> Path:
         return Path(snapshot_download(name, allow_patterns=HUB_FILES))
     except Exception as e:  # offline, unknown id, no permission: the hub's own message, on one line
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise MtError(f"{name}: could not fetch it from the Hugging Face hub ({first}); on a machine that is "
-                      "online, save it with save_pretrained and give that folder") from None  # fmt: skip
+        raise MtError(
+            f"{name}: could not fetch it from the Hugging Face hub ({first}); on a machine that is "
+            "online, save it with save_pretrained and give that folder"
+        ) from None
 
 
 def read_json(path: Path, optional: bool = False) -> dict[str, Any]:
@@ -105,8 +109,9 @@ def imported_beam(folder: Path, hf: dict[str, Any]) -> int:
 
 def read_tokenizer(folder: Path, hf: dict[str, Any]) -> MarianVocab:
     tc = read_json(folder / "tokenizer_config.json", optional=True)
-    specials = {k: str(tc.get(f"{k}_token", default)) for k, default in (("pad", "<pad>"), ("unk", "<unk>"),
-                                                                          ("eos", "</s>"))}  # fmt: skip
+    specials = {
+        k: str(tc.get(f"{k}_token", default)) for k, default in (("pad", "<pad>"), ("unk", "<unk>"), ("eos", "</s>"))
+    }
     separate = bool(tc.get("separate_vocabs", False))
     target_vocab = folder / str(tc.get("target_vocab_file") or "target_vocab.json")
     state: dict[str, Any] = {
@@ -120,8 +125,10 @@ def read_tokenizer(folder: Path, hf: dict[str, Any]) -> MarianVocab:
     tgt = state["target_vocab"] or state["vocab"]
     for key, piece in (("pad_token_id", specials["pad"]), ("eos_token_id", specials["eos"])):
         if key in hf and tgt[int(hf[key])] != piece:
-            raise MtError(f"{folder / 'config.json'}: {key} {hf[key]} is {tgt[int(hf[key])]!r} in the vocabulary, "
-                          f"not {piece!r} as tokenizer_config.json says")  # fmt: skip
+            raise MtError(
+                f"{folder / 'config.json'}: {key} {hf[key]} is {tgt[int(hf[key])]!r} in the vocabulary, "
+                f"not {piece!r} as tokenizer_config.json says"
+            )
     return tok
 
 
@@ -184,15 +191,25 @@ def model_config(hf: dict[str, Any], tok: MarianVocab, where: Path) -> ModelConf
     if tok.src_vocab_size != v:
         raise MtError(f"{where}: vocab_size {v}, but vocab.json holds {tok.src_vocab_size} pieces")
     return ModelConfig(
-        d_model=hf["d_model"], n_heads=hf["encoder_attention_heads"], ffn_dim=hf["encoder_ffn_dim"],
-        enc_layers=hf["encoder_layers"], dec_layers=hf["decoder_layers"], dropout=float(hf.get("dropout", 0.1)),
+        d_model=hf["d_model"],
+        n_heads=hf["encoder_attention_heads"],
+        ffn_dim=hf["encoder_ffn_dim"],
+        enc_layers=hf["encoder_layers"],
+        dec_layers=hf["decoder_layers"],
+        dropout=float(hf.get("dropout", 0.1)),
         attention_dropout=float(hf.get("attention_dropout", 0.0)),
-        activation_dropout=float(hf.get("activation_dropout", 0.0)), pre_norm=False,
-        tie_embeddings=bool(hf.get("tie_word_embeddings", True)), max_positions=int(hf["max_position_embeddings"]),
-        src_vocab_size=v, tgt_vocab_size=tok.tgt_vocab_size,
-        shared_vocab=bool(hf.get("share_encoder_decoder_embeddings", True)), decoder_start="pad", activation=act,
-        output_bias=True, scale_embedding=bool(hf.get("scale_embedding", False)),
-    )  # fmt: skip
+        activation_dropout=float(hf.get("activation_dropout", 0.0)),
+        pre_norm=False,
+        tie_embeddings=bool(hf.get("tie_word_embeddings", True)),
+        max_positions=int(hf["max_position_embeddings"]),
+        src_vocab_size=v,
+        tgt_vocab_size=tok.tgt_vocab_size,
+        shared_vocab=bool(hf.get("share_encoder_decoder_embeddings", True)),
+        decoder_start="pad",
+        activation=act,
+        output_bias=True,
+        scale_embedding=bool(hf.get("scale_embedding", False)),
+    )
 
 
 def same_both_sides(hf: dict[str, Any], where: Path) -> None:
@@ -215,8 +232,9 @@ def load_weights(folder: Path) -> dict[str, torch.Tensor]:
     raise MtError(f"{folder}: holds neither model.safetensors nor pytorch_model.bin")
 
 
-def mt_state_dict(w: dict[str, torch.Tensor], hf: dict[str, Any], tok: MarianVocab,
-                  cfg: ModelConfig) -> dict[str, torch.Tensor]:  # fmt: skip
+def mt_state_dict(
+    w: dict[str, torch.Tensor], hf: dict[str, Any], tok: MarianVocab, cfg: ModelConfig
+) -> dict[str, torch.Tensor]:
     """MarianMTModel's weights -> mt's names, vocabulary rows in mt's id order."""
     src_order = torch.tensor(mt_order(tok.src_vocab, tok.specials))
     tgt_order = torch.tensor(mt_order(tok.tgt_vocab, tok.specials))
@@ -229,11 +247,13 @@ def mt_state_dict(w: dict[str, torch.Tensor], hf: dict[str, Any], tok: MarianVoc
     # Every name of a tied matrix is in the state dict (load_state_dict wants them all), as one tensor.
     out["decoder.embeddings.token.weight"] = tgt[tgt_order].clone()
     tied_src = cfg.tie_embeddings and cfg.shared_vocab
-    out["encoder.embeddings.token.weight"] = out["decoder.embeddings.token.weight"] if tied_src else (
-        src[src_order].clone())  # fmt: skip
+    out["encoder.embeddings.token.weight"] = (
+        out["decoder.embeddings.token.weight"] if tied_src else (src[src_order].clone())
+    )
     lm_head = w.get("lm_head.weight", tgt)
-    out["output_projection.weight"] = out["decoder.embeddings.token.weight"] if cfg.tie_embeddings else (
-        lm_head[tgt_order].clone())  # fmt: skip
+    out["output_projection.weight"] = (
+        out["decoder.embeddings.token.weight"] if cfg.tie_embeddings else (lm_head[tgt_order].clone())
+    )
     bias = w.get("final_logits_bias", torch.zeros(1, cfg.tgt_vocab_size))[0][tgt_order].clone()
     bias[PAD] = 0.0  # mt never outputs PAD (its logit is -inf in search); an exported model holds -inf there
     out["output_projection.bias"] = bias

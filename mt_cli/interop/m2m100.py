@@ -53,9 +53,16 @@ def read_tokenizer(folder: Path, hf: dict[str, Any], tc: dict[str, Any]) -> M2MV
     filler = [f"<unused{i}>" for i in range(size - len(pieces))]  # rows the model has and no piece uses
     hidden = [p for p in ("<s>", "<mask>") if p in pieces] + filler
     files = {n: (folder / n).read_bytes() for n in TOKENIZER_FILES if (folder / n).is_file()}
-    state = {"spm": spm.read_bytes(), "vocab": pieces + filler, "specials": {"pad": "<pad>", "unk": "<unk>",
-             "eos": "</s>"}, "languages": codes, "hidden": hidden, "legacy": bool(tc.get("legacy_behaviour", False)),
-             "flavour": "nllb" if nllb else "m2m100", "files": files}  # fmt: skip
+    state = {
+        "spm": spm.read_bytes(),
+        "vocab": pieces + filler,
+        "specials": {"pad": "<pad>", "unk": "<unk>", "eos": "</s>"},
+        "languages": codes,
+        "hidden": hidden,
+        "legacy": bool(tc.get("legacy_behaviour", False)),
+        "flavour": "nllb" if nllb else "m2m100",
+        "files": files,
+    }
     return M2MVocab(state)
 
 
@@ -97,15 +104,26 @@ def model_config(hf: dict[str, Any], where: Path) -> ModelConfig:
     if hf.get("decoder_start_token_id", 2) != hf.get("eos_token_id", 2):
         raise MtError(f"{where}: decoder_start_token_id is not eos_token_id; M2M100 and NLLB start from </s>")
     return ModelConfig(
-        d_model=hf["d_model"], n_heads=hf["encoder_attention_heads"], ffn_dim=hf["encoder_ffn_dim"],
-        enc_layers=hf["encoder_layers"], dec_layers=hf["decoder_layers"], dropout=float(hf.get("dropout", 0.1)),
+        d_model=hf["d_model"],
+        n_heads=hf["encoder_attention_heads"],
+        ffn_dim=hf["encoder_ffn_dim"],
+        enc_layers=hf["encoder_layers"],
+        dec_layers=hf["decoder_layers"],
+        dropout=float(hf.get("dropout", 0.1)),
         attention_dropout=float(hf.get("attention_dropout", 0.0)),
-        activation_dropout=float(hf.get("activation_dropout", 0.0)), pre_norm=True,
-        tie_embeddings=bool(hf.get("tie_word_embeddings", True)), max_positions=int(hf["max_position_embeddings"]),
-        src_vocab_size=int(hf["vocab_size"]), tgt_vocab_size=int(hf["vocab_size"]), shared_vocab=True,
-        decoder_start="eos", activation=act, output_bias=False, scale_embedding=bool(hf.get("scale_embedding", True)),
+        activation_dropout=float(hf.get("activation_dropout", 0.0)),
+        pre_norm=True,
+        tie_embeddings=bool(hf.get("tie_word_embeddings", True)),
+        max_positions=int(hf["max_position_embeddings"]),
+        src_vocab_size=int(hf["vocab_size"]),
+        tgt_vocab_size=int(hf["vocab_size"]),
+        shared_vocab=True,
+        decoder_start="eos",
+        activation=act,
+        output_bias=False,
+        scale_embedding=bool(hf.get("scale_embedding", True)),
         positions="fairseq",
-    )  # fmt: skip
+    )
 
 
 def import_m2m100(folder: Path, hf: dict[str, Any], weights: dict[str, torch.Tensor], out: Path) -> Checkpoint:
@@ -115,8 +133,9 @@ def import_m2m100(folder: Path, hf: dict[str, Any], weights: dict[str, torch.Ten
     codes = tuple(tok.codes)
     model_cfg = replace(model_config(hf, folder / "config.json"), source_langs=codes, target_langs=codes)
     beam = imported_beam(folder, hf)
-    cfg = Config(model=model_cfg, tokenizer=TokenizerConfig(vocab_size=model_cfg.tgt_vocab_size),
-                 decode=DecodeConfig(beam=beam))  # fmt: skip
+    cfg = Config(
+        model=model_cfg, tokenizer=TokenizerConfig(vocab_size=model_cfg.tgt_vocab_size), decode=DecodeConfig(beam=beam)
+    )
     return Checkpoint(cfg, tok, mt_state_dict(weights, tok, model_cfg), None)
 
 
@@ -154,9 +173,17 @@ def export_m2m100(ckpt: Checkpoint, out_dir: Path) -> Path:
 
     def write(tmp: Path) -> None:
         write_json(tmp / "config.json", hf_config(ckpt))
-        write_json(tmp / "generation_config.json", {"decoder_start_token_id": 2, "eos_token_id": 2,
-                   "pad_token_id": 1, "bos_token_id": 0, "num_beams": ckpt.config.decode.beam,
-                   "max_length": 200})  # fmt: skip
+        write_json(
+            tmp / "generation_config.json",
+            {
+                "decoder_start_token_id": 2,
+                "eos_token_id": 2,
+                "pad_token_id": 1,
+                "bos_token_id": 0,
+                "num_beams": ckpt.config.decode.beam,
+                "max_length": 200,
+            },
+        )
         save_file(hf_state_dict(ckpt), str(tmp / "model.safetensors"), metadata={"format": "pt"})
         (tmp / SPM).write_bytes(tok.m2m["spm"])
         for name, data in tok.m2m["files"].items():
@@ -168,15 +195,30 @@ def export_m2m100(ckpt: Checkpoint, out_dir: Path) -> Path:
 def hf_config(ckpt: Checkpoint) -> dict[str, Any]:
     m, tok = ckpt.config.model, ckpt.tokenizer
     assert isinstance(tok, M2MVocab)
-    config = {"architectures": ["M2M100ForConditionalGeneration"], "model_type": "m2m_100",
-              "vocab_size": m.tgt_vocab_size, "d_model": m.d_model, "encoder_layers": m.enc_layers,
-              "decoder_layers": m.dec_layers, "encoder_attention_heads": m.n_heads,
-              "decoder_attention_heads": m.n_heads,
-              "encoder_ffn_dim": m.ffn_dim, "decoder_ffn_dim": m.ffn_dim, "activation_function": m.activation,
-              "max_position_embeddings": m.max_positions, "scale_embedding": m.scale_embedding, "dropout": m.dropout,
-              "attention_dropout": m.attention_dropout, "activation_dropout": m.activation_dropout,
-              "tie_word_embeddings": m.tie_embeddings, "pad_token_id": 1, "bos_token_id": 0, "eos_token_id": 2,
-              "decoder_start_token_id": 2, "is_encoder_decoder": True}  # fmt: skip
+    config = {
+        "architectures": ["M2M100ForConditionalGeneration"],
+        "model_type": "m2m_100",
+        "vocab_size": m.tgt_vocab_size,
+        "d_model": m.d_model,
+        "encoder_layers": m.enc_layers,
+        "decoder_layers": m.dec_layers,
+        "encoder_attention_heads": m.n_heads,
+        "decoder_attention_heads": m.n_heads,
+        "encoder_ffn_dim": m.ffn_dim,
+        "decoder_ffn_dim": m.ffn_dim,
+        "activation_function": m.activation,
+        "max_position_embeddings": m.max_positions,
+        "scale_embedding": m.scale_embedding,
+        "dropout": m.dropout,
+        "attention_dropout": m.attention_dropout,
+        "activation_dropout": m.activation_dropout,
+        "tie_word_embeddings": m.tie_embeddings,
+        "pad_token_id": 1,
+        "bos_token_id": 0,
+        "eos_token_id": 2,
+        "decoder_start_token_id": 2,
+        "is_encoder_decoder": True,
+    }
     if tok.m2m["flavour"] == "nllb":
         config["tokenizer_class"] = "NllbTokenizer"
     return config

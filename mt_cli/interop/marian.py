@@ -238,9 +238,16 @@ def write_tokenizer(ckpt: Checkpoint, out: Path) -> None:
             "pad_token": sp.id_to_piece(PAD),
         }
         separate = False
-    write_json(out / "tokenizer_config.json", {"tokenizer_class": "MarianTokenizer", **specials,
-                "model_max_length": ckpt.config.model.max_positions, "separate_vocabs": separate,
-                **({"target_vocab_file": "target_vocab.json"} if separate else {})})  # fmt: skip
+    write_json(
+        out / "tokenizer_config.json",
+        {
+            "tokenizer_class": "MarianTokenizer",
+            **specials,
+            "model_max_length": ckpt.config.model.max_positions,
+            "separate_vocabs": separate,
+            **({"target_vocab_file": "target_vocab.json"} if separate else {}),
+        },
+    )
 
 
 def export_hf(ckpt: Checkpoint, out_dir: Path) -> Path:

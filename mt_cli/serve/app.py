@@ -82,8 +82,14 @@ class Model:
                 self.on_error()
             return
         cfg = self.cfg
-        batcher = Batcher(Tasks(service).run, cfg.max_batch_tokens, cfg.max_wait_ms / 1000, cfg.batch_gap_ms / 1000,
-                          cfg.max_queue_lines, self.telemetry.batch)  # fmt: skip
+        batcher = Batcher(
+            Tasks(service).run,
+            cfg.max_batch_tokens,
+            cfg.max_wait_ms / 1000,
+            cfg.batch_gap_ms / 1000,
+            cfg.max_queue_lines,
+            self.telemetry.batch,
+        )
         self.telemetry.queued.set_function(lambda: batcher.queued_lines)  # read at each scrape
         self.batcher, self.service = batcher, service
 
@@ -119,17 +125,25 @@ async def decode(model: Model, check: Callable[[Service], Work]) -> Any:
 def _lines(value: str | list[str], field: str, cfg: ServeConfig) -> list[str]:
     lines = [value] if isinstance(value, str) else value
     if len(lines) > cfg.max_request_lines:
-        raise ApiError(413, f"{field}: {len(lines)} lines, more than the server's limit of {cfg.max_request_lines} "
-                            "(--max-request-lines); send them in several requests", kind="too_large",
-                       field=field)  # fmt: skip
+        raise ApiError(
+            413,
+            f"{field}: {len(lines)} lines, more than the server's limit of {cfg.max_request_lines} "
+            "(--max-request-lines); send them in several requests",
+            kind="too_large",
+            field=field,
+        )
     return lines
 
 
 def _check_beam(req: TranslateRequest, cfg: ServeConfig) -> None:
     for field, asked in (("beam", req.beam or 0), ("nbest", req.nbest)):
         if asked > cfg.max_beam:
-            raise ApiError(422, f"{field}: {asked} is more than the server's limit of {cfg.max_beam} (--max-beam)",
-                           kind="invalid", field=field)  # fmt: skip
+            raise ApiError(
+                422,
+                f"{field}: {asked} is more than the server's limit of {cfg.max_beam} (--max-beam)",
+                kind="invalid",
+                field=field,
+            )
 
 
 async def _translate(request: Request, model: Model, libre: LibreTranslate) -> dict[str, Any]:
@@ -177,8 +191,9 @@ def create_app(load: Callable[[], Translator], name: str, cfg: ServeConfig = Ser
     app = FastAPI(title="mt", summary="Translate, score and inspect with an mt checkpoint", lifespan=lifespan)
     app.state.model = model
     if cfg.cors_origins:  # browser pages on other origins (LibreTranslate's web clients) may call it
-        app.add_middleware(CORSMiddleware, allow_origins=list(cfg.cors_origins), allow_methods=["GET", "POST"],
-                           allow_headers=["*"])  # fmt: skip
+        app.add_middleware(
+            CORSMiddleware, allow_origins=list(cfg.cors_origins), allow_methods=["GET", "POST"], allow_headers=["*"]
+        )
     app.add_exception_handler(ApiError, _api_error)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, _invalid)  # type: ignore[arg-type]
     app.add_exception_handler(HTTPException, _http_error)  # type: ignore[arg-type]
@@ -201,15 +216,23 @@ def _routes(app: FastAPI, model: Model, libre: LibreTranslate) -> None:
         body, status = _health(model)
         return JSONResponse(body, status_code=status)
 
-    @app.post("/translate", response_model=None, openapi_extra=bodies["/translate"],
-              responses=responses(Translations | Translated, "both", 400, 403, 413, 422, 429, 500, 503))  # fmt: skip
+    @app.post(
+        "/translate",
+        response_model=None,
+        openapi_extra=bodies["/translate"],
+        responses=responses(Translations | Translated, "both", 400, 403, 413, 422, 429, 500, 503),
+    )
     async def translate(request: Request) -> dict[str, Any]:
         """Translate lines ({"text": ...}); with format full, each line's object as `mt translate
         --format jsonl` writes it. Or LibreTranslate's request (q, source, target: JSON or a form)."""
         return await _translate(request, model, libre)
 
-    @app.post("/score", response_model=None, openapi_extra=bodies["/score"],
-              responses=responses(Scores, "native", 400, 413, 422, 429, 500, 503))  # fmt: skip
+    @app.post(
+        "/score",
+        response_model=None,
+        openapi_extra=bodies["/score"],
+        responses=responses(Scores, "native", 400, 413, 422, 429, 500, 503),
+    )
     async def score(request: Request) -> dict[str, Any]:
         """Each pair's log-probability (sum over target tokens, EOS included), as `mt score`."""
         libre.limits.admit(client_of(request), None)
@@ -219,8 +242,12 @@ def _routes(app: FastAPI, model: Model, libre: LibreTranslate) -> None:
         found = await decode(model, lambda s: s.scoring(sources, targets, req.normalize, req.format == "full"))
         return {"scores": found}
 
-    @app.post("/attention", response_model=None, openapi_extra=bodies["/attention"],
-              responses=responses(AttentionMap, "native", 400, 413, 422, 429, 500, 503))  # fmt: skip
+    @app.post(
+        "/attention",
+        response_model=None,
+        openapi_extra=bodies["/attention"],
+        responses=responses(AttentionMap, "native", 400, 413, 422, 429, 500, 503),
+    )
     async def attention(request: Request) -> dict[str, Any]:
         """The encoder-decoder attention of one line, averaged over each layer's heads."""
         libre.limits.admit(client_of(request), None)
@@ -243,15 +270,22 @@ def _health(model: Model) -> tuple[dict[str, Any], int]:
         return {"status": "failed" if model.error else "loading", "model": shown, "error": model.error}, 503
     languages = {"source": list(model.languages.sources), "target": list(model.languages.targets)}
     uptime = round(time.monotonic() - model.started, 3)
-    return {"status": "ok", "model": shown, "languages": languages, "uptime_s": uptime,
-            "threads": torch.get_num_threads()}, 200  # fmt: skip
+    return {
+        "status": "ok",
+        "model": shown,
+        "languages": languages,
+        "uptime_s": uptime,
+        "threads": torch.get_num_threads(),
+    }, 200
 
 
-def _respond(request: Request, status: int, message: str, field: str | None = None,
-             headers: dict[str, str] | None = None) -> JSONResponse:  # fmt: skip
+def _respond(
+    request: Request, status: int, message: str, field: str | None = None, headers: dict[str, str] | None = None
+) -> JSONResponse:
     """An error in the shape of the API asked: LibreTranslate's {"error"}, else {"error", "field"}."""
     libre = getattr(request.state, "libretranslate", False) or libretranslate_shape(
-        request.url.path, request.headers.get("content-type", ""))  # fmt: skip
+        request.url.path, request.headers.get("content-type", "")
+    )
     return JSONResponse(error_body(message, field, libre), status_code=status, headers=headers)
 
 

@@ -58,8 +58,15 @@ Observer = Callable[[list[Job], list[float], float], None]
 
 
 class Batcher:
-    def __init__(self, run: Runner, max_batch_tokens: int, max_wait_s: float, gap_s: float, max_queue_lines: int,
-                 observe: Observer | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        run: Runner,
+        max_batch_tokens: int,
+        max_wait_s: float,
+        gap_s: float,
+        max_queue_lines: int,
+        observe: Observer | None = None,
+    ) -> None:
         self.run, self.observe = run, observe
         self.max_batch_tokens, self.max_wait_s, self.gap_s = max_batch_tokens, max_wait_s, gap_s
         self.max_queue_lines = max_queue_lines

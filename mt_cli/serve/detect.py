@@ -28,8 +28,9 @@ class Detector:
         each language's confidence averaged over the texts; the first source with confidence 0
         when none fits."""
         if not self.sources:
-            raise ApiError(400, "cannot detect: the model records no source language; start mt serve with "
-                                "--source-lang")  # fmt: skip
+            raise ApiError(
+                400, "cannot detect: the model records no source language; start mt serve with --source-lang"
+            )
         try:
             known = self.identifier.known()
         except MtError as e:  # lingua is not installed

@@ -17,8 +17,20 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[MutableMapping[str, Any], Receive, Send], Awaitable[None]]
 
-ENDPOINTS = ("/", "/translate", "/score", "/attention", "/health", "/metrics", "/docs", "/openapi.json",
-             "/languages", "/detect", "/translate_file", "/frontend/settings")  # fmt: skip
+ENDPOINTS = (
+    "/",
+    "/translate",
+    "/score",
+    "/attention",
+    "/health",
+    "/metrics",
+    "/docs",
+    "/openapi.json",
+    "/languages",
+    "/detect",
+    "/translate_file",
+    "/frontend/settings",
+)
 LIBRETRANSLATE = ("/languages", "/detect", "/translate_file", "/frontend/settings")  # and /download_file/NAME
 FORMS = ("application/x-www-form-urlencoded", "multipart/form-data")
 
@@ -30,8 +42,11 @@ def is_form_type(content_type: str) -> bool:
 def libretranslate_shape(path: str, content_type: str) -> bool:
     """Whether a refusal takes LibreTranslate's shape, by what is known before the body is read:
     its routes', and a form's sent to /translate (a JSON one is told apart by its fields, in app.py)."""
-    return path in LIBRETRANSLATE or path.startswith("/download_file/") or (
-        path == "/translate" and is_form_type(content_type))  # fmt: skip
+    return (
+        path in LIBRETRANSLATE
+        or path.startswith("/download_file/")
+        or (path == "/translate" and is_form_type(content_type))
+    )
 
 
 def error_body(message: str, field: str | None, libretranslate: bool) -> dict[str, Any]:
@@ -43,8 +58,14 @@ class ApiError(Exception):
     """A request the server refuses: its status, its one-line message, headers, its kind for the
     errors counter, and the request field at fault (the JSON API's errors name it)."""
 
-    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None, kind: str = "invalid",
-                 field: str | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        headers: dict[str, str] | None = None,
+        kind: str = "invalid",
+        field: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.status, self.message, self.headers, self.kind, self.field = status, message, headers, kind, field
 
@@ -97,11 +118,16 @@ class Guard:
 
     async def _too_large(self, send: Send, libretranslate: bool) -> None:
         self.telemetry.errors.labels("too_large").inc()
-        message = (f"the body is over the server's limit of {self.max_body_bytes} bytes (--max-body-bytes); send "
-                   "fewer lines per request")  # fmt: skip
+        message = (
+            f"the body is over the server's limit of {self.max_body_bytes} bytes (--max-body-bytes); send "
+            "fewer lines per request"
+        )
         body = json.dumps(error_body(message, None, libretranslate)).encode()
-        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                   (b"connection", b"close")]  # fmt: skip
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            (b"connection", b"close"),
+        ]
         await send({"type": "http.response.start", "status": 413, "headers": headers})
         await send({"type": "http.response.body", "body": body})
 

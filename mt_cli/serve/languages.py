@@ -49,10 +49,11 @@ class Languages:
     def describe(self) -> str:
         """What this server translates, for an error message."""
         if not self.sources or not self.targets:
-            return ("its model records no languages; start mt serve with --source-lang and --target-lang "
-                    "to name them")  # fmt: skip
-        shown = [", ".join(c[:40]) + (f", ... ({len(c)} in all)" if len(c) > 40 else "")
-                 for c in (self.public(self.sources), self.public(self.targets))]  # fmt: skip
+            return "its model records no languages; start mt serve with --source-lang and --target-lang to name them"
+        shown = [
+            ", ".join(c[:40]) + (f", ... ({len(c)} in all)" if len(c) > 40 else "")
+            for c in (self.public(self.sources), self.public(self.targets))
+        ]
         return f"this server translates {shown[0]} -> {shown[1]}"
 
     def pair(self, source: str, target: str) -> tuple[str, str]:
@@ -75,8 +76,10 @@ class Languages:
         codes = list(self.sources) + [c for c in self.targets if c not in self.sources]
         public = dict(zip(codes, self.public(tuple(codes))))
         targets = [public[c] for c in self.targets]
-        return [{"code": public[c], "name": language_name(public[c]), "targets": targets if c in self.sources else []}
-                for c in codes]  # fmt: skip
+        return [
+            {"code": public[c], "name": language_name(public[c]), "targets": targets if c in self.sources else []}
+            for c in codes
+        ]
 
 
 def resolve(tr: Translator, cfg: ServeConfig) -> tuple[Translator, Languages]:

@@ -51,8 +51,17 @@ if TYPE_CHECKING:
 # What /translate_file reads, by extension: plain text as paragraphs, the rest as `mt translate`.
 FILE_KINDS = {".txt": "text", **EXTENSIONS}
 FRONTEND_TIMEOUT_MS = 500  # LibreTranslate's default: how long its page waits after typing
-DOWNLOAD = {"parameters": [{"name": "filename", "in": "path", "required": True, "schema": {"type": "string"},
-                            "description": "the name in translatedFileUrl"}]}  # fmt: skip
+DOWNLOAD = {
+    "parameters": [
+        {
+            "name": "filename",
+            "in": "path",
+            "required": True,
+            "schema": {"type": "string"},
+            "description": "the name in translatedFileUrl",
+        }
+    ]
+}
 
 
 def client_of(request: Request) -> str:
@@ -120,8 +129,7 @@ class LibreTranslate:
         if self.keys is None:
             return
         if not given:
-            raise ApiError(403, "Invalid API key: this server needs one (api_key); ask its operator",
-                           kind="forbidden")  # fmt: skip
+            raise ApiError(403, "Invalid API key: this server needs one (api_key); ask its operator", kind="forbidden")
         if not isinstance(given, str) or given not in self.keys:
             raise ApiError(403, "Invalid API key", kind="forbidden")
 
@@ -144,8 +152,9 @@ class LibreTranslate:
             texts = ["\n".join(t.splitlines()) for t in texts]
         self._check_size(texts)
         if req.alternatives + 1 > self.cfg.max_beam:
-            raise ApiError(400, f"Invalid request: alternatives parameter must be <= {self.cfg.max_beam - 1} "
-                                "(--max-beam)")  # fmt: skip
+            raise ApiError(
+                400, f"Invalid request: alternatives parameter must be <= {self.cfg.max_beam - 1} (--max-beam)"
+            )
         if req.format not in KINDS:
             raise ApiError(400, f"{req.format} format is not supported; this server reads {', '.join(KINDS)}")
         beam = self.model.ready()[0].translator.cfg.beam
@@ -163,12 +172,16 @@ class LibreTranslate:
     def _check_size(self, texts: list[str]) -> None:
         cfg = self.cfg
         if len(texts) > cfg.max_request_lines:
-            raise ApiError(400, f"Invalid request: request ({len(texts)}) exceeds text limit "
-                                f"({cfg.max_request_lines}, --max-request-lines)")  # fmt: skip
+            raise ApiError(
+                400,
+                f"Invalid request: request ({len(texts)}) exceeds text limit "
+                f"({cfg.max_request_lines}, --max-request-lines)",
+            )
         longest = max(len(t) for t in texts)
         if longest > cfg.max_chars:
-            raise ApiError(400, f"Invalid request: request ({longest}) exceeds text limit ({cfg.max_chars}, "
-                                "--max-chars)")  # fmt: skip
+            raise ApiError(
+                400, f"Invalid request: request ({longest}) exceeds text limit ({cfg.max_chars}, --max-chars)"
+            )
 
     async def _source(self, source: str, texts: list[str]) -> tuple[str, Detection | None]:
         """The source language asked for, or for "auto" the one detected, with its detection."""
@@ -226,8 +239,12 @@ class LibreTranslate:
                 raise ApiError(400, "Invalid request: q must be a string or a list of strings")
             return await self.detect(texts)
 
-        @app.post("/translate_file", response_model=None, openapi_extra=bodies["/translate_file"],
-                  responses=responses(TranslatedFile, "libretranslate", 400, 403, 413, 429, 500, 503))  # fmt: skip
+        @app.post(
+            "/translate_file",
+            response_model=None,
+            openapi_extra=bodies["/translate_file"],
+            responses=responses(TranslatedFile, "libretranslate", 400, 403, 413, 429, 500, 503),
+        )
         async def translate_file(request: Request) -> dict[str, str]:
             """LibreTranslate's: a multipart `file` (by extension: .txt, .html, .md, .srt, .vtt, .po),
             `source`, `target` -> {"translatedFileUrl": ...}, a download kept 30 minutes."""
@@ -238,22 +255,33 @@ class LibreTranslate:
             return {"translatedFileUrl": str(request.url_for("download_file", filename=saved))}
 
         # The name is read from the path, not declared: FastAPI would document a 422 no name can get.
-        @app.get("/download_file/{filename}", name="download_file", response_class=Response, openapi_extra=DOWNLOAD,
-                 responses={200: {"description": "the translated file", "content": {"*/*": {}}},
-                            **responses(None, "libretranslate", 404)})  # fmt: skip
+        @app.get(
+            "/download_file/{filename}",
+            name="download_file",
+            response_class=Response,
+            openapi_extra=DOWNLOAD,
+            responses={
+                200: {"description": "the translated file", "content": {"*/*": {}}},
+                **responses(None, "libretranslate", 404),
+            },
+        )
         async def download_file(request: Request) -> Response:
             filename = request.path_params["filename"]
             data = self.files.get(filename)
             if data is None:
-                raise ApiError(404, f"{filename}: no such file (translated files are kept for 30 minutes, "
-                                    f"the newest {self.files.kept})")  # fmt: skip
+                raise ApiError(
+                    404,
+                    f"{filename}: no such file (translated files are kept for 30 minutes, "
+                    f"the newest {self.files.kept})",
+                )
             shown = filename.split(".", 1)[1]
             kind = mimetypes.guess_type(shown)[0] or "application/octet-stream"
             headers = {"Content-Disposition": f'attachment; filename="{shown}"'}
             return Response(data, media_type=kind, headers=headers)
 
-        @app.get("/frontend/settings", response_model=None,
-                 responses=responses(FrontendSettings, "libretranslate", 503))  # fmt: skip
+        @app.get(
+            "/frontend/settings", response_model=None, responses=responses(FrontendSettings, "libretranslate", 503)
+        )
         async def frontend_settings() -> dict[str, Any]:
             return self.settings()
 
@@ -273,8 +301,11 @@ class LibreTranslate:
             raise ApiError(400, "Invalid request: empty file")
         kind = FILE_KINDS.get(Path(upload.filename).suffix.lower())
         if kind is None:
-            raise ApiError(400, f"Invalid request: file format not supported ({upload.filename}); this server "
-                                f"reads {', '.join(FILE_KINDS)}")  # fmt: skip
+            raise ApiError(
+                400,
+                f"Invalid request: file format not supported ({upload.filename}); this server "
+                f"reads {', '.join(FILE_KINDS)}",
+            )
         try:
             text = (await upload.read()).decode("utf-8-sig")
         except UnicodeDecodeError as e:

@@ -26,10 +26,12 @@ from mt_cli.documents import EXTENSIONS, KINDS
 SPACES = "".join(f"\\u{c:04x}" for c in range(0x3001) if chr(c).isspace())
 NOT_BLANK = f"[^{SPACES}]"
 # nbest > 1, token_scores and alignment need "format": "full": one or the other holds.
-FULL_ONLY: JsonDict = {"anyOf": [
-    {"required": ["format"], "properties": {"format": {"const": "full"}}},
-    {"properties": {"nbest": {"const": 1}, "token_scores": {"const": False}, "alignment": {"const": False}}},
-]}  # fmt: skip
+FULL_ONLY: JsonDict = {
+    "anyOf": [
+        {"required": ["format"], "properties": {"format": {"const": "full"}}},
+        {"properties": {"nbest": {"const": 1}, "token_scores": {"const": False}, "alignment": {"const": False}}},
+    ]
+}
 
 
 def _terms(schema: dict[str, Any]) -> None:
@@ -44,31 +46,38 @@ class TranslateRequest(BaseModel):
     text: str | list[str] = Field(description="the lines to translate; a single string is one line")
     beam: int | None = Field(None, ge=1, description="beam size; the checkpoint's own when absent")
     nbest: int = Field(
-        1, ge=1, description='with "format": "full": the K best hypotheses of each line; K <= the beam (the request\'s '
-        "or the checkpoint's), else 422"
-    )  # fmt: skip
+        1,
+        ge=1,
+        description='with "format": "full": the K best hypotheses of each line; K <= the beam (the request\'s '
+        "or the checkpoint's), else 422",
+    )
     glossary: dict[str, str] | None = Field(
-        None, json_schema_extra=_terms, description="source term -> target term the translation must use; both "
+        None,
+        json_schema_extra=_terms,
+        description="source term -> target term the translation must use; both "
         "non-blank; a term that applies to a line needs beam search (beam 2 or more) and a target term the model's "
-        "vocabulary can spell, else 422"
-    )  # fmt: skip
+        "vocabulary can spell, else 422",
+    )
     prefix: str | list[str | None] | None = Field(
-        None, description="target prefix per line (null for none), one per line of text, else 422; a single string "
-        "with a single line"
-    )  # fmt: skip
+        None,
+        description="target prefix per line (null for none), one per line of text, else 422; a single string "
+        "with a single line",
+    )
     format: Literal["text", "full"] = Field("text", description="text: strings; full: mt translate's JSONL objects")
     token_scores: bool = Field(False, description='with "format": "full": each output piece and its log-probability')
     alignment: bool = Field(
         False, description='with "format": "full": per output piece, the source piece attended most'
     )
     source_lang: str | None = Field(
-        None, description="the language of the text, for a model told it (M2M100, NLLB: deu_Latn or de); the server's"
-        " own (--source-lang) when absent"
-    )  # fmt: skip
+        None,
+        description="the language of the text, for a model told it (M2M100, NLLB: deu_Latn or de); the server's"
+        " own (--source-lang) when absent",
+    )
     target_lang: str | None = Field(
-        None, description="the language to write, for a model of several targets; the server's own (--target-lang)"
-        " when absent; one the model lacks is a 422 naming its nearest"
-    )  # fmt: skip
+        None,
+        description="the language to write, for a model of several targets; the server's own (--target-lang)"
+        " when absent; one the model lacks is a 422 naming its nearest",
+    )
 
 
 class ScoreRequest(BaseModel):
@@ -105,10 +114,11 @@ class LibreTranslateRequest(BaseModel):
     source: str = Field(description="the source language's code (one /languages lists, else 400), or auto to detect")
     target: str = Field(description="the target language's code (one /languages lists for the source, else 400)")
     format: str = Field(
-        "text", json_schema_extra={"enum": list(KINDS)},
+        "text",
+        json_schema_extra={"enum": list(KINDS)},
         description="text or html; mt also reads markdown, srt, vtt, po and lines (each q a document; one that does "
         "not parse as its format is 400)",
-    )  # fmt: skip
+    )
     alternatives: int = Field(
         0, json_schema_extra=_int_or_digits, description="this many more translations of each text, next best first"
     )
@@ -219,7 +229,7 @@ NATIVE = {
     429: "too many requests from this client (--req-limit, or its API key's limit); with Retry-After",
     500: "decoding failed; only this request's batch failed",
     503: "the model is loading, or the queue is full (--max-queue-lines); with Retry-After",
-}  # fmt: skip
+}
 LIBRE = {
     400: "a request LibreTranslate refuses: a missing or malformed field, a pair not served, a text over a limit, "
     "a document that does not parse",
@@ -229,7 +239,7 @@ LIBRE = {
     429: "the queue is full, or too many requests from this client (--req-limit); with Retry-After",
     500: "translation failed (or, on /detect, lingua is not installed)",
     503: "the model is loading",
-}  # fmt: skip
+}
 Api = Literal["native", "libretranslate", "both"]
 APIS: dict[str, list[tuple[str, dict[int, str], Any]]] = {  # each API's statuses and error body
     "native": [("", NATIVE, ErrorBody)],
@@ -249,8 +259,10 @@ def responses(ok: Any, api: Api, *statuses: int, retry_after: bool = True) -> di
     for status in statuses:
         answering = [(label, table, shape) for label, table, shape in APIS[api] if status in table]
         shapes = [shape for _, _, shape in answering]
-        found[status] = {"model": shapes[0] if len(shapes) == 1 else shapes[0] | shapes[1],
-                         "description": "; ".join(label + table[status] for label, table, _ in answering)}  # fmt: skip
+        found[status] = {
+            "model": shapes[0] if len(shapes) == 1 else shapes[0] | shapes[1],
+            "description": "; ".join(label + table[status] for label, table, _ in answering),
+        }
         if retry_after and status in (429, 503):
             found[status]["headers"] = RETRY_AFTER
     return found
@@ -275,11 +287,20 @@ def request_bodies(cfg: ServeConfig) -> dict[str, dict[str, Any]]:
     digits["pattern"] = f"^(-[0-9]+|\\+?0*({'|'.join(map(str, range(cfg.max_beam)))}))$"
     detect = DetectRequest.model_json_schema()
     _texts(detect["properties"]["q"], 0, least=1)
-    upload = {"type": "object", "required": ["file", "source", "target"], "properties": {
-        "file": {"type": "string", "format": "binary",
-                 "description": f"UTF-8 text named {', '.join(['.txt', *EXTENSIONS])} (its type), else 400"},
-        "source": libre["properties"]["source"], "target": libre["properties"]["target"],
-        "api_key": libre["properties"]["api_key"]}}  # fmt: skip
+    upload = {
+        "type": "object",
+        "required": ["file", "source", "target"],
+        "properties": {
+            "file": {
+                "type": "string",
+                "format": "binary",
+                "description": f"UTF-8 text named {', '.join(['.txt', *EXTENSIONS])} (its type), else 400",
+            },
+            "source": libre["properties"]["source"],
+            "target": libre["properties"]["target"],
+            "api_key": libre["properties"]["api_key"],
+        },
+    }
     form = _form(libre)  # LibreTranslate's web page sends multipart forms, Weblate url-encoded ones
     named = {"file": {"headers": {"Content-Disposition": {"schema": {"type": "string"}, "example": NAMED}}}}
     return {
@@ -308,7 +329,9 @@ def _texts(field: dict[str, Any], lines: int, chars: int = 0, least: int = 0) ->
     """A `str | list[str]` field's limits: at most `lines` items (0: any), `chars` characters each
     (0: any), and at least `least` characters or items."""
     string, array = sorted(field["anyOf"], key=lambda branch: branch["type"] != "string")
-    for limits, where in (({"minLength": least, "maxLength": chars}, [string, array["items"]]),
-                          ({"minItems": least, "maxItems": lines}, [array])):  # fmt: skip
+    for limits, where in (
+        ({"minLength": least, "maxLength": chars}, [string, array["items"]]),
+        ({"minItems": least, "maxItems": lines}, [array]),
+    ):
         for branch in where:
             branch.update({k: v for k, v in limits.items() if v and (k != "minLength" or branch is string)})

@@ -59,8 +59,9 @@ def serve(
 
     app = create_app(load, name, cfg)
     sock = bind(cfg.host, cfg.port)
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
-                            timeout_graceful_shutdown=int(cfg.shutdown_s) or 1)  # fmt: skip
+    config = uvicorn.Config(
+        app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=int(cfg.shutdown_s) or 1
+    )
     server = uvicorn.Server(config)
     model = app.state.model
     model.on_error = lambda: setattr(server, "should_exit", True)

@@ -62,8 +62,9 @@ class Work:
 
 
 class Service:
-    def __init__(self, translator: Translator, telemetry: Telemetry | None = None, batch_tokens: int = 0,
-                 slice_cost: int = 0) -> None:  # fmt: skip
+    def __init__(
+        self, translator: Translator, telemetry: Telemetry | None = None, batch_tokens: int = 0, slice_cost: int = 0
+    ) -> None:
         if batch_tokens:  # the batcher's budget: a batch it hands over is decoded as one search
             translator = translator.with_options(batch_tokens=batch_tokens, batch_size=1 << 30)
         self.translator, self.telemetry = translator, telemetry
@@ -79,9 +80,15 @@ class Service:
             self._beams[beam] = self.translator.with_options(beam=beam)
         return self._beams[beam]
 
-    def translation(self, lines: list[str], beam: int | None, output: OutputConfig, glossary: dict[str, str] | None,
-                    prefixes: list[str | None] | None,
-                    direction: tuple[str | None, str | None] = (None, None)) -> Work:  # fmt: skip
+    def translation(
+        self,
+        lines: list[str],
+        beam: int | None,
+        output: OutputConfig,
+        glossary: dict[str, str] | None,
+        prefixes: list[str | None] | None,
+        direction: tuple[str | None, str | None] = (None, None),
+    ) -> Work:
         """A translation request checked as `mt translate` checks its options and input; `direction`:
         its (source, target) languages where it names them (the requests carry their tokens)."""
         tr = self.with_beam(beam)
@@ -99,8 +106,10 @@ class Service:
             terms = [found.terms_for(line) for line in lines]
         requests = tr.requests(lines, prefixes, terms)  # raises on what this model cannot take, naming the line
         key = ("translate", tr.cfg.beam, bool(terms and any(terms)), output.alignment)
-        parts = [(j - i, tokens, Translation(tr.cfg.beam, requests[i:j], output))
-                 for i, j, tokens in self._slices(requests, tr.cfg.beam)]  # fmt: skip
+        parts = [
+            (j - i, tokens, Translation(tr.cfg.beam, requests[i:j], output))
+            for i, j, tokens in self._slices(requests, tr.cfg.beam)
+        ]
         return Work(key, parts)
 
     def _slices(self, requests: list[Request | None], beam: int) -> list[tuple[int, int, int]]:
@@ -147,8 +156,12 @@ class Service:
             if job.output.format == "text":
                 out.append([hyps[0].text for hyps in mine])
             else:
-                out.append([as_object(h, r is None, job.output, pieces, r.source_lang if r else "")
-                            for h, r in zip(mine, job.requests)])  # fmt: skip
+                out.append(
+                    [
+                        as_object(h, r is None, job.output, pieces, r.source_lang if r else "")
+                        for h, r in zip(mine, job.requests)
+                    ]
+                )
         return out
 
     def _score(self, job: Scoring) -> list[Any]:

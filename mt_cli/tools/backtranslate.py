@@ -29,8 +29,9 @@ class Backtranslated:
     blank: int
 
 
-def backtranslate(checkpoint: Path, mono: Path, prefix: Path, device: str = DEVICE, log: Log = lambda _: None,
-                  **decoding: Any) -> Backtranslated:  # fmt: skip
+def backtranslate(
+    checkpoint: Path, mono: Path, prefix: Path, device: str = DEVICE, log: Log = lambda _: None, **decoding: Any
+) -> Backtranslated:
     """Translate MONO (target-language text, one sentence per line) with CHECKPOINT (a model from
     that language into the source language) and write PREFIX.<source> (its translations) beside
     PREFIX.<target> (MONO's lines). The translation goes in chunks under PREFIX.chunks/, kept until

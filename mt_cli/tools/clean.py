@@ -58,8 +58,9 @@ def output_paths(prefix: Path, src_lang: str, tgt_lang: str) -> tuple[Path, Path
     return (*pair_paths(prefix, src_lang, tgt_lang), prefix.parent / f"{prefix.name}.removed.tsv")
 
 
-def clean_corpus(src: Path, tgt: Path, prefix: Path, cfg: CleanConfig, device: str = DEVICE,
-                 log: Log = lambda _: None) -> CleanReport:  # fmt: skip
+def clean_corpus(
+    src: Path, tgt: Path, prefix: Path, cfg: CleanConfig, device: str = DEVICE, log: Log = lambda _: None
+) -> CleanReport:
     """Write the kept pairs of SRC/TGT to PREFIX.<lang> (or .src/.tgt) and the removed pairs' line
     numbers and rules to PREFIX.removed.tsv."""
     for path in (src, tgt):
@@ -166,8 +167,10 @@ class _Judges:
 
             paths = [cfg.score_checkpoint, cfg.score_reverse_checkpoint]
             self.scorers = [Translator.load(Path(p), device) for p in paths if p]
-            log(f"scoring with {' and '.join(p for p in paths if p)}: cross-entropy per token over "
-                f"{cfg.max_cross_entropy:g} removes a pair")  # fmt: skip
+            log(
+                f"scoring with {' and '.join(p for p in paths if p)}: cross-entropy per token over "
+                f"{cfg.max_cross_entropy:g} removes a pair"
+            )
 
     def verdicts(self, texts: list[tuple[str | None, str | None]]) -> list[int]:
         """Each pair's verdict byte: 0 (kept) or the code of the first rule that removes it."""

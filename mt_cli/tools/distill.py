@@ -46,8 +46,15 @@ class Distilled:
     ct2: Path | None
 
 
-def distill(teachers: list[Path], data: DataSpec, out: Path, cfg: Config, dcfg: DistillConfig = DistillConfig(),
-            device: str = DEVICE, log: Log = lambda _: None) -> Distilled:  # fmt: skip
+def distill(
+    teachers: list[Path],
+    data: DataSpec,
+    out: Path,
+    cfg: Config,
+    dcfg: DistillConfig = DistillConfig(),
+    device: str = DEVICE,
+    log: Log = lambda _: None,
+) -> Distilled:
     """Translate data's training sources with the teachers, train the student `cfg` describes on
     the translations, and write OUT/student.pt and OUT/ct2."""
     main = data.pairs[0]
@@ -57,8 +64,10 @@ def distill(teachers: list[Path], data: DataSpec, out: Path, cfg: Config, dcfg: 
     src_lang = main.source_lang or suffix_language(source.src) or ""
     tgt_lang = main.target_lang or suffix_language(source.tgt) or ""
     tr = Translator.load(teachers, device, **({"beam": dcfg.teacher_beam} if dcfg.teacher_beam else {}))
-    log(f"teacher{'s' if len(teachers) > 1 else ''} {', '.join(map(str, teachers))} translating {source.src}"
-        f" (beam {tr.cfg.beam}, {dcfg.nbest} best kept)")  # fmt: skip
+    log(
+        f"teacher{'s' if len(teachers) > 1 else ''} {', '.join(map(str, teachers))} translating {source.src}"
+        f" (beam {tr.cfg.beam}, {dcfg.nbest} best kept)"
+    )
     total = translate_corpus(tr, Path(source.src), out / "teacher", teachers, dcfg.nbest, log)
     del tr  # the teachers' memory, before the student trains
     paths = pair_paths(out / "distilled", src_lang, tgt_lang)

@@ -19,9 +19,14 @@ from mt_cli.model import checkpoint
 
 
 def add_shortlist(
-    ckpt_path: Path, src_file: Path, tgt_file: Path, out: Path, per_source: int, frequent: int,
+    ckpt_path: Path,
+    src_file: Path,
+    tgt_file: Path,
+    out: Path,
+    per_source: int,
+    frequent: int,
     log: Callable[[str], None] = print,
-) -> Shortlist:  # fmt: skip
+) -> Shortlist:
     """Write `ckpt_path` with a shortlist built from the line-aligned files to `out` (a new file,
     or the checkpoint itself, replaced atomically: its weights and settings stay as they were)."""
     if out.exists() and out.resolve() != ckpt_path.resolve():
@@ -41,8 +46,10 @@ def add_shortlist(
     def chunks() -> Iterator[IdPairs]:
         step = CORPUS_CHUNK_LINES  # lines tokenized and counted at a time
         for start in range(0, len(corpus.src), step):
-            yield (ckpt.tokenizer.encode_src(corpus.src[start : start + step]),
-                   ckpt.tokenizer.encode_tgt(corpus.tgt[start : start + step]))  # fmt: skip
+            yield (
+                ckpt.tokenizer.encode_src(corpus.src[start : start + step]),
+                ckpt.tokenizer.encode_tgt(corpus.tgt[start : start + step]),
+            )
             log(f"  counted {min(start + step, len(corpus.src))} pairs")
 
     tok = ckpt.tokenizer

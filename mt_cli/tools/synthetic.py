@@ -27,8 +27,15 @@ Log = Callable[[str], None]
 CHUNK_LINES = 5000  # a few minutes of beam search on a CPU: little is lost to a kill
 
 
-def translate_corpus(tr: Translator, src: Path, work: Path, models: list[Path], nbest: int = 1,
-                     log: Log = lambda _: None, chunk_lines: int = CHUNK_LINES) -> int:  # fmt: skip
+def translate_corpus(
+    tr: Translator,
+    src: Path,
+    work: Path,
+    models: list[Path],
+    nbest: int = 1,
+    log: Log = lambda _: None,
+    chunk_lines: int = CHUNK_LINES,
+) -> int:
     """Translate SRC into WORK's chunks (the ones already there are kept); the line count."""
     total = count_lines(src)
     _check_manifest(work, src, models, tr, nbest, chunk_lines, total)
@@ -70,25 +77,32 @@ def _chunk(work: Path, i: int) -> Path:
     return work / f"chunk-{i:06d}.jsonl"
 
 
-def _check_manifest(work: Path, src: Path, models: list[Path], tr: Translator, nbest: int, chunk_lines: int,
-                    total: int) -> None:  # fmt: skip
+def _check_manifest(
+    work: Path, src: Path, models: list[Path], tr: Translator, nbest: int, chunk_lines: int, total: int
+) -> None:
     """Write WORK/manifest.json, or check that the one there describes this same translation."""
     # Contents, not modification times: a corpus copied again (a fresh checkout, rsync without -t)
     # is the same work and keeps hours of translation; an edited one is not.
     manifest = {
-        "source": str(src.resolve()), "sha256": file_digest(src), "lines": total,
+        "source": str(src.resolve()),
+        "sha256": file_digest(src),
+        "lines": total,
         "models": [str(Path(m).resolve()) for m in models],
         "model_sha256": [file_digest(Path(m)) for m in models],
         "decode": {k: v for k, v in dataclasses.asdict(tr.cfg).items() if k not in ("batch_size", "batch_tokens")},
-        "target": tr.direction.target, "nbest": nbest, "chunk_lines": chunk_lines,
-    }  # fmt: skip
+        "target": tr.direction.target,
+        "nbest": nbest,
+        "chunk_lines": chunk_lines,
+    }
     path = work / "manifest.json"
     if path.is_file():
         old = json.loads(path.read_text(encoding="utf-8"))
         changed = sorted(k for k in manifest if old.get(k) != json.loads(json.dumps(manifest[k])))
         if changed:
-            raise MtError(f"{work}: translated before with other {', '.join(changed)}; give another output folder,"
-                          " or remove this one to start over")  # fmt: skip
+            raise MtError(
+                f"{work}: translated before with other {', '.join(changed)}; give another output folder,"
+                " or remove this one to start over"
+            )
         return
     work.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps(manifest, indent=1) + "\n")

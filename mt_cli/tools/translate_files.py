@@ -30,9 +30,14 @@ CHUNK_LINES = 10_000  # lines read, decoded and written at a time: memory stays 
 
 
 def translate_stream(
-    tr: Translator, lines: Iterable[str], out: IO[str], output: OutputConfig = OutputConfig(),
-    side: SideInputs | None = None, progress: Progress | None = None, protector: Protector | None = None,
-) -> int:  # fmt: skip
+    tr: Translator,
+    lines: Iterable[str],
+    out: IO[str],
+    output: OutputConfig = OutputConfig(),
+    side: SideInputs | None = None,
+    progress: Progress | None = None,
+    protector: Protector | None = None,
+) -> int:
     """Translate lines as they come, a chunk at a time, one output line (text or JSON) for each,
     with each line's prefix and terms from `side` and its protected spans carried through;
     returns how many were written."""
@@ -64,10 +69,15 @@ def _restored(protector: Protector, hyps: list[Hypothesis], masked: Masked) -> l
 
 
 def translate_file(
-    checkpoint_path: Path | Sequence[Path], input_path: Path | None, output_path: Path | None, device: str = DEVICE,
-    output: OutputConfig = OutputConfig(), inputs: LineInputs = LineInputs(),
-    document: DocumentConfig = DocumentConfig(), **decoding: object,
-) -> int:  # fmt: skip
+    checkpoint_path: Path | Sequence[Path],
+    input_path: Path | None,
+    output_path: Path | None,
+    device: str = DEVICE,
+    output: OutputConfig = OutputConfig(),
+    inputs: LineInputs = LineInputs(),
+    document: DocumentConfig = DocumentConfig(),
+    **decoding: object,
+) -> int:
     """`mt translate`: load the checkpoint (several: an ensemble) with any decoding settings
     (DecodeConfig's fields), then translate INPUT (stdin when None) to OUTPUT (stdout when None):
     one line for each line, or a document of another type as a whole; returns how many lines."""
@@ -105,8 +115,12 @@ def _output_target(
             raise MtError(f"{output_path}: not the input {input_path}, which output.in_place writes over; drop one")
         output_path = input_path.resolve()
     elif output_path is not None:
-        read = {"input": input_path, "prefix file": inputs.prefix_file, "glossary": inputs.glossary_file,
-                "constraints file": inputs.constraints_file}  # fmt: skip
+        read = {
+            "input": input_path,
+            "prefix file": inputs.prefix_file,
+            "glossary": inputs.glossary_file,
+            "constraints file": inputs.constraints_file,
+        }
         for what, path in read.items():
             if path is not None and _same_file(path, output_path):
                 fix = ", or set output.in_place to replace it once translated" if what == "input" else ""
@@ -127,9 +141,14 @@ def _same_file(a: Path, b: Path) -> bool:
 
 
 def _translate_whole(
-    tr: Translator, input_path: Path | None, output_path: Path | None, output: OutputConfig, inputs: LineInputs,
-    document: DocumentConfig, kind: str,
-) -> int:  # fmt: skip
+    tr: Translator,
+    input_path: Path | None,
+    output_path: Path | None,
+    output: OutputConfig,
+    inputs: LineInputs,
+    document: DocumentConfig,
+    kind: str,
+) -> int:
     """A document read whole, translated with its structure kept, written whole."""
     if output.format != "text" or inputs.prefix_file or inputs.constraints_file or inputs.glossary_file:
         raise MtError(
@@ -160,10 +179,16 @@ def _translate_whole(
 
 
 def score_file(
-    checkpoint_path: Path, src_path: Path, tgt_path: Path, output_path: Path | None, device: str = DEVICE,
-    fmt: str = "text", normalize: bool = False, languages: tuple[str | None, str | None] = (None, None),
+    checkpoint_path: Path,
+    src_path: Path,
+    tgt_path: Path,
+    output_path: Path | None,
+    device: str = DEVICE,
+    fmt: str = "text",
+    normalize: bool = False,
+    languages: tuple[str | None, str | None] = (None, None),
     **decoding: object,
-) -> int:  # fmt: skip
+) -> int:
     """`mt score`: the log-probability of each line of TGT as a translation of the same line of SRC,
     a chunk of lines at a time; OUTPUT (stdout when None) appears only when complete. `languages`:
     (source, target), for a model that is told them."""
@@ -186,8 +211,13 @@ def score_file(
     return count
 
 
-def render(hyps: list[Hypothesis], blank: bool, out: OutputConfig, pieces: Callable[[list[int]], list[str]],
-           source_lang: str = "") -> str:  # fmt: skip
+def render(
+    hyps: list[Hypothesis],
+    blank: bool,
+    out: OutputConfig,
+    pieces: Callable[[list[int]], list[str]],
+    source_lang: str = "",
+) -> str:
     """One output line (without its newline) for one input line's hypotheses, best first (JSON:
     with the language identified in the line, where the source was "auto")."""
     if out.format == "text":

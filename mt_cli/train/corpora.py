@@ -40,13 +40,16 @@ def pair_tokens(tokenizer: Tokenizer, pair: PairSpec) -> LanguageTokens:
         return languages
     tag = tokenizer.src.piece_to_id(pair.tag)
     if tag == tokenizer.src.unk_id():
-        raise MtError(f"data.pairs: the tag {pair.tag} of {pair.name} is not a piece of the tokenizer; train one with"
-                      " the run (leave --tokenizer out), which learns every pair's tag as a piece")  # fmt: skip
+        raise MtError(
+            f"data.pairs: the tag {pair.tag} of {pair.name} is not a piece of the tokenizer; train one with"
+            " the run (leave --tokenizer out), which learns every pair's tag as a piece"
+        )
     return replace(languages, source=(*languages.source, tag))
 
 
-def load_corpora(spec: DataSpec, fingerprints: dict[str, str], tokenizer: Tokenizer, cfg: Config, log: Log,
-                 d: Dist) -> tuple[TokenCorpus | MixedCorpus, list[ValidSet]]:  # fmt: skip
+def load_corpora(
+    spec: DataSpec, fingerprints: dict[str, str], tokenizer: Tokenizer, cfg: Config, log: Log, d: Dist
+) -> tuple[TokenCorpus | MixedCorpus, list[ValidSet]]:
     """The training corpus and the validation sets; `cfg` as given (its model section names the
     languages of a fine-tuning run's one direction)."""
     t, root = cfg.train, spec.cache_root()

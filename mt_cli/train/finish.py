@@ -45,11 +45,20 @@ def average_last(run: Run, record: Record, log: Log) -> None:
     v = validate_all(model, run.tokenizer, run.valid, run.cfg, run.device, run.amp, run.shortlist)
     best = run.state.best_bleu
     chosen = v.bleu >= best
-    record({"step": run.state.step, "averaged": [p.name for p in paths], "valid_loss": v.loss,
-            "valid_bleu": v.bleu, "chosen": chosen})  # fmt: skip
+    record(
+        {
+            "step": run.state.step,
+            "averaged": [p.name for p in paths],
+            "valid_loss": v.loss,
+            "valid_bleu": v.bleu,
+            "chosen": chosen,
+        }
+    )
     verdict = "best.pt takes it" if chosen else "best.pt keeps the single step"
-    log(f"averaged {len(paths)} checkpoints into {run.paths.averaged}: valid BLEU {v.bleu:.2f}"
-        f" (best single step: {best:.2f}); {verdict}")  # fmt: skip
+    log(
+        f"averaged {len(paths)} checkpoints into {run.paths.averaged}: valid BLEU {v.bleu:.2f}"
+        f" (best single step: {best:.2f}); {verdict}"
+    )
     if chosen:
         current = checkpoint.load(run.paths.best)
         if not (current.origin or {}).get("averaged"):  # a rerun must not overwrite the step with an average

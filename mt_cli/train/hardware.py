@@ -57,8 +57,13 @@ def probe_batch_tokens(
 
 
 # What CUDA libraries say when an allocation fails; torch raises them as plain RuntimeErrors.
-ALLOCATION_FAILURES = ("out of memory", "CUBLAS_STATUS_ALLOC_FAILED", "CUDNN_STATUS_ALLOC_FAILED",
-                       "CUDNN_STATUS_NOT_ENOUGH_WORKSPACE", "CUBLAS_STATUS_NOT_INITIALIZED")  # fmt: skip
+ALLOCATION_FAILURES = (
+    "out of memory",
+    "CUBLAS_STATUS_ALLOC_FAILED",
+    "CUDNN_STATUS_ALLOC_FAILED",
+    "CUDNN_STATUS_NOT_ENOUGH_WORKSPACE",
+    "CUBLAS_STATUS_NOT_INITIALIZED",
+)
 
 
 def is_allocation_failure(e: BaseException) -> bool:
@@ -91,9 +96,14 @@ def _fits_on(
 
 
 def auto_batch_tokens(
-    objective: nn.Module, device: torch.device, amp: torch.dtype | None, data: Any, cfg: Config, d: Dist,
+    objective: nn.Module,
+    device: torch.device,
+    amp: torch.dtype | None,
+    data: Any,
+    cfg: Config,
+    d: Dist,
     log: Callable[[str], None],
-) -> int:  # fmt: skip
+) -> int:
     """train.batch_tokens auto (0): on CUDA, 80% of the largest batch that fits (probed on rank 0, the same
     for every rank) times processes and shares; elsewhere the default."""
     t = cfg.train

@@ -58,8 +58,15 @@ class DataSpec:
     cache: Path | None = None
 
     @classmethod
-    def text_files(cls, train_src: Path, train_tgt: Path, valid_src: Path, valid_tgt: Path,
-                   tokenizer: Path | None = None, cache: Path | None = None) -> DataSpec:  # fmt: skip
+    def text_files(
+        cls,
+        train_src: Path,
+        train_tgt: Path,
+        valid_src: Path,
+        valid_tgt: Path,
+        tokenizer: Path | None = None,
+        cache: Path | None = None,
+    ) -> DataSpec:
         return cls((PairSpec(TextPair(train_src, train_tgt), TextPair(valid_src, valid_tgt)),), tokenizer, cache)
 
     @classmethod
@@ -67,8 +74,9 @@ class DataSpec:
         """data.pairs' text files, each pair's languages given or named by its files' suffixes."""
         pairs = []
         for i, p in enumerate(data.pairs):
-            langs = [given or suffix_language(Path(f)) or "" for given, f in ((p.source_lang, p.src),
-                                                                              (p.target_lang, p.tgt))]  # fmt: skip
+            langs = [
+                given or suffix_language(Path(f)) or "" for given, f in ((p.source_lang, p.src), (p.target_lang, p.tgt))
+            ]
             for lang, field in zip(langs, ("source_lang", "target_lang")):
                 if not lang:
                     raise MtError(f"data.pairs[{i}]: its files' names ({p.src}, {p.tgt}) name no language; set {field}")
@@ -78,8 +86,9 @@ class DataSpec:
         return cls(named(pairs), tokenizer, cache)
 
     @classmethod
-    def with_extra(cls, main: PairSpec, extra: list[PairSpec], tokenizer: Path | None = None,
-                   cache: Path | None = None) -> DataSpec:  # fmt: skip
+    def with_extra(
+        cls, main: PairSpec, extra: list[PairSpec], tokenizer: Path | None = None, cache: Path | None = None
+    ) -> DataSpec:
         """One direction's corpus and more of the same direction (validated on the first alone)."""
         return cls(named([main, *extra]), tokenizer, cache)
 
@@ -92,8 +101,12 @@ class DataSpec:
         """Every source by its role: train and valid, or for several directions train.de-en, ..."""
         if len(self.pairs) == 1:
             return {"train": self.pairs[0].train, "valid": self.pairs[0].valid}  # type: ignore[dict-item]
-        return {f"{role}.{p.name}": getattr(p, role) for p in self.pairs for role in ("train", "valid")
-                if getattr(p, role) is not None}  # fmt: skip
+        return {
+            f"{role}.{p.name}": getattr(p, role)
+            for p in self.pairs
+            for role in ("train", "valid")
+            if getattr(p, role) is not None
+        }
 
     def cache_root(self) -> Path:
         default = Path(os.environ.get("MT_CACHE", Path.home() / ".cache" / "mt"))
@@ -165,8 +178,9 @@ def _joint_tokenizer(spec: DataSpec, cfg: Config, log: Log) -> Tokenizer:
     return train_tokenizer(lines, [], cfg.tokenizer, tags)
 
 
-def load_train_data(source: Source, root: Path, fp: str, tokenizer: Encoder, t: TrainConfig, log: Log,
-                    d: Dist) -> TokenCorpus:  # fmt: skip
+def load_train_data(
+    source: Source, root: Path, fp: str, tokenizer: Encoder, t: TrainConfig, log: Log, d: Dist
+) -> TokenCorpus:
     """A training source (fingerprint `fp`) from its tokenized cache under `root`, which rank 0
     builds when missing."""
     if d.main:

@@ -26,9 +26,14 @@ def model_config(cfg: Config, init: Checkpoint | None, tokenizer: Tokenizer, dat
         tgt = tuple(dict.fromkeys(p.target_lang for p in data.pairs if p.target_lang))
     else:
         src, tgt = _languages(data.train)
-    return replace(cfg.model, src_vocab_size=tokenizer.src_vocab_size, tgt_vocab_size=tokenizer.tgt_vocab_size,
-                   shared_vocab=tokenizer.joint, source_langs=cfg.model.source_langs or src,
-                   target_langs=cfg.model.target_langs or tgt)  # fmt: skip
+    return replace(
+        cfg.model,
+        src_vocab_size=tokenizer.src_vocab_size,
+        tgt_vocab_size=tokenizer.tgt_vocab_size,
+        shared_vocab=tokenizer.joint,
+        source_langs=cfg.model.source_langs or src,
+        target_langs=cfg.model.target_langs or tgt,
+    )
 
 
 def _languages(train: Source) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -55,6 +60,8 @@ def direction(tokenizer: Tokenizer, given: ModelConfig, train: Source) -> Langua
     if len(src) > 1 or len(tgt) > 1:
         raise MtError(f"model.source_langs {src} / target_langs {tgt}: name one of each for the direction trained")
     if told_sources and not (src and tgt):
-        raise MtError("the model is told its languages (M2M100, NLLB): name the data's with files named by language"
-                      " (train.de, train.en) or --set model.source_langs=de --set model.target_langs=en")  # fmt: skip
+        raise MtError(
+            "the model is told its languages (M2M100, NLLB): name the data's with files named by language"
+            " (train.de, train.en) or --set model.source_langs=de --set model.target_langs=en"
+        )
     return tokenizer.language_tokens(src[0] if src else "", tgt[0] if tgt else "")

@@ -46,8 +46,10 @@ def train(data: DataSpec, out: Path, cfg: Config, log: Log = print) -> TrainStat
         run = prepare(RunContext(TrainPaths(Path(out)), data, cfg, log, dist, device))
         t, paths, state = run.cfg.train, run.paths, run.state
         board = paths.tensorboard if t.tensorboard and dist.main else None
-        with RunLog(paths.log if dist.main else None, board, state.step) as record, \
-                TrainProgress(Budget.of(t).limited, enabled=dist.main) as progress:  # fmt: skip
+        with (
+            RunLog(paths.log if dist.main else None, board, state.step) as record,
+            TrainProgress(Budget.of(t).limited, enabled=dist.main) as progress,
+        ):
             # 3. Train until the budget is spent or patience runs out. A first Ctrl-C or SIGTERM
             #    stops after a whole step and saves it; a second stops at once, saving nothing.
             with StopSignals() as stop:

@@ -4,8 +4,6 @@ optimizer, with the run's own last.pt resumed when there is one."""
 from __future__ import annotations
 
 import copy
-import json
-import platform
 import random
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -13,7 +11,6 @@ from typing import Any
 
 import torch
 
-from mt_cli import __version__
 from mt_cli.config import Config, TrainConfig, to_yaml
 from mt_cli.data.cache import TokenCorpus
 from mt_cli.data.collate import collate
@@ -41,6 +38,7 @@ from mt_cli.train.inputs import (
     wait_for_path,
 )
 from mt_cli.train.languages import model_config
+from mt_cli.train.run_info import write_run_info
 from mt_cli.train.shrink import shrink, spaced
 from mt_cli.train.state import (
     TrainState,
@@ -165,8 +163,17 @@ class Run:
         rngs = ddp.gather(rng_state(), self.dist)
         if not self.dist.main:
             return None
-        return make_checkpoint(self.cfg, self.tokenizer, self.model, self.optimizer, self.state, self.ema, rngs,
-                               self.scaler, self.shortlist)  # fmt: skip
+        return make_checkpoint(
+            self.cfg,
+            self.tokenizer,
+            self.model,
+            self.optimizer,
+            self.state,
+            self.ema,
+            rngs,
+            self.scaler,
+            self.shortlist,
+        )
 
 
 def make_optimizer(model: torch.nn.Module, t: TrainConfig, device: torch.device) -> torch.optim.Optimizer:
@@ -175,11 +182,19 @@ def make_optimizer(model: torch.nn.Module, t: TrainConfig, device: torch.device)
     params = list(model.parameters())
     groups: list[dict] = [{"params": params}]
     if t.weight_decay > 0:  # one group otherwise, the layout of runs that never decayed
-        groups = [{"params": [p for p in params if p.dim() >= 2]},
-                  {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]  # fmt: skip
+        groups = [
+            {"params": [p for p in params if p.dim() >= 2]},
+            {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+        ]
     # The fused kernel: one pass over all parameters, several times faster than the per-tensor loop.
-    return torch.optim.AdamW(groups, lr=t.lr, betas=t.adam_betas, eps=t.adam_eps, weight_decay=t.weight_decay,
-                             fused=device.type in ("cpu", "cuda"))  # fmt: skip
+    return torch.optim.AdamW(
+        groups,
+        lr=t.lr,
+        betas=t.adam_betas,
+        eps=t.adam_eps,
+        weight_decay=t.weight_decay,
+        fused=device.type in ("cpu", "cuda"),
+    )
 
 
 def _start(ctx: RunContext) -> None:
@@ -241,8 +256,7 @@ def prepare(given: RunContext) -> Run:
     peak, source = peak_flops(device, amp is not None)
     log(f"MFU is against {peak / 1e12:.2f} TFLOP/s ({source})")
     shortlist = _shortlist(t, train_data, tokenizer, log) if d.main else None
-    return Run(ctx, amp, scaler, peak, tokenizer, model, objective, optimizer, ema, train_data, valid, state,
-               shortlist)  # fmt: skip
+    return Run(ctx, amp, scaler, peak, tokenizer, model, objective, optimizer, ema, train_data, valid, state, shortlist)
 
 
 def _shortlist(t: TrainConfig, data: TokenCorpus | MixedCorpus, tokenizer: Tokenizer, log: Log) -> Shortlist | None:
@@ -251,8 +265,13 @@ def _shortlist(t: TrainConfig, data: TokenCorpus | MixedCorpus, tokenizer: Token
     if t.shortlist_per_source == 0:
         return None
     log(f"vocabulary shortlist: counting {len(data)} training pairs")
-    lexicon = build_lexicon(pair_chunks(data), tokenizer.src_vocab_size, tokenizer.tgt_vocab_size,
-                            t.shortlist_per_source, t.shortlist_frequent)  # fmt: skip
+    lexicon = build_lexicon(
+        pair_chunks(data),
+        tokenizer.src_vocab_size,
+        tokenizer.tgt_vocab_size,
+        t.shortlist_per_source,
+        t.shortlist_frequent,
+    )
     return Shortlist.of(lexicon)
 
 
@@ -354,30 +373,3 @@ def _wrapped(ctx: RunContext, objective: torch.nn.Module) -> torch.nn.Module:
         ids = [ctx.device.index] if ctx.device.type == "cuda" else None
         objective = torch.nn.parallel.DistributedDataParallel(objective, device_ids=ids)
     return objective
-
-
-def write_run_info(ctx: RunContext, fingerprints: dict, train_data: TokenCorpus | MixedCorpus,
-                   valid: list[ValidSet], amp: torch.dtype | None) -> None:  # fmt: skip
-    """RUN/run.json: the data and the environment of the run, for `mt report`."""
-    sources, device = ctx.data.sources(), ctx.device
-    corpora = train_data.corpora if isinstance(train_data, MixedCorpus) else [train_data]
-    sizes = iter([len(c) for c in corpora] + [len(v.pairs) for v in valid])
-    left = iter([{k: v for k, v in c.counts.items() if v} for c in corpora])
-    data = {role: {"source": s.describe(), "fingerprint": fingerprints[role], "pairs": next(sizes)}
-            for role, s in sources.items() if role.startswith("train")}  # fmt: skip
-    for entry in data.values():
-        entry["left_out"] = next(left)
-    data.update({role: {"source": s.describe(), "fingerprint": fingerprints[role], "pairs": next(sizes)}
-                 for role, s in sources.items() if role.startswith("valid")})  # fmt: skip
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or platform.machine()
-    environment = {
-        "mt": __version__,
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "platform": platform.platform(),
-        "device": f"{device} ({name})",
-        "processes": ctx.dist.world,
-        "threads per process": torch.get_num_threads(),
-        "autocast": str(amp) if amp else "off (fp32)",
-    }
-    atomic_write_text(ctx.paths.run_info, json.dumps({"data": data, "environment": environment}, indent=1) + "\n")

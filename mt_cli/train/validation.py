@@ -30,16 +30,27 @@ class Validation:
     by_pair: dict[str, float] = field(default_factory=dict)  # each direction's BLEU, where a run has several
 
 
-def validate_all(model: Transformer, tokenizer: Tokenizer, sets: list[ValidSet], cfg: Config, device: torch.device,
-                 amp: torch.dtype | None = None, shortlist: Shortlist | None = None) -> Validation:  # fmt: skip
+def validate_all(
+    model: Transformer,
+    tokenizer: Tokenizer,
+    sets: list[ValidSet],
+    cfg: Config,
+    device: torch.device,
+    amp: torch.dtype | None = None,
+    shortlist: Shortlist | None = None,
+) -> Validation:
     """Each direction's validation (`validate`), and for several their mean loss and BLEU: the
     best checkpoint of a multilingual run is the one best on average."""
     found = [validate(model, tokenizer, s.pairs, s.refs, cfg, device, amp, shortlist, s.start) for s in sets]
     if len(found) == 1:
         return found[0]
     n = len(found)
-    return Validation(sum(v.loss for v in found) / n, sum(v.nll for v in found) / n, sum(v.bleu for v in found) / n,
-                      {s.name: v.bleu for s, v in zip(sets, found)})  # fmt: skip
+    return Validation(
+        sum(v.loss for v in found) / n,
+        sum(v.nll for v in found) / n,
+        sum(v.bleu for v in found) / n,
+        {s.name: v.bleu for s, v in zip(sets, found)},
+    )
 
 
 def validate(
