@@ -41,7 +41,7 @@ def parse_set(item: str) -> dict[str, Any]:
     key, sep, raw = item.partition("=")
     parts = key.strip().split(".")
     if not sep or len(parts) != 2 or not all(parts):
-        raise MtError(f"--set {item!r}: expected SECTION.FIELD=VALUE, e.g. --set model.dropout=0")
+        raise MtError(f"override {item!r}: expected SECTION.FIELD=VALUE, e.g. model.dropout=0")
     try:
         value = read_yaml(raw)
     except _yaml().YAMLError:

@@ -42,7 +42,7 @@ def test_bad_utf8_stops_with_file_and_line_unless_skipped_or_replaced(tmp_path):
 
     (tmp_path / "a.de").write_bytes(b"Gut.\nSchlecht \xff.\nDrei.\n")
     (tmp_path / "a.en").write_bytes(b"Good.\nBad.\nThree.\n")
-    with pytest.raises(MtError, match=r"a\.de:2: not valid UTF-8 .*--on-bad-utf8 skip"):
+    with pytest.raises(MtError, match=r"a\.de:2: not valid UTF-8 .*train\.on_bad_utf8 to skip"):
         read_parallel(tmp_path / "a.de", tmp_path / "a.en")
     skipped = read_parallel(tmp_path / "a.de", tmp_path / "a.en", "skip")
     assert skipped.src == ["Gut.", "Drei."] and skipped.tgt == ["Good.", "Three."] and skipped.bad_utf8 == 1

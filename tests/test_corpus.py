@@ -81,7 +81,7 @@ def test_misaligned_and_undecodable_training_files_are_named_with_the_line(tmp_p
         build_cache(TextPair(tmp_path / "a.de", tmp_path / "a.en"), tokenizer, tmp_path / "cache", 1, print)
     (tmp_path / "a.en").write_bytes(b"One.\nTwo.\nThree.\n")
     cache = build_cache(TextPair(tmp_path / "a.de", tmp_path / "a.en"), tokenizer, tmp_path / "cache", 1, print)
-    with pytest.raises(MtError, match=r"a\.de / .*a\.en: line 2: not valid UTF-8; .*--on-bad-utf8 skip"):
+    with pytest.raises(MtError, match=r"a\.de / .*a\.en: line 2: not valid UTF-8; .*train\.on_bad_utf8 to skip"):
         TokenCorpus(cache, 256, "drop", "error", f"{tmp_path / 'a.de'} / {tmp_path / 'a.en'}")
     assert len(TokenCorpus(cache, 256, "drop", "skip", "a")) == 2
     assert len(TokenCorpus(cache, 256, "drop", "replace", "a")) == 3
@@ -90,7 +90,7 @@ def test_misaligned_and_undecodable_training_files_are_named_with_the_line(tmp_p
 def test_missing_columns_and_unknown_formats_get_one_clear_line(tmp_path):
     _write_all_formats(tmp_path)
     with pytest.raises(
-        MtError, match=r"p\.csv: no 'src' and 'tgt' columns \(found de, en\); name them with --src-lang"
+        MtError, match=r"p\.csv: no 'src' and 'tgt' columns \(found de, en\); name them as the pair's source_lang"
     ):
         Table(tmp_path / "p.csv").texts()
     (tmp_path / "p.xml").write_text("<x/>")

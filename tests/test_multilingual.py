@@ -125,7 +125,7 @@ def test_a_multilingual_model_needs_its_target_language_and_writes_the_one_named
     assert sum(w in english for w in en_words) > 0.7 * len(en_words)
     assert sum(w in english for w in fr_words) < 0.3 * len(fr_words)
     got = CliRunner().invoke(_app(), ["translate", "--checkpoint", str(run / "best.pt"), str(d / "valid.de")])
-    assert got.exit_code == 1 and "name the target language: --target-lang" in got.output
+    assert got.exit_code == 1 and "name the target language (target_lang)" in got.output
 
 
 def test_every_training_source_carries_its_pairs_target_tag(multilingual_run):

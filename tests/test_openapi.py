@@ -173,7 +173,7 @@ def test_a_body_over_the_limit_is_refused_in_the_shape_of_its_api(translator):
             ("/detect", big, "application/json", {"error"}),
         ]:
             status, _, body = request(running.url, "POST", path, data, kind)
-            assert status == 413 and set(body) == shape and "--max-body-bytes" in body["error"], body
+            assert status == 413 and set(body) == shape and "serve.max_body_bytes" in body["error"], body
             assert body.get("field") is None
     finally:
         running.stop()

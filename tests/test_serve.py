@@ -112,9 +112,9 @@ def test_prefix_glossary_and_score_go_through_as_on_the_command_line(server, tra
         (b'{"text": ["a"], "nbest": 2}', 422, "format"),
         (b'{"text": ["a"], "beam": 1, "glossary": {"a": "b"}}', 422, "beam search"),
         (b'{"text": ["a", "b"], "prefix": ["x"]}', 422, "prefix"),
-        (json.dumps({"text": ["a"] * 51}).encode(), 413, "--max-request-lines"),
-        (b'{"text": ["a"], "beam": 65}', 422, "--max-beam"),
-        (b'{"text": ["a"], "nbest": 65, "format": "full"}', 422, "--max-beam"),
+        (json.dumps({"text": ["a"] * 51}).encode(), 413, "serve.max_request_lines"),
+        (b'{"text": ["a"], "beam": 65}', 422, "serve.max_beam"),
+        (b'{"text": ["a"], "nbest": 65, "format": "full"}', 422, "serve.max_beam"),
     ],
 )
 def test_bad_requests_get_their_status_and_a_message_naming_the_field(server, raw, status, names):
@@ -126,7 +126,7 @@ def test_a_body_over_the_limit_is_413(translator):
     running = Running(create_app(lambda: translator, "m", ServeConfig(max_body_bytes=1000)))
     try:
         status, _, body = call(running.url, "POST", "/translate", {"text": ["a" * 2000]})
-        assert status == 413 and "--max-body-bytes" in body["error"]
+        assert status == 413 and "serve.max_body_bytes" in body["error"]
         assert call(running.url, "POST", "/translate", {"text": ["a b"]})[0] == 200
     finally:
         running.stop()

@@ -131,7 +131,7 @@ def test_characters_and_characters_times_beam_over_their_limits_are_413_naming_t
 
     limits = Limits(ServeConfig(char_limit=100, max_request_cost=400), None)
     limits.check_size(100, 4)
-    for chars, beam, option in ((101, 1, "--char-limit"), (90, 5, "--max-request-cost")):
+    for chars, beam, option in ((101, 1, "serve.char_limit"), (90, 5, "serve.max_request_cost")):
         with pytest.raises(ApiError) as refused:
             limits.check_size(chars, beam)
         assert refused.value.status == 413 and option in refused.value.message
@@ -148,7 +148,7 @@ def test_a_server_with_limits_answers_429_and_413_in_each_apis_shape_and_counts_
         assert call(running.url, "POST", "/translate", {"text": "Rot hund."})[0] == 200
         assert call(running.url, "POST", "/translate", {"q": "Rot hund.", "source": "de", "target": "en"})[0] == 200
         status, headers, body = call(running.url, "POST", "/translate", {"text": "Rot hund."})
-        assert status == 429 and int(headers["retry-after"]) >= 1 and "--req-limit" in body["error"]
+        assert status == 429 and int(headers["retry-after"]) >= 1 and "serve.req_limit" in body["error"]
         assert set(body) == {"error", "field"}
         status, _, body = call(running.url, "POST", "/translate", {"q": "Rot hund.", "source": "de", "target": "en"})
         assert status == 429 and set(body) == {"error"}
@@ -159,6 +159,6 @@ def test_a_server_with_limits_answers_429_and_413_in_each_apis_shape_and_counts_
     running = Running(create_app(lambda: translator, "model.pt", ServeConfig(char_limit=40, max_wait_ms=5)))
     try:
         status, _, body = call(running.url, "POST", "/translate", {"text": ["Rot hund läuft schnell."] * 3})
-        assert status == 413 and "--char-limit" in body["error"]
+        assert status == 413 and "serve.char_limit" in body["error"]
     finally:
         running.stop()

@@ -71,7 +71,7 @@ class M2MVocab(MarianVocab):
                 shown = ", ".join(list(self.codes)[:12])
                 raise MtError(
                     f"the model translates between {len(self.codes)} languages ({shown}, ...); name the "
-                    f"{side} language: --{side}-lang ({side}_lang in a server request)"
+                    f"{side} language ({side}_lang)"
                 )
         src = self.codes[resolve_language(source, list(self.codes), "source language")]
         tgt = self.codes[resolve_language(target, list(self.codes), "target language")]

@@ -175,7 +175,7 @@ class _Tabular(Source):
             return "translation", src_key, tgt_key
         raise MtError(
             f"{self.describe()}: no {src_key!r} and {tgt_key!r} columns (found {', '.join(ds.column_names)}); "
-            "name them with --src-lang and --tgt-lang (a 'translation' column of {lang: text} also works)"
+            "name them as the pair's source_lang and target_lang (a 'translation' column of {lang: text} also works)"
         )
 
     def chunks(self, progress: Progress) -> Iterator[Chunk]:

@@ -13,7 +13,7 @@ from typing import BinaryIO, cast
 from mt_cli.errors import MtError
 
 UTF8_HINT = "convert the file to UTF-8, e.g. with iconv"
-BAD_UTF8_FIX = f"{UTF8_HINT}, or pass --on-bad-utf8 skip (drop such pairs) or replace"
+BAD_UTF8_FIX = f"{UTF8_HINT}, or set train.on_bad_utf8 to skip (drop such pairs) or replace"
 
 
 def read_lines(

@@ -90,13 +90,13 @@ class Tokenizer:
             if tags:
                 raise MtError(
                     f"the model writes {len(tags)} languages ({', '.join(list(tags)[:20])}); name the "
-                    "target language: --target-lang (target_lang in a server request)"
+                    "target language (target_lang)"
                 )
             return LanguageTokens()
         if not tags:
             raise MtError(
                 f"target language {target!r}: the model has no target-language tokens; it writes one "
-                "language (leave --target-lang out)"
+                "language (give no target_lang)"
             )
         code = resolve_language(target, list(tags), "target language")
         return LanguageTokens(source=(tags[code],), tags=frozenset(tags.values()))

@@ -73,7 +73,7 @@ class Direction:
         if not codes:
             raise MtError(
                 "source language auto: the model records no source languages to choose among; name the "
-                "language (--source-lang de)"
+                "language (source_lang de)"
             )
         return codes
 

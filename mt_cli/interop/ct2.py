@@ -20,7 +20,7 @@ def export_ct2(ckpt: Checkpoint, out_dir: Path, quantization: str | None = None)
     try:
         from ctranslate2.converters import TransformersConverter
     except ImportError:
-        raise MtError("--format ct2 needs CTranslate2 and transformers: pip install ctranslate2 transformers") from None
+        raise MtError("export to CTranslate2 needs ctranslate2 and transformers: pip install them") from None
     out_dir = Path(out_dir)
     refuse_non_empty(out_dir)
     tok = ckpt.tokenizer

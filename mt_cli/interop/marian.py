@@ -65,7 +65,7 @@ def to_marian_order(weight: torch.Tensor, ids: list[int]) -> torch.Tensor:
 
 def refuse_non_empty(out_dir: Path) -> None:
     if out_dir.exists() and any(out_dir.iterdir()):
-        raise MtError(f"{out_dir}: folder exists and is not empty; choose a new --out or remove it")
+        raise MtError(f"{out_dir}: folder exists and is not empty; choose a new output folder or remove it")
     out_dir.parent.mkdir(parents=True, exist_ok=True)
 
 

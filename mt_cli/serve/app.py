@@ -128,7 +128,7 @@ def _lines(value: str | list[str], field: str, cfg: ServeConfig) -> list[str]:
         raise ApiError(
             413,
             f"{field}: {len(lines)} lines, more than the server's limit of {cfg.max_request_lines} "
-            "(--max-request-lines); send them in several requests",
+            "(serve.max_request_lines); send them in several requests",
             kind="too_large",
             field=field,
         )
@@ -140,7 +140,7 @@ def _check_beam(req: TranslateRequest, cfg: ServeConfig) -> None:
         if asked > cfg.max_beam:
             raise ApiError(
                 422,
-                f"{field}: {asked} is more than the server's limit of {cfg.max_beam} (--max-beam)",
+                f"{field}: {asked} is more than the server's limit of {cfg.max_beam} (serve.max_beam)",
                 kind="invalid",
                 field=field,
             )

@@ -119,7 +119,7 @@ class Guard:
     async def _too_large(self, send: Send, libretranslate: bool) -> None:
         self.telemetry.errors.labels("too_large").inc()
         message = (
-            f"the body is over the server's limit of {self.max_body_bytes} bytes (--max-body-bytes); send "
+            f"the body is over the server's limit of {self.max_body_bytes} bytes (serve.max_body_bytes); send "
             "fewer lines per request"
         )
         body = json.dumps(error_body(message, None, libretranslate)).encode()

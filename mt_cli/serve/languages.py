@@ -49,7 +49,7 @@ class Languages:
     def describe(self) -> str:
         """What this server translates, for an error message."""
         if not self.sources or not self.targets:
-            return "its model records no languages; start mt serve with --source-lang and --target-lang to name them"
+            return "its model records no languages; name them in serve.source_lang and serve.target_lang"
         shown = [
             ", ".join(c[:40]) + (f", ... ({len(c)} in all)" if len(c) > 40 else "")
             for c in (self.public(self.sources), self.public(self.targets))

@@ -153,7 +153,7 @@ class LibreTranslate:
         self._check_size(texts)
         if req.alternatives + 1 > self.cfg.max_beam:
             raise ApiError(
-                400, f"Invalid request: alternatives parameter must be <= {self.cfg.max_beam - 1} (--max-beam)"
+                400, f"Invalid request: alternatives parameter must be <= {self.cfg.max_beam - 1} (serve.max_beam)"
             )
         if req.format not in KINDS:
             raise ApiError(400, f"{req.format} format is not supported; this server reads {', '.join(KINDS)}")
@@ -175,12 +175,12 @@ class LibreTranslate:
             raise ApiError(
                 400,
                 f"Invalid request: request ({len(texts)}) exceeds text limit "
-                f"({cfg.max_request_lines}, --max-request-lines)",
+                f"({cfg.max_request_lines}, serve.max_request_lines)",
             )
         longest = max(len(t) for t in texts)
         if longest > cfg.max_chars:
             raise ApiError(
-                400, f"Invalid request: request ({longest}) exceeds text limit ({cfg.max_chars}, --max-chars)"
+                400, f"Invalid request: request ({longest}) exceeds text limit ({cfg.max_chars}, serve.max_chars)"
             )
 
     async def _source(self, source: str, texts: list[str]) -> tuple[str, Detection | None]:

@@ -72,20 +72,20 @@ class Limits:
                 self._refuse("requests")
                 raise ApiError(
                     429,
-                    f"too many requests: {limit} per minute from one client (--req-limit); retry in {wait} s",
+                    f"too many requests: {limit} per minute from one client (serve.req_limit); retry in {wait} s",
                     {"Retry-After": str(max(wait, 1))},
                     kind="limited",
                 )
             times.append(now)
 
     def check_size(self, chars: int, beam: int) -> None:
-        """413 for a request over --char-limit characters, or over --max-request-cost characters x beam."""
+        """413 for a request over serve.char_limit characters, or over serve.max_request_cost characters x beam."""
         if self.cfg.char_limit and chars > self.cfg.char_limit:
             self._refuse("characters")
             raise ApiError(
                 413,
                 f"{chars} characters, more than the server's limit of {self.cfg.char_limit} per "
-                "request (--char-limit); send them in several requests",
+                "request (serve.char_limit); send them in several requests",
                 kind="too_large",
             )
         if chars * beam > self.cfg.max_request_cost:
@@ -93,7 +93,7 @@ class Limits:
             raise ApiError(
                 413,
                 f"{chars} characters x beam {beam} = {chars * beam}, more than the server's limit of "
-                f"{self.cfg.max_request_cost} per request (--max-request-cost); send fewer texts or "
+                f"{self.cfg.max_request_cost} per request (serve.max_request_cost); send fewer texts or "
                 "ask a smaller beam",
                 kind="too_large",
             )

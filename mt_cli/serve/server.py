@@ -33,7 +33,7 @@ def bind(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as e:
         sock.close()
-        raise MtError(f"cannot listen on {host}:{port}: {e.strerror}; choose another --port or --host") from None
+        raise MtError(f"cannot listen on {host}:{port}: {e.strerror}; pick another serve.port or serve.host") from None
     # Listening now, not when uvicorn starts: a client that reads the printed URL and connects at
     # once waits in the backlog instead of being refused.
     sock.listen(2048)

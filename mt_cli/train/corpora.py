@@ -42,7 +42,7 @@ def pair_tokens(tokenizer: Tokenizer, pair: PairSpec) -> LanguageTokens:
     if tag == tokenizer.src.unk_id():
         raise MtError(
             f"data.pairs: the tag {pair.tag} of {pair.name} is not a piece of the tokenizer; train one with"
-            " the run (leave --tokenizer out), which learns every pair's tag as a piece"
+            " the run (give no tokenizer), which learns every pair's tag as a piece"
         )
     return replace(languages, source=(*languages.source, tag))
 

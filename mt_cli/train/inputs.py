@@ -243,10 +243,10 @@ def data_spec(
             sources[split] = Table(table, src_lang=langs[0], tgt_lang=langs[1])
         elif src is not None or tgt is not None:
             if src is None or tgt is None:
-                raise MtError(f"--{split}-src and --{split}-tgt go together; give both")
+                raise MtError(f"the {split} source and target files go together; give both")
             sources[split] = TextPair(src, tgt)
         elif dataset is not None:
             sources[split] = HubDataset(dataset, dataset_config, hub_split, langs[0], langs[1])
         else:
-            raise MtError(f"no {split} data: give --{split}-src and --{split}-tgt, --{split} TABLE, or --dataset NAME")
+            raise MtError(f"no {split} data: give its source and target files, a table, or a dataset")
     return DataSpec((PairSpec(sources["train"], sources["valid"]),), tokenizer, cache)

@@ -283,7 +283,7 @@ def _init_checkpoint(ctx: RunContext) -> Checkpoint | None:
             raise MtError("train.freeze_embeddings and train.freeze_encoder fine-tune a model: give train.init CKPT")
         return None
     if ctx.data.tokenizer is not None:
-        raise MtError("train.init brings its checkpoint's tokenizer: drop --tokenizer")
+        raise MtError("train.init brings its checkpoint's tokenizer: give no tokenizer of its own")
     ckpt = checkpoint.load(Path(t.init))
     m = ckpt.config.model
     kept = ""

@@ -114,12 +114,12 @@ def resume(
     """
     ckpt = checkpoint.load(path)
     if ckpt.train_state is None:
-        raise MtError(f"{path}: holds no training state to resume from; use a new --out folder")
+        raise MtError(f"{path}: holds no training state to resume from; use a new run folder")
     for section in ("model", "tokenizer"):
         if _comparable(getattr(ckpt.config, section)) != _comparable(getattr(cfg, section)):
             raise MtError(
                 f"{path}: the run was started with a different {section} config; "
-                "rerun with the same settings or use a new --out folder"
+                "rerun with the same settings or use a new run folder"
             )
     model.load_state_dict(ckpt.model_state)
     ts = dict(ckpt.train_state)
@@ -128,7 +128,7 @@ def resume(
     except ValueError as e:  # e.g. weight decay switched on or off: parameter groups differ
         raise MtError(
             f"{path}: its optimizer state does not fit this run's optimizer ({e}); resume with the settings "
-            "the run was started with, or use a new --out folder"
+            "the run was started with, or use a new run folder"
         ) from None
     rng, ranks = ts.pop("rng"), ts.pop("rng_ranks", None)
     if rank == 0:
@@ -154,7 +154,7 @@ def check_data(now: dict[str, str], recorded: dict[str, str], names: dict[str, s
         role = changed[0]
         raise MtError(
             f"{names[role]}: not the {role} data that {last} was trained on (its contents changed); "
-            "restore it, or train into a new --out folder"
+            "restore it, or train into a new run folder"
         )
     return now
 
