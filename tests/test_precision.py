@@ -7,7 +7,6 @@ import pytest
 import torch
 
 from conftest import tiny_config
-from mt_cli.decode import engine as engine_module
 from mt_cli.decode import precision
 from mt_cli.decode.engine import Engine
 from mt_cli.decode.precision import Packed, quantize
@@ -36,7 +35,6 @@ def test_the_int8_engine_steps_alike_with_packed_and_plain_weights(tokenizer, mo
 
     def logits(packed: bool) -> torch.Tensor:
         monkeypatch.setattr(precision, "packs_weights", lambda: packed)
-        monkeypatch.setattr(engine_module, "packs_weights", lambda: packed)
         engine = Engine(model, "int8")
         with torch.inference_mode():
             memory = engine.encode(src, src_mask)

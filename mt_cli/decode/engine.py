@@ -38,8 +38,6 @@ from mt_cli.decode.precision import (
     fused_int8,
     int8_linear,
     is_quantized,
-    packs_weights,
-    quantize,
     quantize_rows,
 )
 from mt_cli.device import autocast
@@ -243,25 +241,20 @@ class Output:
     def __init__(self, model: Transformer, precision: str) -> None:
         proj = model.output_projection
         self.scale: Tensor | None = None
-        self._packed: Packed | None = None
         self.bias: Tensor | None = None if proj.bias is None else proj.bias.detach()
-        if isinstance(proj, Int8Linear):  # the model's own, int8 already: shared
-            self.weight: Tensor = proj.weight_t.t()
-            self.scale = proj.scale
-        elif precision == "int8":
-            self.weight, self.scale = quantize(proj.weight)
+        # int8: the model's own layer (int8 already: shared), or one of the same kind, rows first.
+        self.int8 = proj if isinstance(proj, Int8Linear) else Int8Linear(proj, True) if precision == "int8" else None
+        if self.int8 is not None:
+            self.weight: Tensor = self.int8.weight_t.t()
+            self.scale = self.int8.scale
         else:
             self.weight = proj.weight.detach().to(torch.bfloat16 if precision == "bf16" else torch.float32)
             self.bias = None if self.bias is None else self.bias.to(self.weight.dtype)
 
     def packed(self, weight: Tensor) -> Packed | None:
-        """The whole int8 weight packed for oneDNN, made once on first use, where that is faster
-        (precision.packs_weights); None for a shortlist's rows, which change with every batch."""
-        if self.scale is None or weight is not self.weight or not packs_weights():
-            return None
-        if self._packed is None:
-            self._packed = Packed(self.weight.contiguous())
-        return self._packed
+        """The int8 layer's weight packed for oneDNN (Int8Linear.packed) where `weight` is the whole
+        of it; None for a shortlist's rows, which change with every batch."""
+        return self.int8.packed() if self.int8 is not None and weight is self.weight else None
 
     def rows(self, vocab: Tensor | None) -> tuple[Tensor, Tensor | None, Tensor | None]:
         """(weight, scale, bias) at target ids `vocab` (None: all)."""

@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import torch
 from torch import Tensor, nn
 
@@ -33,6 +35,7 @@ def int8_linear(
     return out.view(*x.shape[:-1], -1)
 
 
+@functools.cache  # asked at every int8 product; the CPU does not change
 def packs_weights() -> bool:
     """Whether int8 products go through weights packed once for oneDNN (`Packed`): on CPUs with
     AMX, where oneDNN's int8 kernels use its tile unit and `torch._int_mm`, repacking the weight at
