@@ -52,6 +52,11 @@ def _finding(severity: str, check: str, where: str, hits: list[int], fix: str) -
 def check_pair(name: str, src: Side, tgt: Side, max_chars: int, max_ratio: float) -> list[Finding]:
     """Findings of one line-aligned pair of files; `name` says which (train, valid, test)."""
     where = f"{name}: {src.path} / {tgt.path}"
+    return _file_findings(name, where, src, tgt) + _line_findings(where, src, tgt, max_chars, max_ratio)
+
+
+def _file_findings(name: str, where: str, src: Side, tgt: Side) -> list[Finding]:
+    """What is wrong with the files as a whole: unequal line counts, bytes that are not UTF-8."""
     out: list[Finding] = []
     if len(src.lines) != len(tgt.lines):
         out.append(
@@ -72,6 +77,12 @@ def check_pair(name: str, src: Side, tgt: Side, max_chars: int, max_ratio: float
             side.bad_utf8,
             "convert the file to UTF-8 (iconv -f LATIN1 -t UTF-8), or drop those lines",
         )
+    return out
+
+
+def _line_findings(where: str, src: Side, tgt: Side, max_chars: int, max_ratio: float) -> list[Finding]:
+    """What is suspect in the pairs of lines: empty sides, repeats, copies, lengths."""
+    out: list[Finding] = []
     pairs = list(zip(src.lines, tgt.lines))
     n = lambda cond: [i for i, (s, t) in enumerate(pairs, start=1) if cond(s, t)]  # noqa: E731
     out += _finding(

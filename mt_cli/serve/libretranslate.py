@@ -239,6 +239,17 @@ class LibreTranslate:
                 raise ApiError(400, "Invalid request: q must be a string or a list of strings")
             return await self.detect(texts)
 
+        @app.get(
+            "/frontend/settings", response_model=None, responses=responses(FrontendSettings, "libretranslate", 503)
+        )
+        async def frontend_settings() -> dict[str, Any]:
+            return self.settings()
+
+        self._file_routes(app, bodies)
+
+    def _file_routes(self, app: FastAPI, bodies: dict[str, dict]) -> None:
+        """POST /translate_file, and GET /download_file/NAME for what it translated."""
+
         @app.post(
             "/translate_file",
             response_model=None,
@@ -278,12 +289,6 @@ class LibreTranslate:
             kind = mimetypes.guess_type(shown)[0] or "application/octet-stream"
             headers = {"Content-Disposition": f'attachment; filename="{shown}"'}
             return Response(data, media_type=kind, headers=headers)
-
-        @app.get(
-            "/frontend/settings", response_model=None, responses=responses(FrontendSettings, "libretranslate", 503)
-        )
-        async def frontend_settings() -> dict[str, Any]:
-            return self.settings()
 
     async def _upload(self, request: Request) -> tuple[str, str, str, str, str]:
         """/translate_file's form: the file's name, its text and document type, source, target."""
