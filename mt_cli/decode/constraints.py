@@ -30,6 +30,7 @@ from torch import Tensor
 from mt_cli.data.tokenizer import EOS
 from mt_cli.decode.hypothesis import Choice, Hypothesis
 from mt_cli.decode.processors import Step
+from mt_cli.decode.topk import topk
 
 Terms = tuple[tuple[int, ...], ...]
 
@@ -118,7 +119,7 @@ class Constraints:
 
     def choose(self, lprobs: Tensor, scores: Tensor, k: int, active: Tensor) -> Choice:
         n = scores.size(0)
-        lp, tok = lprobs.topk(2 * k, dim=-1)  # (n*K, 2K), as plain search
+        lp, tok = topk(lprobs, 2 * k)  # (n*K, 2K), as plain search
         cand = (scores[:, :, None] + lp.view(n, k, 2 * k)).view(n, 2 * k * k)
         top_scores, top_idx = cand.topk(2 * k, dim=1)
         top_tok = tok.view(n, 2 * k * k).gather(1, top_idx).tolist()

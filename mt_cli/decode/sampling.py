@@ -15,6 +15,7 @@ import torch
 from torch import Tensor
 
 from mt_cli.config import DecodeConfig
+from mt_cli.decode.topk import topk
 
 
 class Sampler:
@@ -39,7 +40,7 @@ class Sampler:
         set whose probability reaches p, not renormalised (the cumulative sum does it)."""
         logits = lprobs / self.temperature
         if 0 < self.topk < logits.size(1):
-            kth = logits.topk(self.topk, dim=-1).values[:, -1:]  # (N, 1)
+            kth = topk(logits, self.topk)[0][:, -1:]  # (N, 1)
             logits = logits.masked_fill(logits < kth, float("-inf"))
         probs = torch.softmax(logits, dim=-1)
         if self.topp < 1.0:

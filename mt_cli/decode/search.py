@@ -27,6 +27,7 @@ from mt_cli.decode.hypothesis import Choice, Hypothesis, Request, Searchable
 from mt_cli.decode.processors import DEFAULT_PROCESSORS, ForcePrefix, NoRepeatNgram, Processor, Step, apply
 from mt_cli.decode.sampling import Sampler
 from mt_cli.decode.shortlist import Shortlist
+from mt_cli.decode.topk import topk
 
 # Picks each running row's next token from its log-probabilities (N, V), given the rows' sentences (N,).
 Pick = Callable[[Tensor, Tensor], Tensor]
@@ -89,8 +90,12 @@ def greedy_search(
         lprobs = step_log_probs(
             logits, Step(t, max_lens[active] <= t + 1, out[active, :t], active), processors, allowed
         )
-        col = lprobs.argmax(dim=-1) if pick is None else pick(lprobs, active)
-        best_lp = lprobs.gather(1, col[:, None]).squeeze(1)
+        if pick is None:
+            best, at = topk(lprobs, 1)
+            best_lp, col = best[:, 0], at[:, 0]
+        else:
+            col = pick(lprobs, active)
+            best_lp = lprobs.gather(1, col[:, None]).squeeze(1)
         next_tok = col if vocab is None else vocab[col]  # column -> target id
         out[active, t], out_lp[active, t] = next_tok, best_lp
         keep = (next_tok != EOS).nonzero().squeeze(1)
@@ -201,7 +206,7 @@ def _choose(lprobs: Tensor, scores: Tensor, k: int, active: Tensor) -> Choice:
     n = scores.size(0)
     # A sentence's 2K best candidates are among the 2K best tokens of each of its beams, so
     # beam scores are added to (n*K, 2K) values, not to the whole (n*K, V) vocabulary.
-    lp, tok = lprobs.topk(2 * k, dim=-1)  # (n*K, 2K)
+    lp, tok = topk(lprobs, 2 * k)  # (n*K, 2K)
     cand = (scores[:, :, None] + lp.view(n, k, 2 * k)).view(n, 2 * k * k)
     top_scores, top_idx = cand.topk(2 * k, dim=1)  # (n, 2K)
     top_beam, top_tok = top_idx // (2 * k), tok.view(n, 2 * k * k).gather(1, top_idx)
