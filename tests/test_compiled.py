@@ -5,6 +5,7 @@ precision or CPU; a damaged package or a missing compiler is one clear error."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 from pathlib import Path
@@ -134,3 +135,19 @@ def test_mt_compile_reports_a_built_package_and_bad_input_in_one_line(built, tmp
     assert auto.exit_code == 0 and f"already compiled: {compiled.package_path(built, 'int8')}" in auto.output
     wrong = runner.invoke(app, ["compile", "--checkpoint", str(built), "--precision", "fp8"])
     assert wrong.exit_code == 1 and "--precision must be fp32, bf16, int8 or auto" in wrong.output
+
+
+def test_mt_compile_without_a_precision_compiles_the_one_the_checkpoint_decodes_in(built, monkeypatch):
+    """A checkpoint that decodes in int8 (as `mt train` records where int8 keeps quality) gets its
+    int8 step from a plain `mt compile`, not an fp32 one translation would never run."""
+    real = checkpoint.load
+
+    def stored_int8(path: Path) -> checkpoint.Checkpoint:
+        ckpt = real(path)
+        decode = dataclasses.replace(ckpt.config.decode, precision="int8")
+        return dataclasses.replace(ckpt, config=dataclasses.replace(ckpt.config, decode=decode))
+
+    monkeypatch.setattr(checkpoint, "load", stored_int8)
+    done = CliRunner().invoke(app, ["compile", "--checkpoint", str(built)])
+    assert done.exit_code == 0, done.output
+    assert f"already compiled: {compiled.package_path(built, 'int8')}" in done.output

@@ -28,6 +28,7 @@ from mt_cli.decode import precision as precision_module
 from mt_cli.decode.engine import Engine
 from mt_cli.device import decode_precision
 from mt_cli.errors import MtError
+from mt_cli.model import checkpoint
 
 # The code a package compiles (the step, and the int8 layer it may use): when it changes, older
 # packages stop matching rather than run what the code no longer says.
@@ -35,12 +36,15 @@ _STEP_CODE = b"".join(Path(str(m.__file__)).read_bytes() for m in (engine_module
 log = logging.getLogger(__name__)
 
 
-def compile_checkpoint(path: Path, precision: str = "fp32") -> tuple[Path, bool]:
-    """The compiled step of the checkpoint at `path` in `precision`, built unless it already is:
-    its package, and whether it was built now. Built as a Translator loads it (decode.engine
-    compiled), so the package holds the very weights translation will run."""
+def compile_checkpoint(path: Path, precision: str | None = None) -> tuple[Path, bool]:
+    """The compiled step of the checkpoint at `path` in `precision` (None: the one it decodes in,
+    its decode.precision), built unless it already is: its package, and whether it was built now.
+    Built as a Translator loads it (decode.engine compiled), so the package holds the very weights
+    translation will run."""
     from mt_cli.decode.translator import Translator  # it builds through the plan, which uses this module
 
+    if precision is None:
+        precision = checkpoint.load(path).config.decode.precision if path.is_file() else "auto"
     precision = decode_precision(DecodeConfig(precision=precision).precision, torch.device("cpu"))  # checked; auto
     package = package_path(path, precision) if path.is_file() else None
     if package is not None and package.exists():

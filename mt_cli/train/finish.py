@@ -104,7 +104,7 @@ def compile_best(run: Run, log: Log) -> None:
     if not threshold or minutes < threshold:
         return
     try:
-        package, _ = compile_checkpoint(run.paths.best, checkpoint.load(run.paths.best).config.decode.precision)
+        package, _ = compile_checkpoint(run.paths.best)
     except MtError as e:  # no compiler here, say: the run's result stands, decoding runs uncompiled
         log(f"decoder step not compiled ({e}); translation runs it uncompiled")
         return
