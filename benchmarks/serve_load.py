@@ -224,13 +224,20 @@ def soak_row(args, lines: list[str]) -> dict:
             "first": settled[0], "last": settled[-1], "max": max(settled)}  # fmt: skip
 
 
+def machine() -> str:
+    """The CPU and its flags as speed.py names them, asked of a child process: this one imports no torch."""
+    code = f"import sys; sys.path.insert(0, {str(HERE)!r}); from speed import machine; print(machine())"
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+
+
 def report(args, offline: float, rows: list[dict], over: dict | None, soak: dict | None) -> str:
     served = f"{args.checkpoint.parent.name}/{args.checkpoint.name}" + "".join(f" {o}" for o in args.serve_option)
     env = "".join(f"{kv} " for kv in args.serve_env)
     out = [f"`benchmarks/serve_load.py`: `{env}mt serve --checkpoint {served}` "
            f"(its stored decoding settings), single lines of the first {len(args.lines)} of {args.src_file.name}, "
            f"clients on keep-alive connections in another process, {args.rounds} rounds per level, best kept; "
-           f"offline `Translator.translate` on the same lines in a process of its own: {offline:.1f} lines/s.\n",
+           f"offline `Translator.translate` on the same lines in a process of its own: {offline:.1f} lines/s; "
+           f"{machine()}.\n",
            "| clients | lines | lines/s | x offline | p50 ms | p99 ms | mean lines per batch "
            "| offline in such batches, lines/s | x that | errors |",
            "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
