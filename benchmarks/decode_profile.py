@@ -32,6 +32,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from mt_cli.decode import engine as engine_module
 from mt_cli.decode import search as search_module
+from mt_cli.decode import step_cache as step_cache_module
 from mt_cli.decode.translator import Translator
 from mt_cli.files import atomic_write_text
 from mt_cli.train.throughput import matmul_peak
@@ -115,7 +116,7 @@ def instrument(tr: Translator) -> Clocks:
         "decoder step",
         lambda self, tokens, cache: 2.0 * tokens.numel() * (n_layers * ffn_w + cache.output[0].numel()),
     )
-    clocks.wrap(engine_module.StepCache, "reorder", "cache reorder")
+    clocks.wrap(step_cache_module.StepCache, "reorder", "cache reorder")
     clocks.wrap(search_module, "step_log_probs", "log-softmax and processors")
     return clocks
 

@@ -35,6 +35,11 @@ class ModelConfig:
         "pad", "What the decoder reads at step 0: pad (a zero vector, PAD's embedding), bos, or eos (M2M100, NLLB)."
     )
     activation: str = option("relu", "The feed-forward activation: relu, gelu or swish (SiLU, as OPUS-MT uses).")
+    decoder_autoreg: str = option(
+        "attention",
+        "How a decoder position reads the target before it: attention (causal self-attention, the paper) or ssru"
+        " (a gated recurrence in its place, as Bergamot / Firefox Translations students decode).",
+    )
     output_bias: bool = option(False, "A bias on the output layer (imported Marian models have one).")
     scale_embedding: bool = option(True, "Scale embeddings by sqrt(d_model), as the paper does.")
     positions: str = option(
@@ -67,6 +72,10 @@ class ModelConfig:
         )
         _check(
             self.positions in ("marian", "fairseq"), f"model.positions must be marian or fairseq: {self.positions!r}"
+        )
+        _check(
+            self.decoder_autoreg in ("attention", "ssru"),
+            f"model.decoder_autoreg must be attention or ssru, not {self.decoder_autoreg!r}",
         )
         _check(self.activation in ACTIVATIONS, f"model.activation must be relu, gelu or swish, not {self.activation!r}")
 

@@ -40,7 +40,9 @@ from mt_cli.decode.precision import (
     is_quantized,
     quantize_rows,
 )
+from mt_cli.decode.step_cache import StepCache
 from mt_cli.device import autocast
+from mt_cli.model.ssru import SSRU
 from mt_cli.model.transformer import DecoderLayer, Transformer, key_mask
 
 
@@ -60,13 +62,20 @@ def fused(*layers: nn.Module) -> nn.Module:
 class StepLayer(nn.Module):
     """One decoder layer's weights as the step uses them (shared with the model where not changed)."""
 
+    qkv: nn.Module | None  # self-attention's q, k and v as one product; None with an SSRU
+    self_out: nn.Module | None
+    ssru: nn.Module | None  # an SSRU's x W and gate as one product; None with self-attention
+
     def __init__(self, layer: DecoderLayer, own: Callable[[nn.Module], nn.Module]) -> None:
         """`own`: how the step holds a module it takes as it is (a copy where it will be cast)."""
         super().__init__()
         sa, ca = layer.self_attn, layer.cross_attn
-        self.n_heads = sa.n_heads
-        self.qkv = fused(sa.q_proj, sa.k_proj, sa.v_proj)
-        self.self_out = own(sa.out_proj)
+        self.n_heads = ca.n_heads
+        if sa is None:  # an SSRU in self-attention's place: x W and the gate's x W_f + b_f as one product
+            ssru = cast(SSRU, layer.ssru)
+            self.qkv, self.self_out, self.ssru = None, None, fused(ssru.input_proj, ssru.forget_proj)
+        else:
+            self.qkv, self.self_out, self.ssru = fused(sa.q_proj, sa.k_proj, sa.v_proj), own(sa.out_proj), None
         self.cross_q = own(ca.q_proj)
         self.cross_kv = fused(ca.k_proj, ca.v_proj)
         self.cross_out = own(ca.out_proj)
@@ -81,7 +90,10 @@ class StepLayer(nn.Module):
         """x (R, D) -> the layer's output at the new position. keys, values (T+1, R, H, D/H): the
         positions so far and, at the last, room where this one's are written; cross_k, cross_v
         (B, H, S, D/H) and cross_mask (B, 1, 1, S): the encoder side of the B sentences."""
-        x = self._sublayer(0, x, lambda h: self._self_attention(h, keys, values))
+        if self.ssru is None:
+            x = self._sublayer(0, x, lambda h: self._self_attention(h, keys, values))
+        else:
+            x = self._sublayer(0, x, lambda h: self._recurrence(h, keys))
         x = self._sublayer(1, x, lambda h: self._cross_attention(h, cross_k, cross_v, cross_mask))
         return self._sublayer(2, x, lambda h: self.fc2(self.act(self.fc1(h))))
 
@@ -89,13 +101,23 @@ class StepLayer(nn.Module):
         norm = self.norms[n]
         return x + f(norm(x)) if self.pre_norm else norm(x + f(x))
 
+    def _recurrence(self, h: Tensor, cell: Tensor) -> Tensor:
+        """The SSRU's step (model/ssru.py): cell (1, R, H, D/H) holds c_{t-1} and gets c_t."""
+        r, d = h.shape
+        xw, gate = cast(nn.Module, self.ssru)(h).view(r, 2, d).unbind(1)  # (R, 2D) -> (R, D) each
+        f = torch.sigmoid(gate)
+        c = cell.view(r, d)
+        new = f * c + (1 - f) * xw
+        c.copy_(new)
+        return torch.relu(new)
+
     def _self_attention(self, h: Tensor, keys: Tensor, values: Tensor) -> Tensor:
         r, d = h.shape
-        q, k, v = self.qkv(h).view(r, 3, self.n_heads, d // self.n_heads).unbind(1)  # (R, H, D/H) each
+        q, k, v = cast(nn.Module, self.qkv)(h).view(r, 3, self.n_heads, d // self.n_heads).unbind(1)  # (R, H, D/H) each
         keys[-1], values[-1] = k, v
         # (T+1, R, H, D/H) -> (R, H, T+1, D/H), a strided view: attention reads the cache in place.
         out = _attend(q[:, :, None], keys.permute(1, 2, 0, 3), values.permute(1, 2, 0, 3), None)
-        return self.self_out(out.reshape(r, d))  # (R, H, 1, D/H) -> (R, D)
+        return cast(nn.Module, self.self_out)(out.reshape(r, d))  # (R, H, 1, D/H) -> (R, D)
 
     def _cross_attention(self, h: Tensor, keys: Tensor, values: Tensor, mask: Tensor | None) -> Tensor:
         r, d = h.shape
@@ -111,70 +133,6 @@ class StepLayer(nn.Module):
         kv = self.cross_kv(memory).view(b, s, 2, self.n_heads, d // self.n_heads)
         # Contiguous, once per batch: attention read the interleaved view by copying it at every step.
         return kv[:, :, 0].transpose(1, 2).contiguous(), kv[:, :, 1].transpose(1, 2).contiguous()
-
-
-class StepCache:
-    """The engine's decoder state: what search's `reorder` contract asks of any cache.
-
-    Self-attention keys/values per layer, time-major: position t of all R rows, then t+1, in one
-    flat buffer allocated once per batch (grown by doubling), so that the first T positions are
-    always one contiguous (T, R, H, D/H) block, whatever R is now: the step, eager or compiled,
-    reads the positions so far without a copy. A reorder gathers rows into a second set of
-    buffers and the two swap (a fresh buffer per step was a cold allocation each time).
-    Cross-attention keys/values (B, H, S, D/H), one row per running sentence."""
-
-    def __init__(
-        self,
-        layers: int,
-        rows: int,
-        heads: int,
-        cross_k: list[Tensor],
-        cross_v: list[Tensor],
-        cross_mask: Tensor | None,
-        output: tuple[Tensor, Tensor | None, Tensor | None],
-    ) -> None:
-        like = cross_k[0]
-        self.head_shape = (heads, like.size(-1))  # (H, D/H)
-        self.width = heads * like.size(-1)  # one position of one row
-        size = 16 * rows * self.width  # room for 16 steps
-        self.self_k, self.self_v, self.spare_k, self.spare_v = (
-            [like.new_empty(size) for _ in range(layers)] for _ in range(4)
-        )
-        self.cross_k, self.cross_v, self.cross_mask = cross_k, cross_v, cross_mask  # mask (B, 1, 1, S), True = real
-        self.output = output  # the output layer's weight (V or V_s, D), int8 scale and bias (Output.rows)
-        self.length = 0
-        self.rows = rows
-
-    def _block(self, flat: Tensor, rows: int, steps: int) -> Tensor:
-        """The first `steps` positions of `rows` rows: a contiguous (steps, rows, H, D/H) view."""
-        return flat[: steps * rows * self.width].view(steps, rows, *self.head_shape)
-
-    def next_step(self) -> tuple[list[Tensor], list[Tensor]]:
-        """Each layer's keys and values (T+1, R, H, D/H): the T positions so far and room for the next."""
-        t, n = self.length, self.rows
-        if (t + 1) * n * self.width > self.self_k[0].numel():
-            self._grow()
-        return [self._block(k, n, t + 1) for k in self.self_k], [self._block(v, n, t + 1) for v in self.self_v]
-
-    def _grow(self) -> None:
-        """Twice the room in every buffer, the positions so far kept."""
-        used = self.length * self.rows * self.width
-        for store in (self.self_k, self.self_v, self.spare_k, self.spare_v):
-            for i, old in enumerate(store):
-                store[i] = old.new_empty(2 * old.numel())
-                store[i][:used] = old[:used]
-
-    def reorder(self, rows: Tensor, sentences: Tensor | None = None) -> None:
-        """Keep decoder rows `rows` (surviving beams, in their new order) and, when some sentences
-        finished, the source rows of the `sentences` that go on (None: all)."""
-        t, n, m = self.length, self.rows, rows.numel()
-        for main, spare in ((self.self_k, self.spare_k), (self.self_v, self.spare_v)):
-            for i in range(len(main)):
-                torch.index_select(self._block(main[i], n, t), 1, rows, out=self._block(spare[i], m, t))
-                main[i], spare[i] = spare[i], main[i]
-        self.rows = m
-        if sentences is not None:
-            self.cross_mask = keep_sentences(self.cross_k, self.cross_v, self.cross_mask, sentences)
 
 
 PRECISIONS = ("fp32", "bf16", "int8")
@@ -295,7 +253,9 @@ class Engine(nn.Module):
         mask = key_mask(src_mask)
         if mask is None and self.compiled is not None:  # the compiled step takes a mask always
             mask = src_mask[:, None, None, :]
-        return StepCache(len(cross), rows, self.cfg.n_heads, [k for k, _ in cross], [v for _, v in cross], mask, output)
+        recurrent = [layer.ssru is not None for layer in cast("list[StepLayer]", self.step_fn.layers)]
+        keys, values = [k for k, _ in cross], [v for _, v in cross]
+        return StepCache(len(cross), rows, self.cfg.n_heads, keys, values, mask, output, recurrent)
 
     def decode(
         self,
@@ -347,17 +307,6 @@ class Engine(nn.Module):
             logits = self.compiled(flat)
         cache.length += 1
         return logits
-
-
-def keep_sentences(
-    cross_k: list[Tensor], cross_v: list[Tensor], cross_mask: Tensor | None, sentences: Tensor
-) -> Tensor | None:
-    """The encoder side of a cache for the `sentences` that go on: each layer's cross-attention
-    keys/values replaced in their lists, and the mask returned (None stays None)."""
-    for tensors in (cross_k, cross_v):
-        for i, t in enumerate(tensors):
-            tensors[i] = t.index_select(0, sentences)
-    return None if cross_mask is None else cross_mask.index_select(0, sentences)
 
 
 def _attend(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:

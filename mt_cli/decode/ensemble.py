@@ -19,7 +19,8 @@ from torch import Tensor, nn
 
 from mt_cli.config import ModelConfig
 from mt_cli.data.tokenizer import PAD
-from mt_cli.decode.engine import Engine, StepCache
+from mt_cli.decode.engine import Engine
+from mt_cli.decode.step_cache import StepCache
 from mt_cli.model.transformer import Transformer
 
 

@@ -9,6 +9,12 @@ from mt_cli.model.checkpoint import Checkpoint
 
 
 def export(ckpt: Checkpoint, out_dir: Path, fmt: str, quantization: str | None = None) -> Path:
+    if ckpt.config.model.decoder_autoreg == "ssru" and fmt in ("hf", "ct2"):
+        raise MtError(
+            f"this model's decoder has an SSRU in place of self-attention (model.decoder_autoreg ssru), which no"
+            f" {'Hugging Face' if fmt == 'hf' else 'CTranslate2'} model holds; translate it with mt, or export a"
+            " student distilled from it (mt distill)"
+        )
     if fmt == "hf":
         if quantization:
             raise MtError("quantization applies to the ct2 format only")

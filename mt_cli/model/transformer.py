@@ -20,6 +20,7 @@ from mt_cli.config import ModelConfig
 from mt_cli.data.tokenizer import BOS, EOS, PAD
 from mt_cli.errors import MtError
 from mt_cli.model.positions import sinusoid_table
+from mt_cli.model.ssru import SSRU
 
 
 class Dropout(nn.Module):
@@ -144,7 +145,10 @@ class EncoderLayer(nn.Module):
 class DecoderLayer(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
-        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout)
+        # Earlier target positions are read by causal self-attention, or by an SSRU in its place.
+        recurrent = cfg.decoder_autoreg == "ssru"
+        self.self_attn = None if recurrent else MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout)
+        self.ssru = SSRU(cfg.d_model) if recurrent else None
         self.cross_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout)
         self.feed_forward = FeedForward(cfg.d_model, cfg.ffn_dim, cfg.activation_dropout, cfg.activation)
         self.self_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.pre_norm)
@@ -154,7 +158,8 @@ class DecoderLayer(nn.Module):
     def forward(self, x: Tensor, memory: Tensor, memory_mask: Tensor | None) -> Tensor:
         """x (B, T, D), every target position at once (teacher forcing): position i attends to
         positions 0..i of x and to all of memory (B, S, D) where memory_mask (B, 1, 1, S) is True."""
-        x = self.self_sublayer(x, lambda h: self.self_attn(h, *self.self_attn.project_kv(h), None, True))
+        sa = self.self_attn
+        x = self.self_sublayer(x, self.ssru if sa is None else lambda h: sa(h, *sa.project_kv(h), None, True))
         x = self.cross_sublayer(x, lambda h: self.cross_attn(h, *self.cross_attn.project_kv(memory), memory_mask))
         return self.ffn_sublayer(x, self.feed_forward)
 
@@ -253,11 +258,11 @@ class Transformer(nn.Module):
         """Every attention of the model by kind, layer by layer (the heat maps record them)."""
         enc = cast("list[EncoderLayer]", self.encoder.layers)
         dec = cast("list[DecoderLayer]", self.decoder.layers)
-        return {
-            "encoder": [layer.self_attn for layer in enc],
-            "decoder-self": [layer.self_attn for layer in dec],
-            "decoder-cross": [layer.cross_attn for layer in dec],
-        }
+        kinds = {"encoder": [layer.self_attn for layer in enc]}
+        if self.cfg.decoder_autoreg == "attention":  # an SSRU decoder has no self-attention to draw
+            kinds["decoder-self"] = [cast(MultiHeadAttention, layer.self_attn) for layer in dec]
+        kinds["decoder-cross"] = [layer.cross_attn for layer in dec]
+        return kinds
 
     def encode(self, src: Tensor, src_mask: Tensor) -> Tensor:
         """src (B, S) ids, src_mask (B, S) True for real tokens -> memory (B, S, D)."""

@@ -1,0 +1,104 @@
+"""A decoder with an SSRU in place of self-attention (model.decoder_autoreg ssru, as Bergamot
+students have): the engine's cached step against the teacher-forced model at every step, through
+beam reorders, dropped sentences and buffer growth; every search as the reference decoder finds
+it; int8 batched as one by one; what it cannot do (a compiled step, export to other toolkits)
+refused in one line; and it trains."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+import torch
+from reference import Reference
+from test_engine import FIXTURE, LINES, SEARCHES, _src, _steps, reference
+
+from conftest import tiny_config
+from mt_cli import Translator
+from mt_cli.decode.engine import Engine
+from mt_cli.errors import MtError
+from mt_cli.interop import export
+from mt_cli.model import checkpoint
+from mt_cli.model.transformer import build_model
+
+
+@pytest.mark.parametrize("shortlist", [False, True], ids=["whole-vocabulary", "shortlist"])
+def test_the_engine_steps_an_ssru_decoder_as_the_model_reads_whole_targets(tokenizer, shortlist):
+    torch.manual_seed(0)
+    model = build_model(tiny_config(tokenizer, decoder_autoreg="ssru")).eval()
+    assert "decoder-self" not in model.attention_modules()  # nothing to draw: no self-attention
+    src = _src(tokenizer.src_vocab_size)
+    vocab = torch.arange(0, tokenizer.tgt_vocab_size, 2) if shortlist else None
+    with torch.inference_mode():  # 20 steps: past the attention buffers' first 16 (the cells never grow)
+        want = _steps(Reference(model), src, 3, 20, vocab)
+        got = _steps(Engine(model), src, 3, 20, vocab)
+    for t, (a, b) in enumerate(zip(want, got)):
+        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-5, msg=f"step {t}")
+
+
+@pytest.mark.parametrize("precision", ["bf16", "int8"])
+def test_bf16_and_int8_ssru_steps_stay_close_to_fp32(tokenizer, precision):
+    torch.manual_seed(0)
+    model = build_model(tiny_config(tokenizer, decoder_autoreg="ssru")).eval()
+    src = _src(tokenizer.src_vocab_size)
+    with torch.inference_mode():
+        want, got = _steps(Reference(model), src, 2, 6), _steps(Engine(model, precision), src, 2, 6)
+    for a, b in zip(want, got):
+        assert (b - a).abs().max() < 0.05 * a.abs().max()
+
+
+@pytest.fixture(scope="module")
+def ssru_checkpoint(tmp_path_factory) -> Path:
+    """The decoding fixture's tokenizer, shortlist and settings around a random-weight SSRU model."""
+    ckpt = checkpoint.load(FIXTURE)
+    model_cfg = dataclasses.replace(ckpt.config.model, decoder_autoreg="ssru")
+    torch.manual_seed(0)
+    model = build_model(model_cfg)
+    path = tmp_path_factory.mktemp("ssru") / "model.pt"
+    config = dataclasses.replace(ckpt.config, model=model_cfg)
+    checkpoint.save(path, checkpoint.Checkpoint(config, ckpt.tokenizer, model.state_dict(), None, ckpt.shortlist))
+    return path
+
+
+@SEARCHES
+def test_an_ssru_model_translates_as_the_reference_for_every_search(ssru_checkpoint, options):
+    tr = Translator.load(ssru_checkpoint, device="cpu", precision="fp32", **options)
+    assert isinstance(tr.engine, Engine) and tr.engine.compiled is None
+    want, got = reference(tr).search(LINES[:12], nbest=1), tr.search(LINES[:12], nbest=1)
+    assert [h[0].tokens for h in got] == [h[0].tokens for h in want]
+    assert [h[0].score for h in got] == pytest.approx([h[0].score for h in want], abs=1e-4)
+
+
+def test_an_int8_ssru_model_translates_batched_as_one_by_one(ssru_checkpoint):
+    tr = Translator.load(ssru_checkpoint, device="cpu", precision="int8", beam=3)
+    assert tr.translate(LINES) == tr.with_options(batch_size=1).translate(LINES)
+
+
+def test_a_compiled_step_and_export_of_an_ssru_model_are_refused_in_one_line(ssru_checkpoint, tmp_path):
+    with pytest.raises(MtError, match="SSRU decoder .* runs uncompiled; use decode.engine auto or eager"):
+        Translator.load(ssru_checkpoint, device="cpu", engine="compiled")
+    ckpt = checkpoint.load(ssru_checkpoint)
+    for fmt in ("hf", "ct2"):
+        with pytest.raises(MtError, match="SSRU in place of self-attention .*mt distill"):
+            export(ckpt, tmp_path / fmt, fmt)
+        assert not (tmp_path / fmt).exists()
+
+
+def test_an_ssru_decoder_learns(tokenizer):
+    """Teacher-forced training reaches the SSRU's weights: a few steps on one batch lower its loss."""
+    torch.manual_seed(0)
+    model = build_model(tiny_config(tokenizer, decoder_autoreg="ssru"))
+    src, tgt = _src(tokenizer.src_vocab_size), _src(tokenizer.tgt_vocab_size, length=6)
+    tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    losses = []
+    for _ in range(10):
+        logits = model(src, tgt_in)
+        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), tgt_out.flatten(), ignore_index=0)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert model.decoder.layers[0].ssru.forget_proj.weight.grad.abs().sum() > 0
+    assert losses[-1] < 0.5 * losses[0]
