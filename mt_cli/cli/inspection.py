@@ -71,16 +71,19 @@ def export_model(
 def import_model(
     folder: Annotated[
         Path,
-        typer.Argument(help="A MarianMTModel or M2M100 / NLLB-200 folder (save_pretrained's), or a hub id to fetch."),
+        typer.Argument(
+            help="A MarianMTModel or M2M100 / NLLB-200 folder (save_pretrained's), a hub id to fetch, or a Marian"
+            " folder as Firefox Translations ships its students (model .bin, .spm vocabulary, config .yml)."
+        ),
     ],
     out: Annotated[Path, typer.Option(help="The mt checkpoint to write, e.g. opus-de-en.pt.")],
     format_: Annotated[str, typer.Option("--format", help="hf: a Hugging Face folder.")] = "hf",
 ) -> None:
-    """Import a pretrained model (Hugging Face Marian / OPUS-MT, M2M100, NLLB-200) as an mt checkpoint:
-    translate, score, fine-tune (`mt train --init`), export and serve it like any other."""
+    """Import a pretrained model (Hugging Face Marian / OPUS-MT, M2M100, NLLB-200, a Firefox Translations
+    student) as an mt checkpoint: translate, score, fine-tune (`mt train --init`) and serve it like any other."""
     from mt_cli.errors import MtError
-    from mt_cli.interop.hf_import import import_hf
+    from mt_cli.interop import import_folder
 
     if format_ != "hf":
         raise MtError(f"--format {format_!r}: the one import format is hf (a Hugging Face folder)")
-    err(f"wrote {import_hf(folder, out)}")
+    err(f"wrote {import_folder(folder, out)}")

