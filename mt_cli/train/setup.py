@@ -255,15 +255,22 @@ def prepare(given: RunContext) -> Run:
     log(f"model: {n_params / 1e6:.1f}M parameters on {device}{where}{f' with {amp} autocast' if amp else ''}")
     peak, source = peak_flops(device, amp is not None)
     log(f"MFU is against {peak / 1e12:.2f} TFLOP/s ({source})")
-    shortlist = _shortlist(t, train_data, tokenizer, log) if d.main else None
+    shortlist = _shortlist(t, train_data, tokenizer, log, init) if d.main else None
     return Run(ctx, amp, scaler, peak, tokenizer, model, objective, optimizer, ema, train_data, valid, state, shortlist)
 
 
-def _shortlist(t: TrainConfig, data: TokenCorpus | MixedCorpus, tokenizer: Tokenizer, log: Log) -> Shortlist | None:
+def _shortlist(
+    t: TrainConfig, data: TokenCorpus | MixedCorpus, tokenizer: Tokenizer, log: Log, init: Checkpoint | None
+) -> Shortlist | None:
     """The vocabulary shortlist of train.shortlist_*, counted over the training pairs (rebuilt
-    the same on resume: it depends on the data and the sizes only)."""
+    the same on resume: it depends on the data and the sizes only); a fine-tuning run keeps
+    train.init's, made from the data the model learned first (an imported student's came with
+    it): one counted over a few hundred fine-tuning pairs cut its output to their pieces."""
     if t.shortlist_per_source == 0:
         return None
+    if init is not None and init.shortlist is not None:
+        log(f"vocabulary shortlist: {t.init}'s")
+        return Shortlist.from_state(init.shortlist, str(t.init))
     log(f"vocabulary shortlist: counting {len(data)} training pairs")
     lexicon = build_lexicon(
         pair_chunks(data),
