@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import datetime
 import functools
 import time
 from collections.abc import Callable
@@ -26,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from results import RESULTS, commit  # this folder's results helpers
+from results import append_section  # this folder's results helpers
 from speed import machine  # the CPU and its flags, as every speed table names them
 from torch.profiler import ProfilerActivity, profile
 
@@ -34,7 +33,6 @@ from mt_cli.decode import engine as engine_module
 from mt_cli.decode import search as search_module
 from mt_cli.decode import step_cache as step_cache_module
 from mt_cli.decode.translator import Translator
-from mt_cli.files import atomic_write_text
 from mt_cli.train.throughput import matmul_peak
 
 
@@ -188,11 +186,10 @@ def main() -> None:
           f"(Python) {100 * (1 - inside / wall):.0f}%")  # fmt: skip
     print(events.table(sort_by="self_cpu_time_total", row_limit=args.rows))
     if args.append and table:
-        when = f"{datetime.date.today()}, commit {commit()}"
         cmd = f"`python benchmarks/decode_profile.py --checkpoint {args.checkpoint} --precision {args.precision} " \
               f"--beam {args.beam} --append`"  # fmt: skip
         body = "\n".join([*head, "", *table, "", cmd])
-        atomic_write_text(RESULTS, RESULTS.read_text(encoding="utf-8") + f"\n## Decoding profile, {when}\n\n{body}\n")
+        append_section("Decoding profile", body)
 
 
 if __name__ == "__main__":

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime
 import time
 from pathlib import Path
 
 import torch
-from results import RESULTS, commit, copy_newest  # this folder's results helpers
+from results import append_section, copy_newest  # this folder's results helpers
 from speed import machine  # the CPU and its flags, as every speed table names them
 
 from mt_cli.decode import compiled
@@ -25,7 +24,6 @@ from mt_cli.decode.engine import Output
 from mt_cli.decode.search import search_ids
 from mt_cli.decode.shortlist import Shortlist
 from mt_cli.decode.translator import Translator
-from mt_cli.files import atomic_write_text
 from mt_cli.model import checkpoint
 
 BATCH = 64
@@ -92,8 +90,7 @@ def main() -> None:
             f"{args.threads} threads, torch {torch.__version__}.\n\n" + "\n".join(rows))  # fmt: skip
     print(body)
     if args.append:
-        when = f"{datetime.date.today()}, commit {commit()}"
-        atomic_write_text(RESULTS, RESULTS.read_text(encoding="utf-8") + f"\n## Decoding levers, {when}\n\n{body}\n")
+        append_section("Decoding levers", body)
         copy_newest("Decoding levers", "levers-table")  # docs/speed.md's table
 
 

@@ -28,7 +28,6 @@ Output pieces are compared with mt fp32's.
 from __future__ import annotations
 
 import argparse
-import datetime
 import io
 import json
 import os
@@ -38,11 +37,10 @@ from pathlib import Path
 
 import torch
 from opus_speed import run_systems, table
-from results import RESULTS, commit, newest_run, write_table
+from results import append_section, commit, newest_run, write_table
 from speed import machine
 
 from mt_cli.decode.compiled import compile_checkpoint
-from mt_cli.files import atomic_write_text
 from mt_cli.interop.ct2 import export_ct2
 from mt_cli.interop.hf_import import import_hf
 from mt_cli.model import checkpoint
@@ -177,10 +175,8 @@ def main() -> None:
         ]))  # fmt: skip
         print(bodies[-1], flush=True)
     if not args.no_append:
-        when = f"{datetime.date.today()}, commit {measured_commit}"
         body = "\n\n".join(bodies)
-        atomic_write_text(RESULTS, RESULTS.read_text(encoding="utf-8") + f"\n## NLLB- and M2M100-shaped decoding, "
-                          f"{when}\n\n{body}\n")  # fmt: skip
+        when = append_section("NLLB- and M2M100-shaped decoding", body, measured_commit)
         write_table("m2m-speed-table", newest_run(when, body))
 
 

@@ -20,17 +20,14 @@ resumes (a run whose best.pt exists is not trained again).
 from __future__ import annotations
 
 import argparse
-import datetime
 import subprocess
 import sys
 from pathlib import Path
 
 import sacrebleu
 import yaml
-from results import RESULTS, commit, newest_run, write_table
+from results import append_section, commit, newest_run, write_table
 from speed import machine
-
-from mt_cli.files import atomic_write_text
 
 MT = [sys.executable, "-m", "mt_cli"]
 RECIPE = Path(__file__).resolve().parents[1] / "configs" / "multi30k.yaml"
@@ -120,10 +117,7 @@ def main() -> None:
     ])  # fmt: skip
     print(body)
     if not args.no_append:
-        when = f"{datetime.date.today()}, commit {measured_commit}"
-        atomic_write_text(
-            RESULTS, RESULTS.read_text(encoding="utf-8") + f"\n## Multilingual models, {when}\n\n{body}\n"
-        )
+        when = append_section("Multilingual models", body, measured_commit)
         write_table("multilingual-table", newest_run(when, body))
 
 

@@ -30,7 +30,6 @@ speed only (test2016 BLEU with and without a shortlist is in speed.py's table).
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
 import subprocess
@@ -39,13 +38,12 @@ import tempfile
 from pathlib import Path
 
 import torch
-from results import RESULTS, commit, newest_run, write_table
+from results import append_section, commit, newest_run, write_table
 from speed import in_worker, machine
 
 from mt_cli.config import TokenizerConfig, TrainConfig
 from mt_cli.data.tokenizer import train_sentencepiece
 from mt_cli.decode.compiled import compile_checkpoint
-from mt_cli.files import atomic_write_text
 from mt_cli.interop.ct2 import vocabulary_map
 from mt_cli.interop.hf_import import import_hf
 from mt_cli.model import checkpoint
@@ -214,9 +212,7 @@ def main() -> None:
     ])  # fmt: skip
     print(body)
     if not args.no_append:
-        when = f"{datetime.date.today()}, commit {measured_commit}"
-        block = f"\n## OPUS-MT-shaped decoding, {when}\n\n{body}\n"
-        atomic_write_text(RESULTS, RESULTS.read_text(encoding="utf-8") + block)
+        when = append_section("OPUS-MT-shaped decoding", body, measured_commit)
         write_table("opus-speed-table", newest_run(when, body))
 
 

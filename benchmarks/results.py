@@ -43,10 +43,14 @@ def commit() -> str:
     return head + ("-dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
 
 
-def append_section(title: str, body: str, measured_commit: str | None = None) -> None:
-    """A "## TITLE, DATE, commit C" section with `body` at the end of RESULTS.md, written atomically."""
+def append_section(title: str, body: str, measured_commit: str | None = None) -> str:
+    """A "## TITLE, DATE, commit C" section with `body` at the end of RESULTS.md, written atomically;
+    returns its "DATE, commit C". `measured_commit`: the commit read before the run (the tree may
+    change while it runs)."""
     when = f"{datetime.date.today()}, commit {measured_commit or commit()}"
+    body = body if body.endswith("\n") else body + "\n"
     atomic_write_text(RESULTS, RESULTS.read_text(encoding="utf-8") + f"\n## {title}, {when}\n\n{body}")
+    return when
 
 
 def newest_run(when: str, body: str) -> str:

@@ -21,7 +21,6 @@ Figures are printed and appended to benchmarks/RESULTS.md, and copied into docs/
 from __future__ import annotations
 
 import argparse
-import datetime
 import http.client
 import json
 import os
@@ -37,9 +36,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from results import RESULTS, commit, newest_run, write_table  # noqa: E402 (stdlib only: no torch here)
-
-from mt_cli.files import atomic_write_text  # noqa: E402 (stdlib only)
+from results import append_section, commit, newest_run, write_table  # noqa: E402 (stdlib only: no torch here)
 
 # Offline decoding in a process of its own: all lines in one call (length-sorted batches of the
 # checkpoint's batch size), or in arrival-order chunks of argv[3] lines, one call each, as a server
@@ -295,8 +292,7 @@ def main() -> None:
     body = report(args, offline, rows, over, soak)
     print(body)
     if not args.no_append:
-        when = f"{datetime.date.today()}, commit {measured}"
-        atomic_write_text(RESULTS, RESULTS.read_text(encoding="utf-8") + f"\n## Serving, {when}\n\n{body}")
+        when = append_section("Serving", body, measured)
         write_table("serve-table", newest_run(when, body))
 
 

@@ -35,7 +35,6 @@ docs/speed.md); nothing is typed in by hand.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
 import subprocess
@@ -46,7 +45,7 @@ from pathlib import Path
 
 import sacrebleu
 import torch
-from results import RESULTS, commit, copy_newest  # this folder's results helpers
+from results import append_section, commit, copy_newest  # this folder's results helpers
 
 from mt_cli.data.collate import collate
 from mt_cli.data.pairs import Pairs, make_batches
@@ -54,7 +53,6 @@ from mt_cli.data.tokenizer import PAD
 from mt_cli.decode.compiled import compile_checkpoint
 from mt_cli.decode.search import max_lengths
 from mt_cli.device import cpu_has_bf16
-from mt_cli.files import atomic_write_text
 from mt_cli.interop import export
 from mt_cli.interop.marian import marian_config
 from mt_cli.model import checkpoint
@@ -394,10 +392,9 @@ def main() -> None:
     body = report(args, decoding, whole, training, peaks)
     print(body)
     if not args.no_append:
-        when = f"{datetime.date.today()}, commit {measured_commit}"
         # A partial run is recorded under its own title; docs/speed.md's table stays the last full run.
         title = "Speed" if args.parts == PARTS else f"Speed ({', '.join(args.parts)} only)"
-        atomic_write_text(RESULTS, RESULTS.read_text(encoding="utf-8") + f"\n## {title}, {when}\n\n{body}")
+        append_section(title, body, measured_commit)
         if args.parts == PARTS:
             update_docs()
 

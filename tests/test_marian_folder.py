@@ -17,7 +17,9 @@ from mt_cli.interop.marian_folder import read_folder
 from mt_cli.model import checkpoint
 
 DATA = SHARED_DATA / "flores200"
-LINES, MIN_SAME = 40, 0.9  # measured: 39 and 38 of the first 40 lines are the engine's, en->pt and pt->en
+# Measured: all of the first 50 lines each way are the engine's (1,012 and 1,011 of FLORES-200 devtest's
+# 1,012); one line of 50 may part on a near tie where another CPU sums floats in another order.
+LINES, MIN_SAME = 50, 0.98
 
 
 def _folder(direction: str) -> Path:

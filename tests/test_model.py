@@ -42,13 +42,30 @@ def test_padding_a_batch_does_not_change_a_sentences_outputs(tiny_model, tokeniz
     torch.testing.assert_close(memory_alone, memory_batch, rtol=1e-5, atol=1e-5)
 
 
-def test_sinusoid_table_puts_sines_then_cosines_as_marian_does():
+def test_sinusoid_table_puts_sines_then_cosines_as_hugging_face_marian_does():
     table = sinusoid_table(50, 8)
     pos, i, d = 7, 1, 8
     angle = pos / 10000 ** (2 * i / d)
     assert table[pos, i].item() == pytest.approx(math.sin(angle), abs=1e-6)
     assert table[pos, d // 2 + i].item() == pytest.approx(math.cos(angle), abs=1e-6)
     assert torch.all(table[0, : d // 2] == 0) and torch.all(table[0, d // 2 :] == 1)
+
+
+def test_tensor2tensor_sinusoids_are_marian_cpps_and_fairseqs_from_position_zero():
+    d, half = 8, 4
+    table = sinusoid_table(50, d, "tensor2tensor")
+    for pos, i in ((0, 0), (7, 1), (49, 3)):  # Marian's addPositionalEmbeddings: log(1e4) / (D/2 - 1) apart
+        angle = pos * math.exp(-i * math.log(10000) / (half - 1))
+        assert table[pos, i].item() == pytest.approx(math.sin(angle), abs=1e-6)
+        assert table[pos, half + i].item() == pytest.approx(math.cos(angle), abs=1e-6)
+    assert not torch.allclose(table, sinusoid_table(50, d, "marian"), atol=1e-3)
+    assert torch.equal(table[2:], sinusoid_table(48, d, "fairseq"))
+
+
+def test_model_norm_eps_reaches_every_layer_norm(tokenizer):
+    model = build_model(tiny_config(tokenizer, norm_eps=1e-6, pre_norm=True))
+    norms = [m for m in model.modules() if isinstance(m, torch.nn.LayerNorm)]
+    assert len(norms) > 4 and all(m.eps == 1e-6 for m in norms)
 
 
 def test_joint_vocab_ties_source_target_and_output_embeddings(tokenizer):

@@ -85,6 +85,16 @@ def test_a_compiled_step_and_export_of_an_ssru_model_are_refused_in_one_line(ssr
         assert not (tmp_path / fmt).exists()
 
 
+def test_export_of_a_model_with_marians_own_sinusoids_is_refused_in_one_line(ssru_checkpoint, tmp_path):
+    ckpt = checkpoint.load(ssru_checkpoint)
+    cfg = dataclasses.replace(ckpt.config.model, decoder_autoreg="attention", positions="tensor2tensor")
+    ckpt = dataclasses.replace(ckpt, config=dataclasses.replace(ckpt.config, model=cfg))
+    for fmt in ("hf", "ct2"):
+        with pytest.raises(MtError, match="model.positions tensor2tensor"):
+            export(ckpt, tmp_path / fmt, fmt)
+        assert not (tmp_path / fmt).exists()
+
+
 def test_an_ssru_decoder_learns(tokenizer):
     """Teacher-forced training reaches the SSRU's weights: a few steps on one batch lower its loss."""
     torch.manual_seed(0)

@@ -44,8 +44,12 @@ class ModelConfig:
     scale_embedding: bool = option(True, "Scale embeddings by sqrt(d_model), as the paper does.")
     positions: str = option(
         "marian",
-        "The sinusoid table: marian (angle pos/10000^(2i/d), as the paper) or fairseq (pos/10000^(i/(d/2-1)), from"
-        " position 2, as M2M100 and NLLB read it).",
+        "The sinusoid table: marian (angle pos/10000^(2i/d), as the paper and Hugging Face's Marian models),"
+        " tensor2tensor (pos/10000^(i/(d/2-1)), as Marian's own C++: models imported from Marian's files) or"
+        " fairseq (tensor2tensor's from position 2, as M2M100 and NLLB read it).",
+    )
+    norm_eps: float = option(
+        1e-5, "The epsilon each layer norm adds to the variance (1e-5 as PyTorch and Hugging Face; Marian's is 1e-6)."
     )
     # Not shape, but what the weights mean: the server's /languages and sentence splitting read them.
     source_langs: tuple[str, ...] = option(
@@ -71,8 +75,10 @@ class ModelConfig:
             f"model.decoder_start must be pad, bos or eos: {self.decoder_start!r}",
         )
         _check(
-            self.positions in ("marian", "fairseq"), f"model.positions must be marian or fairseq: {self.positions!r}"
+            self.positions in ("marian", "tensor2tensor", "fairseq"),
+            f"model.positions must be marian, tensor2tensor or fairseq: {self.positions!r}",
         )
+        _check(0.0 < self.norm_eps < 1.0, f"model.norm_eps must be in (0, 1): {self.norm_eps}")
         _check(
             self.decoder_autoreg in ("attention", "ssru"),
             f"model.decoder_autoreg must be attention or ssru, not {self.decoder_autoreg!r}",

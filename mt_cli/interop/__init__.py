@@ -29,6 +29,11 @@ def export(ckpt: Checkpoint, out_dir: Path, fmt: str, quantization: str | None =
             f" {'Hugging Face' if fmt == 'hf' else 'CTranslate2'} model holds; translate it with mt, or export a"
             " student distilled from it (mt distill)"
         )
+    if ckpt.config.model.positions == "tensor2tensor" and fmt in ("hf", "ct2"):
+        raise MtError(
+            "this model adds Marian's own sinusoids (model.positions tensor2tensor), which a Hugging Face or"
+            " CTranslate2 Marian model computes another way; translate it with mt"
+        )
     if fmt == "hf":
         if quantization:
             raise MtError("quantization applies to the ct2 format only")

@@ -5,9 +5,9 @@ read as an mt checkpoint.
 The model is rebuilt from the file's own `special:model.yml`: a post-norm Transformer ("dan"
 after each sublayer) whose decoder self-attention may be an SSRU (`transformer-decoder-autoreg:
 rnn`, `dec-cell: ssru`), all embeddings tied, a bias on the output layer, embeddings scaled by
-sqrt(d), Marian's sinusoids, decoding from a zero vector. Marian multiplies x W with W as (in,
-out); nn.Linear holds W^T. int8 matrices are read as floats (int8 / their multiplier), which is
-what the int8 engine then quantizes again.
+sqrt(d), Marian's own sinusoids (model.positions tensor2tensor) and layer-norm epsilon (1e-6),
+decoding from a zero vector. Marian multiplies x W with W as (in, out); nn.Linear holds W^T. int8
+matrices are read as floats (int8 / their multiplier), which is what the int8 engine then quantizes again.
 
 The vocabulary's ids are SentencePiece's (`</s>` 0, `<unk>` 1, no padding id); they are laid out
 as a Hugging Face Marian model's, the pieces then `<pad>` last, so that mt's Marian tokenizer
@@ -158,6 +158,8 @@ def _model_config(m: dict[str, Any], tok: MarianVocab, path: Path) -> ModelConfi
         activation=ACTIVATIONS[activation],
         output_bias=True,
         decoder_autoreg="ssru" if autoreg == "rnn" else "attention",
+        positions="tensor2tensor",  # Marian's own sinusoids, not Hugging Face's (model/positions.py)
+        norm_eps=1e-6,  # Marian's layerNorm in its Transformer
     )
 
 

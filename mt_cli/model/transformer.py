@@ -117,9 +117,9 @@ class FeedForward(nn.Module):
 class SublayerConnection(nn.Module):
     """Add & Norm around one sublayer: post-norm LN(x + f(x)) as in the paper, or pre-norm x + f(LN(x))."""
 
-    def __init__(self, d_model: int, dropout: float, pre_norm: bool) -> None:
+    def __init__(self, d_model: int, dropout: float, pre_norm: bool, eps: float = 1e-5) -> None:
         super().__init__()
-        self.norm = nn.LayerNorm(d_model)
+        self.norm = nn.LayerNorm(d_model, eps=eps)
         self.dropout = Dropout(dropout)
         self.pre_norm = pre_norm
 
@@ -134,8 +134,8 @@ class EncoderLayer(nn.Module):
         super().__init__()
         self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout)
         self.feed_forward = FeedForward(cfg.d_model, cfg.ffn_dim, cfg.activation_dropout, cfg.activation)
-        self.attn_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.pre_norm)
-        self.ffn_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.pre_norm)
+        self.attn_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.pre_norm, cfg.norm_eps)
+        self.ffn_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.pre_norm, cfg.norm_eps)
 
     def forward(self, x: Tensor, mask: Tensor | None) -> Tensor:
         x = self.attn_sublayer(x, lambda h: self.self_attn(h, *self.self_attn.project_kv(h), mask))
@@ -151,9 +151,9 @@ class DecoderLayer(nn.Module):
         self.ssru = SSRU(cfg.d_model) if recurrent else None
         self.cross_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout)
         self.feed_forward = FeedForward(cfg.d_model, cfg.ffn_dim, cfg.activation_dropout, cfg.activation)
-        self.self_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.pre_norm)
-        self.cross_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.pre_norm)
-        self.ffn_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.pre_norm)
+        self.self_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.pre_norm, cfg.norm_eps)
+        self.cross_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.pre_norm, cfg.norm_eps)
+        self.ffn_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.pre_norm, cfg.norm_eps)
 
     def forward(self, x: Tensor, memory: Tensor, memory_mask: Tensor | None) -> Tensor:
         """x (B, T, D), every target position at once (teacher forcing): position i attends to
@@ -194,7 +194,7 @@ class Encoder(nn.Module):
         super().__init__()
         self.embeddings = embeddings
         self.layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.enc_layers))
-        self.final_norm = nn.LayerNorm(cfg.d_model) if cfg.pre_norm else None
+        self.final_norm = nn.LayerNorm(cfg.d_model, eps=cfg.norm_eps) if cfg.pre_norm else None
 
     def forward(self, src: Tensor, mask: Tensor | None) -> Tensor:
         x = self.embeddings(src)
@@ -208,7 +208,7 @@ class Decoder(nn.Module):
         super().__init__()
         self.embeddings = embeddings
         self.layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.dec_layers))
-        self.final_norm = nn.LayerNorm(cfg.d_model) if cfg.pre_norm else None
+        self.final_norm = nn.LayerNorm(cfg.d_model, eps=cfg.norm_eps) if cfg.pre_norm else None
 
     def forward(self, tgt: Tensor, memory: Tensor, memory_mask: Tensor | None) -> Tensor:
         """tgt (B, T) ids from position 0, memory (B, S, D) -> the last layer's states (B, T, D).
