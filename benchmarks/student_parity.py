@@ -65,7 +65,8 @@ def direction_rows(direction: str, args: argparse.Namespace, work: Path) -> list
     lines, refs = lines[: args.n], refs[: args.n]
     rows = []
     for shortlist in (True, False):
-        theirs = [_engine(folder, shortlist, work).translate(line) for line in lines]
+        engine = _engine(folder, shortlist, work)
+        theirs = [engine.translate(line) for line in lines]
         systems = [("students' engine", theirs)]
         for precision in ("fp32", "int8"):
             tr = Translator.load(path, device="cpu", precision=precision, shortlist=shortlist)

@@ -7,12 +7,14 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
 from conftest import SHARED_DATA
 from mt_cli import Translator
 from mt_cli.errors import MtError
+from mt_cli.interop.marian_bin import floats, read_items
 from mt_cli.interop.marian_folder import read_folder
 from mt_cli.model import checkpoint
 
@@ -43,14 +45,56 @@ def test_the_shipped_student_translates_as_its_own_engine(tmp_path, direction, s
     assert same >= MIN_SAME * len(lines), [(a, b) for a, b in zip(ours, theirs) if a != b][:3]
 
 
-def test_a_folder_without_a_decoder_config_or_with_a_float_npz_model_is_one_clear_error(tmp_path):
+def test_a_folder_without_a_decoder_config_or_with_another_model_file_is_one_clear_error(tmp_path):
     with pytest.raises(MtError, match="no decoder config"):
         read_folder(tmp_path)
     folder = tmp_path / "student"
     shutil.copytree(_folder("enpt"), folder)
     yml = next(folder.glob("config*.yml"))
-    yml.write_text(yml.read_text(encoding="utf-8").replace("intgemm.alphas.bin", "intgemm.alphas.npz"))
-    with pytest.raises(MtError, match=r"\.npz: mt reads Marian's binary models"):
+    yml.write_text(yml.read_text(encoding="utf-8").replace("intgemm.alphas.bin", "intgemm.alphas.pt"))
+    with pytest.raises(MtError, match=r"\.pt: mt reads Marian's binary \(\.bin\) and numpy \(\.npz\) models"):
+        read_folder(folder)
+
+
+def _as_npz(folder: Path, dtype: type) -> Path:
+    """`folder` with its int8 binary model rewritten as Marian's float .npz of the same items (the
+    values the int8 ones stand for), as `marian` writes while training."""
+    model = next(folder.glob("model*.bin"))
+    items = read_items(model)
+    arrays = {name: floats(item, model).numpy().astype(dtype) for name, item in items.items() if "QuantMult" not in name
+              and name != "special:model.yml"}  # fmt: skip
+    arrays["special:model.yml"] = np.frombuffer(model_config_text(items) + b"\0", dtype=np.int8)
+    np.savez(folder / "model.npz", **arrays)
+    model.unlink()
+    yml = next(folder.glob("config*.yml"))
+    yml.write_text(yml.read_text(encoding="utf-8").replace(model.name, "model.npz"), encoding="utf-8")
+    return folder
+
+
+def model_config_text(items: dict) -> bytes:
+    return items["special:model.yml"].data.split(b"\0", 1)[0]
+
+
+def test_a_float_npz_model_imports_to_the_same_weights_as_its_binary(tmp_path):
+    binary = read_folder(_folder("enpt"))
+    shutil.copytree(_folder("enpt"), tmp_path / "npz")
+    npz = read_folder(_as_npz(tmp_path / "npz", np.float32))
+    assert npz.config == binary.config and npz.shortlist is not None
+    assert npz.model_state.keys() == binary.model_state.keys()
+    assert all(torch.equal(npz.model_state[k], binary.model_state[k]) for k in binary.model_state)
+    shutil.copytree(_folder("enpt"), tmp_path / "half")
+    half = read_folder(_as_npz(tmp_path / "half", np.float16))  # float16 items read as float32
+    assert half.model_state["output_projection.weight"].dtype == torch.float32
+
+
+def test_a_damaged_npz_model_is_one_clear_error(tmp_path):
+    folder = _as_npz(shutil.copytree(_folder("enpt"), tmp_path / "npz"), np.float32)
+    model = folder / "model.npz"
+    model.write_bytes(model.read_bytes()[: model.stat().st_size // 2])
+    with pytest.raises(MtError, match=r"model\.npz: not a readable Marian \.npz model .*download it again"):
+        read_folder(folder)
+    np.savez(model, Wemb=np.zeros((2, 2), dtype=np.int32))
+    with pytest.raises(MtError, match="array Wemb is int32; mt reads float32 and float16 models"):
         read_folder(folder)
 
 

@@ -65,8 +65,8 @@ def train(
     Data: text files (--train-src/--train-tgt, --valid-src/--valid-tgt), a table file per split
     (--train, --valid), or --dataset; several directions in one model: data.pairs in --config.
     Several processes: torchrun --nproc_per_node=N -m mt_cli train ...
-    The checkpoint records the languages the data names: the text files' suffixes (train.de,
-    train.en), or --src-lang/--tgt-lang when they are language codes (`mt serve` lists them).
+    The checkpoint records the languages the data names: the text files' suffixes (train.de), or
+    --src-lang/--tgt-lang when they are language codes (`mt serve` lists them).
 
     At the end, with train.average_last, best.pt becomes the average when it validates as well;
     with train.tune_beams / train.tune_length_penalties, the pair that validates best becomes its
@@ -76,18 +76,11 @@ def train(
     from mt_cli.train.inputs import data_spec
     from mt_cli.train.loop import train as run_training
 
-    given = dict((options or {}).get("train", {}))
-    if "batch_tokens" in given:
-        given["batch_tokens"] = parse_batch_tokens(given["batch_tokens"])
+    train_options = (options or {}).get("train", {})
+    given = {k: parse_batch_tokens(v) if k == "batch_tokens" else v for k, v in train_options.items()}
     cfg = build_config(preset, config, {"train": given}, set_)
-    files = {
-        "train_src": train_src,
-        "train_tgt": train_tgt,
-        "valid_src": valid_src,
-        "valid_tgt": valid_tgt,
-        "train": train,
-        "valid": valid,
-    }
+    files = {"train_src": train_src, "train_tgt": train_tgt, "valid_src": valid_src, "valid_tgt": valid_tgt,
+             "train": train, "valid": valid}  # fmt: skip
     if cfg.data.pairs:  # several directions, from the config's data section
         spec = _pairs_spec(cfg.data, files, dataset, tokenizer, cache)
     else:

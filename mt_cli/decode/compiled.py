@@ -43,13 +43,14 @@ def compile_checkpoint(path: Path, precision: str | None = None) -> tuple[Path, 
     translation will run."""
     from mt_cli.decode.translator import Translator  # it builds through the plan, which uses this module
 
-    if precision is None:
-        precision = checkpoint.load(path).config.decode.precision if path.is_file() else "auto"
-    precision = decode_precision(DecodeConfig(precision=precision).precision, torch.device("cpu"))  # checked; auto
+    ckpt = checkpoint.load(path) if precision is None else None  # checks the file; loaded once
+    wanted = ckpt.config.decode.precision if ckpt is not None else str(precision)
+    precision = decode_precision(DecodeConfig(precision=wanted).precision, torch.device("cpu"))  # checked; auto
     package = package_path(path, precision) if path.is_file() else None
     if package is not None and package.exists():
         return package, False
-    tr = Translator.load(path, device="cpu", precision=precision, engine="compiled")  # checks the file
+    ckpt = ckpt or checkpoint.load(path)
+    tr = Translator.from_checkpoint(ckpt, device="cpu", source=path, precision=precision, engine="compiled")
     return package_path(path, tr.plan.precision), True
 
 

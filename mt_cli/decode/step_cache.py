@@ -32,11 +32,14 @@ class StepCache:
         like = cross_k[0]
         self.head_shape = (heads, like.size(-1))  # (H, D/H)
         self.width = heads * like.size(-1)  # one position of one row
-        size = 16 * rows * self.width  # room for 16 steps
-        self.self_k, self.self_v, self.spare_k, self.spare_v = (
-            [like.new_empty(size) for _ in range(layers)] for _ in range(4)
-        )
         self.recurrent = recurrent or [False] * layers
+        self.room = 16  # positions each attention layer's buffers hold before they double
+        # A cell is one position of keys only (rows never grow: search starts with all its beams).
+        sizes = [(rows if r else self.room * rows) * self.width for r in self.recurrent]
+        self.self_k, self.spare_k = ([like.new_empty(n) for n in sizes] for _ in range(2))
+        self.self_v, self.spare_v = (
+            [like.new_empty(0 if r else n) for n, r in zip(sizes, self.recurrent)] for _ in range(2)
+        )
         for i in (i for i, r in enumerate(self.recurrent) if r):
             self.self_k[i].zero_()  # c_0 = 0
         self.cross_k, self.cross_v, self.cross_mask = cross_k, cross_v, cross_mask  # mask (B, 1, 1, S), True = real
@@ -51,7 +54,7 @@ class StepCache:
     def next_step(self) -> tuple[list[Tensor], list[Tensor]]:
         """Each layer's keys and values (T+1, R, H, D/H): the T positions so far and room for the next."""
         t, n = self.length, self.rows
-        if (t + 1) * n * self.width > self.self_k[0].numel():
+        if t + 1 > self.room and not all(self.recurrent):
             self._grow()
         keys = [self._block(k, n, 1 if r else t + 1) for k, r in zip(self.self_k, self.recurrent)]
         values = [k if r else self._block(v, n, t + 1) for k, v, r in zip(keys, self.self_v, self.recurrent)]
@@ -60,11 +63,12 @@ class StepCache:
     def _grow(self) -> None:
         """Twice the room in every buffer, the positions so far kept."""
         used = self.length * self.rows * self.width
+        self.room *= 2
         for store in (self.self_k, self.self_v, self.spare_k, self.spare_v):
             for i, old in enumerate(store):
                 if self.recurrent[i]:  # a cell is one position: it never grows
                     continue
-                store[i] = old.new_empty(2 * old.numel())
+                store[i] = old.new_empty(self.room * self.rows * self.width)
                 store[i][:used] = old[:used]
 
     def reorder(self, rows: Tensor, sentences: Tensor | None = None) -> None:
@@ -73,6 +77,8 @@ class StepCache:
         t, n, m = self.length, self.rows, rows.numel()
         for main, spare in ((self.self_k, self.spare_k), (self.self_v, self.spare_v)):
             for i in range(len(main)):
+                if self.recurrent[i] and main is self.self_v:
+                    continue  # a cell has no values
                 steps = 1 if self.recurrent[i] else t
                 torch.index_select(self._block(main[i], n, steps), 1, rows, out=self._block(spare[i], m, steps))
                 main[i], spare[i] = spare[i], main[i]

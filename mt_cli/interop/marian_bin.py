@@ -15,11 +15,16 @@ as out rows of `in` values), then one float32, the quantization multiplier q: a 
 int8 / q. Embeddings (`Wemb`) are stored in their own order, rows first. Each int8 matrix `X` may
 have an item `X_QuantMultA`: the fixed multiplier its input is quantized with (the "alphas" of
 `gemm-precision: int8shiftAlphaAll`). `special:model.yml` is the training config as text.
+
+Marian's float models (`model.npz`, what `marian` writes while training) hold the same items as
+a numpy archive: float32 (or float16) arrays of the same names and shapes, and
+`special:model.yml` as an int8 array of the text's bytes. `read_model` reads either.
 """
 
 from __future__ import annotations
 
 import struct
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,7 +35,7 @@ import yaml
 from mt_cli.errors import MtError
 
 VERSION = 1
-FLOAT32, FLOAT16, INTGEMM8, INTGEMM16 = 0x404, 0x402, 0x4101, 0x4102
+FLOAT32, FLOAT16, INT8, INTGEMM8, INTGEMM16 = 0x404, 0x402, 0x101, 0x4101, 0x4102  # INT8: text (the yml)
 _NUMPY = {FLOAT32: np.float32, FLOAT16: np.float16, INTGEMM8: np.int8, INTGEMM16: np.int16}
 _NAMES = {FLOAT32: "float32", FLOAT16: "float16", INTGEMM8: "intgemm8", INTGEMM16: "intgemm16"}
 
@@ -47,6 +52,30 @@ class Item:
     @property
     def elements(self) -> int:
         return int(np.prod(self.shape, dtype=np.int64))
+
+
+def read_model(path: Path) -> dict[str, Item]:
+    """Every item of Marian's model at `path`: a binary model (.bin) or a numpy archive (.npz)."""
+    return read_npz(path) if path.suffix == ".npz" else read_items(path)
+
+
+def read_npz(path: Path) -> dict[str, Item]:
+    """The items of a Marian `.npz` model, as a binary model's; one clear MtError for a file that is
+    not a numpy archive of arrays or holds an array type mt does not read."""
+    kinds = {np.dtype(np.float32): FLOAT32, np.dtype(np.float16): FLOAT16, np.dtype(np.int8): INT8}
+    items = {}
+    try:
+        with np.load(path, allow_pickle=False) as archive:  # never unpickles: arrays only
+            for name in archive.files:
+                array = archive[name]
+                kind = kinds.get(array.dtype)
+                if kind is None or (kind == INT8 and name != "special:model.yml"):
+                    raise MtError(f"{path}: array {name} is {array.dtype}; mt reads float32 and float16 models")
+                items[name] = Item(name, tuple(array.shape), kind, np.ascontiguousarray(array).tobytes())
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise MtError(f"{path}: not a readable Marian .npz model ({reason}); copy or download it again") from None
+    return items
 
 
 def read_items(path: Path) -> dict[str, Item]:

@@ -32,7 +32,7 @@ from mt_cli.data.marian_vocab import MarianVocab, mt_order
 from mt_cli.data.tokenizer import PAD
 from mt_cli.decode.shortlist import Shortlist
 from mt_cli.errors import MtError
-from mt_cli.interop.marian_bin import Item, floats, model_config, read_items
+from mt_cli.interop.marian_bin import Item, floats, model_config, read_model
 from mt_cli.interop.marian_lex import read_lex
 from mt_cli.model.checkpoint import Checkpoint
 
@@ -46,9 +46,9 @@ def read_folder(folder: Path) -> Checkpoint:
     if len(models) != 1:
         raise MtError(f"{yml}: names {len(models)} models; mt imports one (an ensemble: import each)")
     path = models[0]
-    if path.suffix != ".bin":
-        raise MtError(f"{path}: mt reads Marian's binary models (.bin); convert it with marian-conv")
-    items = read_items(path)
+    if path.suffix not in (".bin", ".npz"):
+        raise MtError(f"{path}: mt reads Marian's binary (.bin) and numpy (.npz) models; convert it with marian-conv")
+    items = read_model(path)
     marian = model_config(items, path)
     vocabs = {folder / v for v in settings.get("vocabs", [])}
     if len(vocabs) != 1 or not all(v.suffix == ".spm" for v in vocabs):

@@ -70,7 +70,7 @@ def clean_corpus(
     outputs = output_paths(prefix, src_lang, tgt_lang)
     for out in outputs:
         if out.exists() and any(out.samefile(p) for p in (src, tgt)):
-            raise MtError(f"{out}: also an input; mt clean never writes over its inputs: give another --out-prefix")
+            raise MtError(f"{out}: also an input; mt clean never writes over its inputs: give another output prefix")
     judges = _Judges(cfg, src_lang, tgt_lang, device, log)
     buckets = max(1, min(MAX_BUCKETS, (src.stat().st_size + tgt.stat().st_size) // BUCKET_BYTES))
     prefix.parent.mkdir(parents=True, exist_ok=True)

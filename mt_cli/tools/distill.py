@@ -59,7 +59,7 @@ def distill(
     the translations, and write OUT/student.pt and OUT/ct2."""
     main = data.pairs[0]
     if len(data.pairs) != 1 or not isinstance(main.train, TextPair):
-        raise MtError("mt distill reads its training pairs from text files: give --train-src and --train-tgt")
+        raise MtError("mt distill reads its training pairs from one pair of text files (data.pairs: one {src, tgt})")
     source = main.train
     src_lang = main.source_lang or suffix_language(source.src) or ""
     tgt_lang = main.target_lang or suffix_language(source.tgt) or ""

@@ -33,7 +33,7 @@ def significance(
     """`mt evaluate --significance`: each hypothesis file after the first against the first (the
     baseline), by paired bootstrap resampling (metrics.paired_bootstrap)."""
     if len(hyp_paths) < 2:
-        raise MtError("--significance compares systems: give --hyp BASELINE --hyp SYSTEM (or more)")
+        raise MtError("a significance test compares systems: give a baseline's translations and one system's (or more)")
     hyps = [read_lines(p) for p in hyp_paths]
     refs = [read_lines(p) for p in ref_paths]
     for path, hyp in zip(hyp_paths, hyps):
@@ -55,12 +55,12 @@ def evaluate_run(
     """Score a hypothesis file, or translate `src_path` with a checkpoint first (with any decoding
     settings, DecodeConfig's fields) and score that."""
     if (hyp_path is None) == (checkpoint_path is None):
-        raise MtError("give either --hyp FILE, or --checkpoint CKPT with --src FILE")
+        raise MtError("give either translations to score, or a checkpoint and the source text it translates")
     if checkpoint_path is None:
         assert hyp_path is not None
         return score_files(hyp_path, ref_paths, metrics, tokenize)
     if src_path is None:
-        raise MtError("--checkpoint needs --src FILE: the source text to translate")
+        raise MtError("a checkpoint is scored on its translations of a source text: give the source file")
     translator = Translator.load(checkpoint_path, device, **decoding)
     src = read_lines(src_path)
     refs = [read_lines(p) for p in ref_paths]

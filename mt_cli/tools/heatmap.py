@@ -57,5 +57,5 @@ def draw(maps: AttentionMaps, out_dir: Path) -> list[Path]:
 def attention_figures(checkpoint_path: Path, src: str, tgt: str | None, out_dir: Path) -> list[Path]:
     """`mt attention`: load a checkpoint, record its attention for src (-> tgt), draw every map."""
     if not src.strip():
-        raise MtError("--src is empty; give the sentence to look at")
+        raise MtError("the source sentence is empty; give the sentence to look at")
     return draw(record_attention(Translator.load(checkpoint_path, device="cpu"), src, tgt), out_dir)

@@ -16,7 +16,7 @@ def clean_config(given: dict[str, Any], sets: list[str]) -> CleanConfig:
     for item in sets:
         for section, fields in parse_set(item).items():
             if section != "clean":
-                raise MtError(f"--set {item}: mt clean takes clean.* fields only")
+                raise MtError(f"{item}: mt clean takes clean.* fields only")
             values.update(fields)
     for name in ("rules", "language_others"):
         if isinstance(values.get(name), str):

@@ -82,7 +82,7 @@ def write_report(run: Path, out: Path) -> Path:
     """RUN's report as Markdown at `out`, with the curves as `<out stem>-curves.png` beside it."""
     run, out = Path(run), Path(out)
     if not (run / "config.yaml").is_file():
-        raise MtError(f"{run}: not a run folder (no config.yaml); give the --out folder of `mt train`")
+        raise MtError(f"{run}: not a run folder (no config.yaml); give the folder a `mt train` run wrote")
     entries = read_log(run, with_averaged=True)
     curves = draw_curves([run], out.with_name(f"{out.stem}-curves.png"))
     lines = [f"# Run report: {run.name}", "", f"Run folder: `{run}`", "", "## Scores", "", *_scores(entries)]
