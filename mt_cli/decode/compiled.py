@@ -122,7 +122,7 @@ def _example(engine: Engine) -> tuple[tuple, dict]:
     r, h, dh, n = b * g, cfg.n_heads, cfg.d_model // cfg.n_heads, cfg.dec_layers
     dt = engine.dtype
     # An SSRU layer's "keys" are its cell, one position that never grows, and it has no values.
-    recurrent = [layer.ssru is not None for layer in engine.step_fn.layers]  # type: ignore[union-attr]
+    recurrent = [layer.ssru is not None for layer in engine.step_fn.layers]
     example = (
         torch.full((r,), 4, dtype=torch.long),
         engine.positions[t - 1].clone(),
