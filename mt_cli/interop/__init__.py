@@ -29,7 +29,8 @@ def export_refusal(model: ModelConfig, fmt: str) -> str | None:
     if model.decoder_autoreg == "ssru" and fmt in ("hf", "ct2"):
         return (
             f"this model's decoder has an SSRU in place of self-attention (model.decoder_autoreg ssru), which no"
-            f" {toolkit} model holds; translate it with mt, or export a student distilled from it (mt distill)"
+            f" {toolkit} model holds; translate it with mt (a student distilled from it with a self-attention"
+            " decoder exports)"
         )
     if model.positions == "tensor2tensor" and fmt in ("hf", "ct2"):
         return (
