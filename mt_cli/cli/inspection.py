@@ -86,4 +86,4 @@ def import_model(
 
     if format_ != "hf":
         raise MtError(f"--format {format_!r}: the one import format is hf (a Hugging Face folder)")
-    err(f"wrote {import_folder(folder, out)}")
+    err(f"wrote {import_folder(folder, out, log=err)}")
