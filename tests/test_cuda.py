@@ -107,3 +107,40 @@ def test_attention_of_a_model_on_cuda_comes_back_on_the_cpu_and_agrees_with_the_
             torch.testing.assert_close(b.float(), a.float(), atol=1e-3, rtol=1e-3)
     links = Translator.load(FIXTURE / "model.pt", device="cuda", beam=1).search([src], alignment=True)
     assert links[0][0].alignment is not None
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_an_ssru_decoder_with_marians_sinusoids_steps_on_cuda_as_on_the_cpu(precision):
+    """A Bergamot-shaped decoder (SSRU cells, Marian's own sinusoids and epsilon) through the
+    engine on the GPU: the CPU's fp32 logits at every step of a walk with a beam reorder, within
+    float noise in fp32 and bf16's rounding in bf16."""
+    from conftest import tiny_config
+    from mt_cli.data.tokenizer import EOS, PAD
+    from mt_cli.decode.engine import Engine
+    from mt_cli.model.transformer import build_model
+
+    tok = checkpoint.load(FIXTURE / "model.pt").tokenizer
+    torch.manual_seed(0)
+    cfg = tiny_config(tok, decoder_autoreg="ssru", positions="tensor2tensor", norm_eps=1e-6)
+    model = build_model(cfg).eval()
+    src = torch.randint(4, tok.src_vocab_size, (3, 7), generator=torch.Generator().manual_seed(0))
+    src[:, -1], src[0, 4:], src[0, 3] = EOS, PAD, EOS  # one padded sentence: the mask matters
+
+    def walk(engine: Engine, device: str) -> list[torch.Tensor]:
+        s = src.to(device)
+        memory, cache = engine.encode(s, s != PAD), None
+        tokens, out = torch.full((6, 1), model.start_token, device=device), []
+        for t in range(12):
+            logits, cache = engine.decode(tokens, memory, s != PAD, cache, None)
+            out.append(logits[:, -1].float().cpu())
+            tokens = torch.arange(4, 10, device=device)[:, None] + t  # a fixed walk, the same on both
+            if t == 1:
+                cache.reorder(torch.tensor([1, 0, 3, 2, 5, 4], device=device))
+        return out
+
+    with torch.inference_mode():
+        want = walk(Engine(model, "fp32"), "cpu")
+        got = walk(Engine(model.to("cuda"), precision), "cuda")
+    tol = 1e-4 if precision == "fp32" else 0.05
+    for t, (a, b) in enumerate(zip(want, got)):
+        assert (b - a).abs().max() <= tol * max(1.0, a.abs().max().item()), f"step {t}"
