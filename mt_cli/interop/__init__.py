@@ -16,17 +16,12 @@ def import_folder(folder: Path, out: Path, log: Callable[[str], None] = lambda _
     A student's decoder step is compiled for this CPU as it imports (about 20 s, as `mt compile`):
     one line at a time, the eager step's Python is most of its latency."""
     if folder.is_dir() and not (folder / "config.json").is_file() and any(folder.glob("*.yml")):
-        from mt_cli.decode.compiled import compile_checkpoint
+        from mt_cli.decode.compiled import compile_or_say
         from mt_cli.interop.marian_folder import read_folder
         from mt_cli.model import checkpoint
 
         checkpoint.save(out, read_folder(folder))
-        try:
-            package, _ = compile_checkpoint(out)
-        except MtError as e:  # no compiler here, say: the checkpoint stands, decoding runs uncompiled
-            log(f"decoder step not compiled ({e}); translation runs it uncompiled")
-        else:
-            log(f"compiled its decoder step for this CPU: {package}")
+        compile_or_say(out, "its", log)
         return out
     from mt_cli.interop.hf_import import import_hf
 
@@ -35,14 +30,16 @@ def import_folder(folder: Path, out: Path, log: Callable[[str], None] = lambda _
 
 def export_refusal(model: ModelConfig, fmt: str) -> str | None:
     """Why a model of this config cannot be written as `fmt` (hf, ct2), or None where it can."""
-    toolkit = "Hugging Face" if fmt == "hf" else "CTranslate2"
-    if model.decoder_autoreg == "ssru" and fmt in ("hf", "ct2"):
+    toolkit = {"hf": "Hugging Face", "ct2": "CTranslate2"}.get(fmt)
+    if toolkit is None:  # not a format these limits apply to (export names the formats it has)
+        return None
+    if model.decoder_autoreg == "ssru":
         return (
             f"this model's decoder has an SSRU in place of self-attention (model.decoder_autoreg ssru), which no"
             f" {toolkit} model holds; translate it with mt (a student distilled from it with a self-attention"
             " decoder exports)"
         )
-    if model.positions == "tensor2tensor" and fmt in ("hf", "ct2"):
+    if model.positions == "tensor2tensor":
         return (
             f"this model adds Marian's own sinusoids (model.positions tensor2tensor), which a {toolkit} Marian"
             " model computes another way; translate it with mt"

@@ -10,10 +10,9 @@ main process only; rerunning a finished run's command redoes it and gives the sa
 
 from __future__ import annotations
 
-from mt_cli.decode.compiled import compile_checkpoint
+from mt_cli.decode.compiled import compile_or_say
 from mt_cli.decode.translator import Translator
 from mt_cli.decode.tuning import tune_grid, tune_precision, with_decoding
-from mt_cli.errors import MtError
 from mt_cli.model import checkpoint
 from mt_cli.train.inputs import Log
 from mt_cli.train.progress import Record
@@ -103,9 +102,4 @@ def compile_best(run: Run, log: Log) -> None:
     threshold, minutes = run.cfg.train.compile_after_minutes, run.state.elapsed_s / 60
     if not threshold or minutes < threshold:
         return
-    try:
-        package, _ = compile_checkpoint(run.paths.best)
-    except MtError as e:  # no compiler here, say: the run's result stands, decoding runs uncompiled
-        log(f"decoder step not compiled ({e}); translation runs it uncompiled")
-        return
-    log(f"compiled best.pt's decoder step for this CPU: {package}")
+    compile_or_say(run.paths.best, "best.pt's", log)
