@@ -102,7 +102,10 @@ def test_html_keeps_its_markup(server, translator):
             "de -> fr is not supported: this server translates de -> en",
         ),
         ({"q": "Ein hund.", "source": "xx", "target": "en"}, "xx -> en"),
-        ({"q": "ein " * 80, "source": "de", "target": "en"}, "request (320) exceeds text limit (300, serve.max_chars)"),
+        (
+            {"q": "ein " * 80, "source": "de", "target": "en"},
+            "q: a text of 320 characters, more than the server's limit of 300 (serve.max_chars)",
+        ),
         ({"q": ["Ein hund."] * 21, "source": "de", "target": "en"}, "serve.max_request_lines"),
         ({"q": "Ein hund.", "source": "de", "target": "en", "alternatives": "many"}, "alternatives"),
         ({"q": "Ein hund.", "source": "de", "target": "en", "alternatives": 64}, "serve.max_beam"),

@@ -50,6 +50,9 @@ MODEL_RULES = re.compile(
             r"the prefix is \d+ pieces",  # a prefix longer than the model's positions
             r"sources but \d+ targets",  # /score: a target per source
             r"^line \d+|holds NUL characters",  # a LibreTranslate document that does not parse as its format
+            r"is not supported: this server translates",  # a language the model lacks (the JSON API's, DeepL's)
+            r"does not support formality",  # DeepL's formality more or less: the models have none
+            r"has no glossaries",  # DeepL's glossary_id
         ]
     )
 )
@@ -95,6 +98,10 @@ def _served_pair(case) -> None:
     if isinstance(body, dict) and {"source", "target"} <= set(body) and case.path in ("/translate", "/translate_file"):
         body["source"] = ("de", "auto")[len(body["source"]) % 2]
         body["target"] = "en"
+    if case.path == "/v2/translate" and isinstance(body, dict):
+        body["target_lang"] = ("EN-GB", "en", "EN-US")[len(body.get("target_lang") or "") % 3]
+        if "source_lang" in body:
+            body["source_lang"] = "DE"
     if case.path == "/translate_file" and isinstance(body, dict) and "file" in body:  # UTF-8, as documented
         data = getattr(body["file"], "data", body["file"])
         body["file"] = data.decode("utf-8", "replace").encode() if isinstance(data, bytes) else data
@@ -102,7 +109,8 @@ def _served_pair(case) -> None:
 
 def _error(response) -> str:
     try:
-        return str(response.json().get("error", ""))
+        body = response.json()
+        return str(body.get("error", body.get("message", "")))
     except (ValueError, AttributeError):
         return ""
 

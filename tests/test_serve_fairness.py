@@ -103,25 +103,31 @@ def test_a_request_sliced_small_translates_as_decoded_whole(translator):
 def test_a_client_past_its_requests_per_minute_gets_429_with_retry_after_and_others_go_on(tmp_path):
     from mt_cli.serve.guard import ApiError
     from mt_cli.serve.limits import Limits, read_keys
+    from mt_cli.serve.request import Caller
 
     keys = tmp_path / "keys"
     keys.write_text("# keys\nalpha 3\nbeta\n\n", encoding="utf-8")
     limits = Limits(ServeConfig(req_limit=2), read_keys(str(keys)))
+    with pytest.raises(ApiError) as refused:  # under keys, none is 403
+        limits.admit(Caller("10.0.0.1"))
+    assert refused.value.status == 403 and refused.value.field == "api_key"
+    limits = Limits(ServeConfig(req_limit=2), None)
     for _ in range(2):
-        limits.admit("10.0.0.1", None)
+        limits.admit(Caller("10.0.0.1"))
     with pytest.raises(ApiError) as refused:
-        limits.admit("10.0.0.1", None)
+        limits.admit(Caller("10.0.0.1"))
     assert refused.value.status == 429 and "2 per minute" in refused.value.message
     assert 1 <= int(refused.value.headers["Retry-After"]) <= 60
-    limits.admit("10.0.0.2", None)  # another address has its own count
+    limits.admit(Caller("10.0.0.2"))  # another address has its own count
+    limits = Limits(ServeConfig(req_limit=2), read_keys(str(keys)))
     for _ in range(3):  # a key with its own limit, whatever address it comes from
-        limits.admit("10.0.0.1", "alpha")
+        limits.admit(Caller("10.0.0.1", "alpha"))
     with pytest.raises(ApiError):
-        limits.admit("10.0.0.9", "alpha")
-    limits.admit("10.0.0.1", "beta")  # a key without its own limit has the server's, counted per key
-    limits.admit("10.0.0.1", "beta")
+        limits.admit(Caller("10.0.0.9", "alpha"))
+    limits.admit(Caller("10.0.0.1", "beta"))  # a key without its own limit has the server's, counted per key
+    limits.admit(Caller("10.0.0.1", "beta"))
     with pytest.raises(ApiError):
-        limits.admit("10.0.0.1", "beta")
+        limits.admit(Caller("10.0.0.1", "beta"))
 
 
 def test_characters_and_characters_times_beam_over_their_limits_are_413_naming_the_option(tmp_path):

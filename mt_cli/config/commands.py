@@ -120,7 +120,9 @@ class ServeConfig:
         cli=True,
     )
     max_chars: int = option(
-        5000, "Characters one LibreTranslate text (q) may hold; more is refused with 400.", cli=True
+        5000,
+        "Characters one text may hold (a line of the JSON API, LibreTranslate's q, DeepL's text); more is refused.",
+        cli=True,
     )
     # 1,024 measured against 4,096 and whole requests with a 1,000-line beam-8 neighbour
     # (benchmarks/serve_neighbour.py): single lines' p99 4.9x unloaded, against 6.9x and 73x.
@@ -142,7 +144,28 @@ class ServeConfig:
         0, "Characters one request may hold, all its texts together; more is refused with 413 (0: no limit).", cli=True
     )
     api_keys: str = option(
-        "", "A file of API keys, one per line: LibreTranslate requests must then carry one (else 403).", cli=True
+        "", "A file of API keys, one per line: every request must then carry one (else 403).", cli=True
+    )
+    models: str = option(
+        "",
+        "A folder of models to serve (NAME.pt files and run folders' best.pt), each by the languages it records;"
+        " requests are routed by their languages.",
+        cli=True,
+    )
+    max_loaded: int = option(
+        0, "Models loaded at once; past it the least recently used is unloaded (0: all).", cli=True
+    )
+    max_memory_mb: int = option(
+        0, "Megabytes of model files loaded at once; past it the least recently used is unloaded (0: no cap).", cli=True
+    )
+    pivot_lang: str = option(
+        "en", "A pair no model translates goes through this language, by two models (empty: never).", cli=True
+    )
+    cache_size: int = option(0, "Translations kept in memory, answering exact repeats (0: none).", cli=True)
+    char_quota: int = option(
+        0,
+        "Characters one API key (or all requests without one) may have translated; past it, refused (0: none).",
+        cli=True,
     )
     # Off by default: with "*", any web page the user visits could read what the local server translates.
     cors_origins: tuple[str, ...] = option(
@@ -153,7 +176,7 @@ class ServeConfig:
 
     def __post_init__(self) -> None:
         _check(0 <= self.port <= 65535, f"serve.port must be 0 (any free port) to 65535, not {self.port}")
-        for field in ("source_lang", "target_lang"):
+        for field in ("source_lang", "target_lang", "pivot_lang"):
             code = getattr(self, field)
             _check(
                 not code or re.fullmatch(r"[A-Za-z0-9_-]+", code) is not None,
@@ -172,7 +195,15 @@ class ServeConfig:
         _check(self.max_wait_ms >= 0, "serve.max_wait_ms must not be negative")
         _check(self.batch_gap_ms >= 0, "serve.batch_gap_ms must not be negative")
         _check(self.threads >= 0, "serve.threads must be 0 (PyTorch's default) or more")
-        for name in ("slice_cost", "req_limit", "char_limit"):
+        for name in (
+            "slice_cost",
+            "req_limit",
+            "char_limit",
+            "max_loaded",
+            "max_memory_mb",
+            "cache_size",
+            "char_quota",
+        ):
             _check(getattr(self, name) >= 0, f"serve.{name} must be 0 (none) or more, not {getattr(self, name)}")
         _check(
             self.max_queue_lines >= self.max_request_lines,

@@ -1,7 +1,7 @@
 """The server's outer layer: a body over --max-body-bytes is refused with 413 before the app
 parses it, and every request is counted by endpoint and status, with its latency. And the one
-shape of an error, which the app's handlers use too: {"error", "field"}, or LibreTranslate's
-{"error"} on its routes."""
+shape of an error, which the app's handlers use too: {"error", "field"}, LibreTranslate's
+{"error"} on its routes, DeepL's {"message"} on its."""
 
 from __future__ import annotations
 
@@ -30,6 +30,10 @@ ENDPOINTS = (
     "/detect",
     "/translate_file",
     "/frontend/settings",
+    "/v2/translate",
+    "/v2/languages",
+    "/v2/usage",
+    "/v2/glossaries",
 )
 LIBRETRANSLATE = ("/languages", "/detect", "/translate_file", "/frontend/settings")  # and /download_file/NAME
 FORMS = ("application/x-www-form-urlencoded", "multipart/form-data")
@@ -39,24 +43,32 @@ def is_form_type(content_type: str) -> bool:
     return content_type.split(";")[0].strip().lower() in FORMS
 
 
-def libretranslate_shape(path: str, content_type: str) -> bool:
-    """Whether a refusal takes LibreTranslate's shape, by what is known before the body is read:
-    its routes', and a form's sent to /translate (a JSON one is told apart by its fields, in app.py)."""
-    return (
+def dialect_of(path: str, content_type: str) -> str:
+    """Which API a refusal speaks, by what is known before the body is read: DeepL's under /v2/,
+    LibreTranslate's on its routes and for a form sent to /translate (a JSON one is told apart by
+    its fields, in app.py), else the JSON API's."""
+    if path.startswith("/v2/"):
+        return "deepl"
+    if (
         path in LIBRETRANSLATE
         or path.startswith("/download_file/")
         or (path == "/translate" and is_form_type(content_type))
-    )
+    ):
+        return "libretranslate"
+    return "native"
 
 
-def error_body(message: str, field: str | None, libretranslate: bool) -> dict[str, Any]:
-    """{"error", "field"} (null for none), or LibreTranslate's {"error"}, as its clients read it."""
-    return {"error": message} if libretranslate else {"error": message, "field": field}
+def error_body(message: str, field: str | None, dialect: str) -> dict[str, Any]:
+    """The JSON API's {"error", "field"} (null for none), LibreTranslate's {"error"}, or DeepL's
+    {"message"}, as each API's clients read it."""
+    if dialect == "deepl":
+        return {"message": message}
+    return {"error": message} if dialect == "libretranslate" else {"error": message, "field": field}
 
 
 class ApiError(Exception):
-    """A request the server refuses: its status, its one-line message, headers, its kind for the
-    errors counter, and the request field at fault (the JSON API's errors name it)."""
+    """A request the server refuses: its status (the JSON API's), its one-line message, headers,
+    its kind for the errors counter, and the request field at fault (the JSON API's errors name it)."""
 
     def __init__(
         self,
@@ -65,9 +77,11 @@ class ApiError(Exception):
         headers: dict[str, str] | None = None,
         kind: str = "invalid",
         field: str | None = None,
+        limit: str | None = None,
     ) -> None:
         super().__init__(message)
         self.status, self.message, self.headers, self.kind, self.field = status, message, headers, kind, field
+        self.limit = limit  # the limit refused by (limits.LIMITS), whose status each API states itself
 
 
 class Guard:
@@ -99,9 +113,9 @@ class Guard:
         has been sent (a Content-Length over the limit is refused before any byte is read)."""
         headers = dict(scope.get("headers") or [])
         declared = headers.get(b"content-length", b"0")
-        libre = libretranslate_shape(scope["path"], headers.get(b"content-type", b"").decode("latin-1"))
+        dialect = dialect_of(scope["path"], headers.get(b"content-type", b"").decode("latin-1"))
         if declared.isdigit() and int(declared) > self.max_body_bytes:
-            await self._too_large(send, libre)
+            await self._too_large(send, dialect)
             return None
         chunks, size = [], 0
         while True:
@@ -111,18 +125,18 @@ class Guard:
             chunks.append(message.get("body", b""))
             size += len(chunks[-1])
             if size > self.max_body_bytes:
-                await self._too_large(send, libre)
+                await self._too_large(send, dialect)
                 return None
             if not message.get("more_body"):
                 return _replay(b"".join(chunks), receive)
 
-    async def _too_large(self, send: Send, libretranslate: bool) -> None:
+    async def _too_large(self, send: Send, dialect: str) -> None:
         self.telemetry.errors.labels("too_large").inc()
         message = (
             f"the body is over the server's limit of {self.max_body_bytes} bytes (serve.max_body_bytes); send "
             "fewer lines per request"
         )
-        body = json.dumps(error_body(message, None, libretranslate)).encode()
+        body = json.dumps(error_body(message, None, dialect)).encode()
         headers = [
             (b"content-type", b"application/json"),
             (b"content-length", str(len(body)).encode()),

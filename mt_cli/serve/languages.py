@@ -15,6 +15,11 @@ from mt_cli.errors import MtError
 from mt_cli.serve.guard import ApiError
 
 
+def public_code(code: str) -> str:
+    """A code as two models' codes compare: its language alone, without case (deu_Latn, de, DE: de)."""
+    return short_code(code).lower()
+
+
 def _key(code: str) -> str:
     """Codes compare without case and with - or _ alike: pt-BR is pt_BR."""
     return code.lower().replace("_", "-")

@@ -11,15 +11,13 @@ Errors are one JSON object: {"error", "field"} on the JSON API, {"error"} on Lib
 
 from __future__ import annotations
 
-import copy
 import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.config import JsonDict
 
-from mt_cli.config import ServeConfig
-from mt_cli.documents import EXTENSIONS, KINDS
+from mt_cli.documents import KINDS
 
 # A string that str.strip() leaves non-empty: one character Python does not count as whitespace
 # (ECMA's \s differs: it lacks \x1c-\x1f and \x85, and has \ufeff). None lies above U+3000.
@@ -38,6 +36,15 @@ def _terms(schema: dict[str, Any]) -> None:
     terms = schema["anyOf"][0]
     terms["propertyNames"] = {"pattern": NOT_BLANK}
     terms["additionalProperties"]["pattern"] = NOT_BLANK
+
+
+def _key() -> Any:
+    return Field(None, description="one of the server's keys when it has them (serve.api_keys), else 403; or send "
+                 "it as an Authorization: Bearer header")  # fmt: skip
+
+
+def _language(side: str) -> Any:
+    return Field(None, description=f"the {side} language, to choose the model on a server of several")
 
 
 class TranslateRequest(BaseModel):
@@ -70,14 +77,16 @@ class TranslateRequest(BaseModel):
     )
     source_lang: str | None = Field(
         None,
-        description="the language of the text, for a model told it (M2M100, NLLB: deu_Latn or de); the server's"
-        " own (--source-lang) when absent",
+        description="the language of the text (a code: de; NLLB's deu_Latn or de; auto to detect), for a model"
+        " told it (M2M100, NLLB) or a server of several models; the server's own (serve.source_lang) when absent",
     )
     target_lang: str | None = Field(
         None,
-        description="the language to write, for a model of several targets; the server's own (--target-lang)"
-        " when absent; one the model lacks is a 422 naming its nearest",
+        description="the language to write, for a model of several targets or a server of several models; the"
+        " server's own (serve.target_lang) when absent; one no model writes is a 422 naming what the server"
+        " translates",
     )
+    api_key: str | None = _key()
 
 
 class ScoreRequest(BaseModel):
@@ -87,6 +96,9 @@ class ScoreRequest(BaseModel):
     target: str | list[str] = Field(description="one target per source line, else 422")
     normalize: bool = Field(False, description="divide each score by its token count, EOS included")
     format: Literal["text", "full"] = Field("text", description="text: scores; full: mt score's JSONL objects")
+    source_lang: str | None = _language("source")
+    target_lang: str | None = _language("target")
+    api_key: str | None = _key()
 
 
 class AttentionRequest(BaseModel):
@@ -94,6 +106,9 @@ class AttentionRequest(BaseModel):
 
     text: str = Field(description="one source line")
     target: str | None = Field(None, description="the target to read; the model's own translation when absent")
+    source_lang: str | None = _language("source")
+    target_lang: str | None = _language("target")
+    api_key: str | None = _key()
 
 
 DIGITS = re.compile(r"[+-]?[0-9]+")
@@ -122,7 +137,7 @@ class LibreTranslateRequest(BaseModel):
     alternatives: int = Field(
         0, json_schema_extra=_int_or_digits, description="this many more translations of each text, next best first"
     )
-    api_key: str | None = Field(None, description="required when the server runs with --api-keys, else 403")
+    api_key: str | None = Field(None, description="required when the server has keys (serve.api_keys), else 403")
 
     @field_validator("alternatives", mode="before")
     @classmethod
@@ -138,7 +153,8 @@ class DetectRequest(BaseModel):
 
     q: str | list[str] = Field(description="the text to identify, or a list of texts judged together")
     api_key: Any = Field(
-        None, description="one of the keys when the server runs with --api-keys, else 403; otherwise any value, ignored"
+        None,
+        description="one of the keys when the server has them (serve.api_keys), else 403; otherwise any value, ignored",
     )
 
 
@@ -147,6 +163,52 @@ class ErrorBody(BaseModel):
 
     error: str = Field(description="what was wrong, naming the field or the limit and its option")
     field: str | None = Field(description="the request field at fault (text.0: text's first line); null for none")
+
+
+class DeepLRequest(BaseModel):
+    """DeepL's POST /v2/translate, as JSON or a form; DeepL's other fields are accepted and ignored."""
+
+    model_config = ConfigDict(extra="allow")
+
+    text: list[str] = Field(description="the texts to translate (a form: the field once per text)")
+    target_lang: str = Field(description="a target /v2/languages?type=target lists (EN-GB, PT-BR, DE, ...), else 400")
+    source_lang: str | None = Field(None, description="a source /v2/languages lists; detected when absent")
+    split_sentences: Literal["0", "1", "nonewlines"] = Field(
+        "1", description="1: at line breaks and sentence ends; nonewlines: sentence ends only; 0: each line is one"
+    )
+    preserve_formatting: bool = Field(False, description="keep the source's case at the start and its lack of an end")
+    formality: Literal["default", "prefer_more", "prefer_less", "more", "less"] = Field(
+        "default", description="more and less are refused (400): the models have no formality"
+    )
+    tag_handling: Literal["html", "xml"] | None = Field(None, description="translate each text as HTML, tags kept")
+    glossary_id: str | None = Field(None, description="refused (400): this server has no glossaries")
+
+
+class DeepLTranslation(BaseModel):
+    detected_source_language: str
+    text: str
+    billed_characters: int
+
+
+class DeepLTranslations(BaseModel):
+    translations: list[DeepLTranslation]
+
+
+class DeepLLanguage(BaseModel):
+    language: str
+    name: str
+    supports_formality: bool | None = Field(None, description="targets only: always false")
+
+
+class DeepLUsage(BaseModel):
+    character_count: int
+    character_limit: int
+
+
+class DeepLError(BaseModel):
+    """DeepL's refusals and failures, in its shape."""
+
+    message: str = Field(description="what was wrong, naming the field, the limit or the language")
 
 
 class LibreTranslateError(BaseModel):
@@ -218,120 +280,3 @@ class FrontendSettings(BaseModel):
     filesTranslation: bool
     supportedFilesFormat: list[str]
     language: dict[str, dict[str, str]]
-
-
-# Why each status, on each API (the JSON API's 503 also means a full queue; LibreTranslate's says 429).
-NATIVE = {
-    400: "the body is not JSON (or not UTF-8)",
-    413: "over a limit: the body (--max-body-bytes), the lines (--max-request-lines), the characters "
-    "(--char-limit) or characters x beam (--max-request-cost)",
-    422: "a field of the wrong type or value, an unknown field, or a request the model cannot take (see the fields)",
-    429: "too many requests from this client (--req-limit, or its API key's limit); with Retry-After",
-    500: "decoding failed; only this request's batch failed",
-    503: "the model is loading, or the queue is full (--max-queue-lines); with Retry-After",
-}
-LIBRE = {
-    400: "a request LibreTranslate refuses: a missing or malformed field, a pair not served, a text over a limit, "
-    "a document that does not parse",
-    403: "api_key missing or wrong, under --api-keys",
-    404: "no such translated file (they are kept 30 minutes)",
-    413: "the body is over --max-body-bytes, or a request over --char-limit or --max-request-cost",
-    429: "the queue is full, or too many requests from this client (--req-limit); with Retry-After",
-    500: "translation failed (or, on /detect, lingua is not installed)",
-    503: "the model is loading",
-}
-Api = Literal["native", "libretranslate", "both"]
-APIS: dict[str, list[tuple[str, dict[int, str], Any]]] = {  # each API's statuses and error body
-    "native": [("", NATIVE, ErrorBody)],
-    "libretranslate": [("", LIBRE, LibreTranslateError)],
-    "both": [("JSON API: ", NATIVE, ErrorBody), ("LibreTranslate: ", LIBRE, LibreTranslateError)],
-}
-FORM, MULTIPART = "application/x-www-form-urlencoded", "multipart/form-data"
-NAMED = 'form-data; name="file"; filename="document.txt"'  # an example file name (a client sends its own)
-RETRY_AFTER = {"Retry-After": {"required": True, "schema": {"type": "integer"}, "description": "seconds"}}
-
-
-def responses(ok: Any, api: Api, *statuses: int, retry_after: bool = True) -> dict[int | str, dict[str, Any]]:
-    """A route's `responses`: its 200 body, and each error status with the error body of the API
-    that answers it (on /translate, which serves both, of either); 429 and 503 say when to retry
-    (not /health's 503, which reports)."""
-    found: dict[int | str, dict[str, Any]] = {200: {"model": ok}} if ok is not None else {}
-    for status in statuses:
-        answering = [(label, table, shape) for label, table, shape in APIS[api] if status in table]
-        shapes = [shape for _, _, shape in answering]
-        found[status] = {
-            "model": shapes[0] if len(shapes) == 1 else shapes[0] | shapes[1],
-            "description": "; ".join(label + table[status] for label, table, _ in answering),
-        }
-        if retry_after and status in (429, 503):
-            found[status]["headers"] = RETRY_AFTER
-    return found
-
-
-def request_bodies(cfg: ServeConfig) -> dict[str, dict[str, Any]]:
-    """Each POST route's request body for the document (its `openapi_extra`: the routes read their
-    bodies themselves), with this server's limits: the lines, the beam, LibreTranslate's characters."""
-    translate = TranslateRequest.model_json_schema()
-    _texts(translate["properties"]["text"], cfg.max_request_lines)
-    translate["properties"]["beam"]["anyOf"][0]["maximum"] = cfg.max_beam
-    translate["properties"]["nbest"]["maximum"] = cfg.max_beam
-    score = ScoreRequest.model_json_schema()
-    for name in ("source", "target"):
-        _texts(score["properties"][name], cfg.max_request_lines)
-    libre = LibreTranslateRequest.model_json_schema()
-    _texts(libre["properties"]["q"], cfg.max_request_lines, cfg.max_chars, least=1)
-    for name in ("source", "target"):
-        libre["properties"][name]["minLength"] = 1
-    number, digits = libre["properties"]["alternatives"]["anyOf"]
-    number["maximum"] = cfg.max_beam - 1  # the widened beam holds the best and the alternatives
-    digits["pattern"] = f"^(-[0-9]+|\\+?0*({'|'.join(map(str, range(cfg.max_beam)))}))$"
-    detect = DetectRequest.model_json_schema()
-    _texts(detect["properties"]["q"], 0, least=1)
-    upload = {
-        "type": "object",
-        "required": ["file", "source", "target"],
-        "properties": {
-            "file": {
-                "type": "string",
-                "format": "binary",
-                "description": f"UTF-8 text named {', '.join(['.txt', *EXTENSIONS])} (its type), else 400",
-            },
-            "source": libre["properties"]["source"],
-            "target": libre["properties"]["target"],
-            "api_key": libre["properties"]["api_key"],
-        },
-    }
-    form = _form(libre)  # LibreTranslate's web page sends multipart forms, Weblate url-encoded ones
-    named = {"file": {"headers": {"Content-Disposition": {"schema": {"type": "string"}, "example": NAMED}}}}
-    return {
-        "/translate": _body({"application/json": {"oneOf": [translate, libre]}, FORM: form, MULTIPART: form}),
-        "/score": _body({"application/json": score}),
-        "/attention": _body({"application/json": AttentionRequest.model_json_schema()}),
-        "/detect": _body({"application/json": detect, FORM: _form(detect), MULTIPART: _form(detect)}),
-        "/translate_file": _body({MULTIPART: upload}, encoding=named),
-    }
-
-
-def _body(content: dict[str, dict[str, Any]], encoding: dict[str, Any] | None = None) -> dict[str, Any]:
-    found = {kind: {"schema": s, **({"encoding": encoding} if encoding else {})} for kind, s in content.items()}
-    return {"requestBody": {"required": True, "content": found}}
-
-
-def _form(schema: dict[str, Any]) -> dict[str, Any]:
-    """A form's q: a list of one empty q is sent as no q at all (q=), which is refused as missing."""
-    q = copy.deepcopy(schema["properties"]["q"])
-    array = next(branch for branch in q["anyOf"] if branch["type"] == "array")
-    array.update({"if": {"maxItems": 1}, "then": {"items": {"minLength": 1}}})
-    return {**schema, "properties": {**schema["properties"], "q": q}}
-
-
-def _texts(field: dict[str, Any], lines: int, chars: int = 0, least: int = 0) -> None:
-    """A `str | list[str]` field's limits: at most `lines` items (0: any), `chars` characters each
-    (0: any), and at least `least` characters or items."""
-    string, array = sorted(field["anyOf"], key=lambda branch: branch["type"] != "string")
-    for limits, where in (
-        ({"minLength": least, "maxLength": chars}, [string, array["items"]]),
-        ({"minItems": least, "maxItems": lines}, [array]),
-    ):
-        for branch in where:
-            branch.update({k: v for k, v in limits.items() if v and (k != "minLength" or branch is string)})

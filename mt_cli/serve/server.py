@@ -2,8 +2,9 @@
 
 The socket is bound before anything loads, so the address is known (and printed) at once, and a
 port in use is one line, not a traceback. The model then loads in a thread while /health says
-503. On SIGTERM or SIGINT uvicorn stops accepting connections, lets the requests in flight finish
-(up to ServeConfig.shutdown_s), and the decoding thread drains its queue; the exit status is 0.
+503 (with a folder of models: their languages are read, and each loads when first asked for). On
+SIGTERM or SIGINT uvicorn stops accepting connections, lets the requests in flight finish (up to
+ServeConfig.shutdown_s), and the decoding threads drain their queues; the exit status is 0.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import signal
 import socket
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,10 @@ from mt_cli.config import DEVICE, ServeConfig
 from mt_cli.decode.translator import Translator
 from mt_cli.device import set_threads
 from mt_cli.errors import MtError
-from mt_cli.serve.app import create_app
+from mt_cli.serve.app import create_app, create_server
+from mt_cli.serve.catalog import Described, catalog
+from mt_cli.serve.languages import Languages
+from mt_cli.serve.models import Entry
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -43,36 +47,62 @@ def bind(host: str, port: int) -> socket.socket:
 def serve(
     checkpoints: Sequence[Path], cfg: ServeConfig = ServeConfig(), device: str = DEVICE, **overrides: Any
 ) -> None:
-    """Serve the checkpoint (several: an ensemble) until SIGINT or SIGTERM; serve.target_lang (a
-    multi-target model's >>xx<< token) and serve.source_lang are applied once it loads (app.py)."""
+    """Serve the checkpoint (several: an ensemble), or with serve.models every model of a folder
+    (and the checkpoints given, each a model of its own), until SIGINT or SIGTERM. serve.target_lang
+    (a multi-target model's >>xx<< token) and serve.source_lang apply to a server of one model."""
     import uvicorn
 
     for path in checkpoints:
         if not Path(path).is_file():
             raise MtError(f"{path}: checkpoint not found")
+    if not checkpoints and not cfg.models:
+        raise MtError("nothing to serve: give a checkpoint, or a folder of models (serve.models)")
     paths = list(checkpoints)
-    name = ", ".join(str(p) for p in paths)
+    name = cfg.models or ", ".join(str(p) for p in paths)
 
-    def load() -> Translator:
+    def load(paths: Sequence[Path]) -> Translator:
         set_threads(cfg.threads)  # for every thread: torch's thread count is process-wide
-        return Translator.load(paths, device, **overrides)  # several: an ensemble
+        return Translator.load(list(paths), device, **overrides)  # several: an ensemble
 
-    app = create_app(load, name, cfg)
+    if cfg.models:
+        app = create_server(lambda: _entries(paths, cfg, load), cfg)
+    else:
+        app = create_app(lambda: load(paths), name, cfg)
     sock = bind(cfg.host, cfg.port)
     config = uvicorn.Config(
         app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=int(cfg.shutdown_s) or 1
     )
     server = uvicorn.Server(config)
-    model = app.state.model
-    model.on_error = lambda: setattr(server, "should_exit", True)
+    models = app.state.models
+    models.on_error = lambda: setattr(server, "should_exit", True)
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
-    print(f"mt serve: listening on http://{shown}:{port}/ (model {name}; loading)", flush=True)
+    print(f"mt serve: listening on http://{shown}:{port}/ (models {name}; loading)", flush=True)
     # uvicorn raises the signal that stopped it again once it has shut down; with these handlers
     # in place that second delivery is a no-op, and the exit status is 0, not death by signal.
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: None)
     server.run(sockets=[sock])
-    if model.error:
-        raise MtError(f"{name}: {model.error}")
+    if models.error:
+        raise MtError(f"{name}: {models.error}")
     print("mt serve: stopped", file=sys.stderr, flush=True)
+
+
+def _entries(paths: list[Path], cfg: ServeConfig, load: Callable[[Sequence[Path]], Translator]) -> list[Entry]:
+    """The models of serve.models and the checkpoints given, each loaded when first needed."""
+    entries = []
+    for found in catalog(Path(cfg.models), paths):
+        cap = cfg.max_memory_mb * 2**20
+        if cap and found.size > cap:
+            raise MtError(
+                f"{found.name}: {found.size / 2**20:.0f} MB, more than serve.max_memory_mb "
+                f"{cfg.max_memory_mb} holds alone; raise it"
+            )
+        entries.append(Entry(found.name, _loader(found, load), found.languages, found.beam, found.size))
+    return entries
+
+
+def _loader(
+    found: Described, load: Callable[[Sequence[Path]], Translator]
+) -> Callable[[], tuple[Translator, Languages]]:
+    return lambda: (load(found.paths), found.languages)

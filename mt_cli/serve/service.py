@@ -54,7 +54,7 @@ class Work:
     and token counts and payload (one slice unless the request is larger than serve.slice_cost)."""
 
     key: Hashable
-    parts: Sequence[tuple[int, int, Translation | Scoring | Attention]]
+    parts: Sequence[tuple[int, int, Any]]  # a Translation, Scoring, Attention or documents.Documents
 
     @property
     def lines(self) -> int:

@@ -38,6 +38,19 @@ class Telemetry:
             "mt_limited", "Requests refused by a limit (requests, characters, cost)", ["limit"], registry=r
         )
 
+        # By model: a server holds as many as its folder, so the label stays bounded.
+        self.model_requests = Counter("mt_model_requests", "Requests answered by each model", ["model"], registry=r)
+        self.model_loads = Counter("mt_model_loads", "Times each model was loaded", ["model"], registry=r)
+        self.model_unloads = Counter(
+            "mt_model_unloads",
+            "Times each model was unloaded for another (serve.max_loaded, max_memory_mb)",
+            ["model"],
+            registry=r,
+        )
+        self.loaded = Gauge("mt_models_loaded", "Models loaded now", registry=r)
+        self.cache_hits = Counter("mt_cache_hits", "Texts answered from the translation cache", registry=r)
+        self.cache_misses = Counter("mt_cache_misses", "Texts the translation cache did not hold", registry=r)
+
     def batch(self, jobs: list[Job], waited: list[float], seconds: float) -> None:
         """The batcher's report of one decoded batch."""
         self.batch_lines.observe(sum(job.lines for job in jobs))
