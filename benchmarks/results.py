@@ -26,6 +26,8 @@ PAGES = {
     "shortlist-table": DOCS / "speed.md",  # benchmarks/shortlist.py
     "serve-table": DOCS / "serving.md",  # benchmarks/serve_load.py
     "neighbour-table": DOCS / "serving.md",  # benchmarks/serve_neighbour.py
+    "pivot-table": DOCS / "serving.md",  # benchmarks/serve_pivot.py
+    "cache-table": DOCS / "serving.md",  # benchmarks/serve_cache.py
     "data-scale": DOCS / "training.md",  # benchmarks/data_scale.py --docs
     "documents-table": DOCS / "documents.md",  # benchmarks/documents.py
     "protect-table": DOCS / "documents.md",  # benchmarks/protect.py

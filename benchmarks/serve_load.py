@@ -63,7 +63,8 @@ class Server:
 
     def __init__(self, checkpoint: Path, *options: str) -> None:
         mt = str(Path(sys.executable).parent / "mt")
-        cmd = [mt, "serve", "--checkpoint", str(checkpoint), "--port", "0", "--device", "cpu", *self.options, *options]
+        given = ["--models" if checkpoint.is_dir() else "--checkpoint", str(checkpoint)]  # a folder: many models
+        cmd = [mt, "serve", *given, "--port", "0", "--device", "cpu", *self.options, *options]
         env = {**os.environ, **self.env}
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
         first = self.proc.stdout.readline()  # type: ignore[union-attr]

@@ -1,7 +1,8 @@
 """A heavy neighbour on `mt serve`: how long single-line requests wait while another client sends
 1,000-line requests at beam 8, with whole requests decoded one after another (`--slice-cost 0`,
-as the server did before slicing) and with the default slicing (a large request decoded in slices,
-in turn with the others).
+as the server did before slicing), with slicing (a large request decoded in slices, in turn with
+the others), and with an express thread (requests up to --express-cost decoded by a thread of
+their own, beside the one the large request takes).
 
     python benchmarks/serve_neighbour.py --checkpoint RUN/best.pt --src-file ../shared/data/multi30k/test2016.de
 
@@ -26,10 +27,13 @@ TITLE = "Serving beside a heavy neighbour"
 DEFAULT = 1024  # serve.slice_cost's default
 
 
-def _name(cost: int) -> str:
+def _name(cost: int, express: int = 0) -> str:
     if cost == 0:
         return "whole requests (--slice-cost 0)"
-    return f"slices of {cost:,} (--slice-cost {cost})" + (", the default" if cost == DEFAULT else "")
+    name = f"slices of {cost:,} (--slice-cost {cost})"
+    if express:
+        return f"{name} and an express thread up to {express:,} (--express-cost {express})"
+    return name
 
 
 def heavy(port: int, lines: list[str], beam: int, stop: threading.Event, done: list[float]) -> None:
@@ -68,6 +72,13 @@ def main() -> None:
     p.add_argument("--heavy-beam", type=int, default=8)
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--slice-costs", type=int, nargs="+", default=[0, DEFAULT, 4096], help="servers to compare")
+    p.add_argument(
+        "--express-costs",
+        type=int,
+        nargs="*",
+        default=[],
+        help="more servers: slices of --slice-costs' first and an express thread for requests up to this cost",
+    )
     p.add_argument("--no-append", action="store_true")
     p.add_argument("--docs", action="store_true", help="only put the newest recorded run into docs/serving.md")
     args = p.parse_args()
@@ -75,7 +86,9 @@ def main() -> None:
         return copy_newest(TITLE, "neighbour-table")
     if args.checkpoint is None or args.src_file is None:
         p.error("--checkpoint and --src-file are required unless --docs is given")
-    servers = {_name(c): ("--slice-cost", str(c)) for c in args.slice_costs}
+    servers = {_name(c): ("--slice-cost", str(c), "--express-cost", "0") for c in args.slice_costs}
+    first = args.slice_costs[0]
+    servers |= {_name(first, e): ("--slice-cost", str(first), "--express-cost", str(e)) for e in args.express_costs}
     lines = args.src_file.read_text(encoding="utf-8").splitlines()
     big, light = lines[: args.heavy_lines], lines[args.heavy_lines : args.heavy_lines + 50] or lines[:50]
     best: dict[tuple[str, bool], dict] = {}

@@ -168,3 +168,42 @@ def test_a_server_with_limits_answers_429_and_413_in_each_apis_shape_and_counts_
         assert status == 413 and "serve.char_limit" in body["error"]
     finally:
         running.stop()
+
+
+def test_with_an_express_thread_a_light_request_is_answered_while_a_heavy_one_holds_the_other(translator):
+    from mt_cli.serve.languages import Languages
+    from mt_cli.serve.models import Model
+    from mt_cli.serve.telemetry import Telemetry
+
+    cfg = ServeConfig(express_cost=100, max_wait_ms=0, batch_gap_ms=0)
+    model = Model(translator, Languages(("de",), ("en",), False), cfg, Telemetry())
+    heavy, light = Recording(), Recording()
+    light.go.set()
+    model.batcher.run, model.express.run = heavy.run, light.run  # type: ignore[union-attr]
+    assert model.lane(101) is model.batcher and model.lane(100) is model.express
+    big = model.lane(5000).submit_group("k", [(10, 500, "big")])
+    assert heavy.started.wait(10)  # the heavy request holds its thread
+    assert model.lane(60).submit("k", 1, 12, "small").result(10) == ["small"]
+    assert not big.done()
+    heavy.go.set()
+    assert big.result(10) == ["big"]
+    model.close(10)
+
+
+def test_a_server_with_an_express_thread_translates_as_without(translator):
+    lines = (FIXTURE / "src.txt").read_text(encoding="utf-8").splitlines()
+    running = Running(create_app(lambda: translator, "model.pt", ServeConfig(express_cost=200, max_wait_ms=5)))
+    try:
+        results: dict[str, dict] = {}
+        big = threading.Thread(
+            target=lambda: results.update(
+                big=call(running.url, "POST", "/translate", {"text": lines * 4, "beam": 4})[2]
+            )
+        )
+        big.start()
+        status, _, body = call(running.url, "POST", "/translate", {"text": lines[:1]})
+        big.join(120)
+    finally:
+        running.stop()
+    assert status == 200 and body["translations"] == translator.translate(lines[:1])
+    assert results["big"]["translations"] == translator.with_options(beam=4).translate(lines * 4)

@@ -132,6 +132,12 @@ class ServeConfig:
         " in turn with the others, so it delays a small one by one slice at most (0: whole requests).",
         cli=True,
     )
+    express_cost: int = option(
+        0,
+        "Source tokens x beam up to which a request takes a decoding thread of its own, beside the one larger"
+        " requests take, so it never waits for them (0: one thread).",
+        cli=True,
+    )
     max_request_cost: int = option(
         2_000_000, "Characters x beam one request may cost (all its texts); more is refused with 413.", cli=True
     )

@@ -37,22 +37,33 @@ BUSY_WAIT_S = 60.0  # how long a model to load waits for a loaded one to fall id
 
 
 class Model:
-    """A loaded model: the translator's service and the decoding thread that alone uses it."""
+    """A loaded model: the translator's service and its decoding threads. With serve.express_cost,
+    two: requests of at most that many source tokens x beam take the express lane, larger ones the
+    other, so that a light request never waits for a heavy one's slice; the two share the cores."""
 
     def __init__(self, translator: Translator, languages: Languages, cfg: ServeConfig, telemetry: Telemetry) -> None:
-        self.languages = languages
+        self.languages, self.express_cost = languages, cfg.express_cost
         self.service = Service(translator, telemetry, cfg.max_batch_tokens, cfg.slice_cost)
-        self.batcher = Batcher(
-            Tasks(self.service).run,
-            cfg.max_batch_tokens,
-            cfg.max_wait_ms / 1000,
-            cfg.batch_gap_ms / 1000,
-            cfg.max_queue_lines,
-            telemetry.batch,
+        run = Tasks(self.service).run
+        wait, gap = cfg.max_wait_ms / 1000, cfg.batch_gap_ms / 1000
+        self.batcher = Batcher(run, cfg.max_batch_tokens, wait, gap, cfg.max_queue_lines, telemetry.batch)
+        self.express = (
+            Batcher(run, cfg.max_batch_tokens, wait, gap, cfg.max_queue_lines, telemetry.batch)
+            if cfg.express_cost
+            else None
         )
 
+    def lane(self, cost: int) -> Batcher:
+        return self.express if self.express is not None and cost <= self.express_cost else self.batcher
+
+    @property
+    def queued_lines(self) -> int:
+        return self.batcher.queued_lines + (self.express.queued_lines if self.express is not None else 0)
+
     def close(self, timeout: float) -> None:
-        self.batcher.close(timeout=timeout)
+        for batcher in (self.batcher, self.express):
+            if batcher is not None:
+                batcher.close(timeout=timeout)
 
 
 @dataclass(eq=False)
@@ -91,7 +102,7 @@ class Models:
         self._find = entries
         self._cond = threading.Condition()
         self._loader = ThreadPoolExecutor(1, thread_name_prefix="mt-load")  # one load at a time
-        telemetry.queued.set_function(lambda: sum(m.batcher.queued_lines for m in self._models()))
+        telemetry.queued.set_function(lambda: sum(m.queued_lines for m in self._models()))
         telemetry.loaded.set_function(lambda: len(self._loaded()))
 
     def start(self) -> None:

@@ -55,6 +55,7 @@ class Work:
 
     key: Hashable
     parts: Sequence[tuple[int, int, Any]]  # a Translation, Scoring, Attention or documents.Documents
+    cost: int = 0  # source tokens x beam of the whole request: what tells a light request (models.Model.lane)
 
     @property
     def lines(self) -> int:
@@ -110,7 +111,7 @@ class Service:
             (j - i, tokens, Translation(tr.cfg.beam, requests[i:j], output))
             for i, j, tokens in self._slices(requests, tr.cfg.beam)
         ]
-        return Work(key, parts)
+        return Work(key, parts, sum(tokens for _, tokens, _ in parts) * tr.cfg.beam)
 
     def _slices(self, requests: list[Request | None], beam: int) -> list[tuple[int, int, int]]:
         """[start, end) line ranges of at most slice_cost source tokens x beam each (a longer line
@@ -129,10 +130,12 @@ class Service:
         if len(sources) != len(targets):
             raise MtError(f"source and target: {len(sources)} sources but {len(targets)} targets; give one per source")
         tokens = sum(len(ids) for ids in self.translator.tokenizer.encode_src(sources))
-        return Work(("score", next(self._alone)), [(len(sources), tokens, Scoring(sources, targets, normalize, full))])
+        job = Scoring(sources, targets, normalize, full)
+        return Work(("score", next(self._alone)), [(len(sources), tokens, job)], tokens)
 
     def attention(self, text: str, target: str | None) -> Work:
-        return Work(("attention", next(self._alone)), [(1, len(text.split()), Attention(text, target))])
+        tokens = len(text.split())
+        return Work(("attention", next(self._alone)), [(1, tokens, Attention(text, target))], tokens)
 
     def run(self, key: Hashable, jobs: list[Job]) -> list[Any]:
         """One batch from the decoding thread: jobs with one key, one result each."""
