@@ -103,3 +103,20 @@ def test_keys_and_the_quota_are_checked_with_deepls_statuses(translator, tmp_pat
         assert answer.status_code == 200
     finally:
         running.stop()
+
+
+def test_a_glossary_id_names_a_glossary_file_whose_terms_the_translation_uses(translator, tmp_path):
+    from mt_cli.decode.glossary import Glossary
+
+    (tmp_path / "glossaries").mkdir()
+    (tmp_path / "glossaries" / "animals.tsv").write_text("# de -> en\nhund\thound\n", encoding="utf-8")
+    running = start(translator, glossaries=str(tmp_path / "glossaries"))
+    try:
+        dl = client(running)
+        found = dl.translate_text(DE[0], source_lang="DE", target_lang="EN-GB", glossary="animals")
+        assert found.text == translator.translate_document(DE[0], "text", Glossary([("hund", "hound")]))
+        assert "hound" in found.text and "hound" not in translator.translate_document(DE[0], "text")
+        with pytest.raises(deepl.DeepLException, match="no glossary 'plants'"):
+            dl.translate_text(DE[0], source_lang="DE", target_lang="EN-GB", glossary="plants")
+    finally:
+        running.stop()

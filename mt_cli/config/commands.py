@@ -167,6 +167,11 @@ class ServeConfig:
     pivot_lang: str = option(
         "en", "A pair no model translates goes through this language, by two models (empty: never).", cli=True
     )
+    glossaries: str = option(
+        "",
+        "A folder of glossaries (NAME.tsv: `source term<TAB>target term` lines) that DeepL's glossary_id names.",
+        cli=True,
+    )
     cache_size: int = option(0, "Translations kept in memory, answering exact repeats (0: none).", cli=True)
     char_quota: int = option(
         0,

@@ -28,6 +28,7 @@ from mt_cli.data.languages import short_code
 from mt_cli.data.tokenizer import Tokenizer
 from mt_cli.decode.direction import Direction
 from mt_cli.decode.ensemble import Ensemble, ForcedEnsemble
+from mt_cli.decode.glossary import Glossary
 from mt_cli.decode.hypothesis import Hypothesis, Request, Searchable
 from mt_cli.decode.plan import resolve
 from mt_cli.decode.precision import quantize_int8
@@ -267,22 +268,30 @@ class Translator:
         checkpoint records ("" when none)."""
         return self.direction.source or next(iter(self.model.cfg.source_langs), "")
 
-    def translate_document(self, text: str, kind: str = "text", **options: Any) -> str:
+    def translate_document(
+        self, text: str, kind: str = "text", glossary: Glossary | None = None, **options: Any
+    ) -> str:
         """A document (kind: lines, text, html, markdown, srt, vtt or po) translated with its
         structure kept; `options` are DocumentConfig's fields (protect, protect_pattern, overwrite,
         source_lang). Sentences are split by the source language's rules: source_lang, else the
-        checkpoint's, else generic ones."""
+        checkpoint's, else generic ones. With a glossary, each sentence that holds a source term is
+        translated with its target term."""
         from mt_cli.documents import translate_document
 
         cfg = DocumentConfig(**{"input_type": kind, **options})
         given = cfg.source_lang
         lang = given if given not in ("", "auto") else self.direction.document_language(text)
-        return translate_document(self, text, kind, cfg, short_code(lang or "en"))
+        engine = self if glossary is None else _Glossed(self, glossary)
+        return translate_document(engine, text, kind, cfg, short_code(lang or "en"))
 
-    def translate_aligned(self, lines: Sequence[str], alignment: bool = False) -> list[Aligned]:
+    def translate_aligned(
+        self, lines: Sequence[str], alignment: bool = False, glossary: Glossary | None = None
+    ) -> list[Aligned]:
         """documents/'s way in (documents/engine.py): the best translation of each line and, with
-        `alignment`, where each of its pieces lies and which source span it attends to most."""
-        requests = self.requests(lines)
+        `alignment`, where each of its pieces lies and which source span it attends to most; with
+        a glossary, each line's terms as constraints."""
+        terms = [glossary.terms_for(line) for line in lines] if glossary is not None else None
+        requests = self.requests(lines, None, terms)
         found = self.search_requests(requests, nbest=1, alignment=alignment)  # only the best is aligned
         if not alignment:
             return [Aligned(hyps[0].text) for hyps in found]
@@ -316,3 +325,13 @@ def _check_same_vocabulary(first: Path, a: Tokenizer, other: Path, b: Tokenizer)
                 f"{first} and {other} have different {side} vocabularies ({len(pieces_a)} and {len(pieces_b)} "
                 "pieces): an ensemble needs models trained with one tokenizer"
             )
+
+
+class _Glossed:
+    """A documents engine that translates every sentence with the glossary's terms it holds."""
+
+    def __init__(self, tr: Translator, glossary: Glossary) -> None:
+        self.tr, self.glossary = tr, glossary
+
+    def translate_aligned(self, lines: Sequence[str], alignment: bool = False) -> list[Aligned]:
+        return self.tr.translate_aligned(lines, alignment, self.glossary)

@@ -12,16 +12,20 @@ from `Authorization: DeepL-Auth-Key KEY` (or the old auth_key field) and checked
 serve.api_keys. Errors are DeepL's: {"message": ...} with 400, 403, 413, 429 or 456 (quota).
 Fields DeepL has and mt does not use (context, outline_detection, model_type, ...) are accepted
 and ignored; formality other than default or prefer_* is refused, as DeepL refuses it for a
-language without formality.
+language without formality. glossary_id names one of serve.glossaries' files (NAME.tsv): each
+sentence holding a source term is translated with its target term.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
 
 from mt_cli.data.languages import language_name
+from mt_cli.decode.glossary import Glossary, load_glossary
+from mt_cli.errors import MtError
 from mt_cli.serve.guard import ApiError
 from mt_cli.serve.libretranslate import client_of, fields
 from mt_cli.serve.openapi import deepl_bodies, responses
@@ -37,6 +41,16 @@ UNLIMITED = 10**12  # /v2/usage's character_limit where serve.char_quota is 0
 ENDS = ".!?。！？"
 
 
+def read_glossaries(folder: str) -> dict[str, Glossary]:
+    """serve.glossaries: each NAME.tsv of the folder, by NAME (a malformed line: one error naming it)."""
+    if not folder:
+        return {}
+    path = Path(folder)
+    if not path.is_dir():
+        raise MtError(f"serve.glossaries {folder}: no such folder")
+    return {file.stem: load_glossary(file) for file in sorted(path.glob("*.tsv"))}
+
+
 def _bad(message: str) -> ApiError:
     return ApiError(400, message, kind="invalid")
 
@@ -49,6 +63,17 @@ def _flag(body: dict[str, Any], name: str) -> bool:
 class DeepL:
     def __init__(self, pipeline: Pipeline) -> None:
         self.pipeline = pipeline
+        self.glossaries = read_glossaries(pipeline.models.cfg.glossaries)
+
+    def _glossary(self, given: Any) -> dict[str, str] | None:
+        """glossary_id: one of serve.glossaries' files, by name; its entries as the request's terms."""
+        if not given:
+            return None
+        found = self.glossaries.get(given) if isinstance(given, str) else None
+        if found is None:
+            held = ", ".join(sorted(self.glossaries)[:20]) or "none"
+            raise _bad(f"glossary_id: no glossary {given!r} on this server (it holds: {held})")
+        return dict(found.entries)
 
     def caller(self, request: Request, body: dict[str, Any]) -> Caller:
         """The caller, admitted: its key from the Authorization header (DeepL-Auth-Key KEY)."""
@@ -71,15 +96,14 @@ class DeepL:
             raise _bad(f"formality: {formality!r} is not one of {', '.join(FORMALITIES)}")
         if formality in ("more", "less"):
             raise _bad(f"formality: {target} does not support formality; send default, prefer_more or prefer_less")
-        if body.get("glossary_id"):
-            raise _bad("glossary_id: this server has no glossaries; send the request without one")
+        glossary = self._glossary(body.get("glossary_id"))
         tags = body.get("tag_handling")
         if tags not in (None, "", "html", "xml"):
             raise _bad(f"tag_handling: {tags!r} is not html or xml")
         kind = "html" if tags else ("lines" if split == "0" else "text")
         at_lines = split == "1" and not tags
         given = [_lines_apart(t) for t in texts] if at_lines else texts
-        asked = TextRequest(given, caller, NAMES, kind, source or "auto", self._target(target))
+        asked = TextRequest(given, caller, NAMES, kind, source or "auto", self._target(target), glossary=glossary)
         found, detected = await self.pipeline.translate(asked)
         translated = [text.replace("\n\n", "\n") if at_lines else text for text, _ in found]
         if _flag(body, "preserve_formatting") and not tags:

@@ -18,6 +18,7 @@ from typing import Any
 
 from mt_cli.config import DocumentConfig
 from mt_cli.data.languages import short_code
+from mt_cli.decode.glossary import Glossary
 from mt_cli.decode.hypothesis import Hypothesis
 from mt_cli.decode.translator import Translator
 from mt_cli.documents import translate_document
@@ -36,6 +37,7 @@ class Documents:
     target: str  # the target language, where the model is told it by a token; "" for a model of one target
     alternatives: int  # this many more translations of each text, next best first (kind text only)
     source_told: bool = False  # the model is told the source too (M2M100, NLLB)
+    glossary: Glossary | None = None  # terms each sentence that holds them is translated with
 
 
 Translated = tuple[str, list[str]]  # a text's translation and its alternatives
@@ -62,7 +64,7 @@ class Tasks:
             tr = self._directions[direction]
         lang = short_code(job.source)  # the sentence splitter's rules are by language only
         if not job.alternatives:
-            return [(tr.translate_document(text, job.kind, source_lang=lang), []) for text in job.texts]
+            return [(tr.translate_document(text, job.kind, job.glossary, source_lang=lang), []) for text in job.texts]
         return [_alternatives(tr, text, job, lang) for text in job.texts]
 
 

@@ -18,6 +18,7 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 from mt_cli.config import OutputConfig
+from mt_cli.decode.glossary import Glossary
 from mt_cli.errors import MtError
 from mt_cli.serve.batcher import Overloaded
 from mt_cli.serve.cache import Cache
@@ -92,8 +93,15 @@ class Pipeline:
     async def _translate(self, hop: Hop, req: TextRequest, texts: list[str], last: bool) -> list[Result]:
         """One model's part: the request's options on the last model of a route, plain before it."""
         if req.kind != LINES:
+            terms = Glossary(list(req.glossary.items())) if req.glossary and last else None
             job = Documents(
-                texts, req.kind, hop.lang, hop.target or "", req.nbest - 1 if last else 0, hop.source is not None
+                texts,
+                req.kind,
+                hop.lang,
+                hop.target or "",
+                req.nbest - 1 if last else 0,
+                hop.source is not None,
+                terms,
             )
             # Its own key, and a full batch's tokens: it shares no batch, so the decoding thread
             # starts it at once instead of waiting for others to join.

@@ -181,7 +181,9 @@ class DeepLRequest(BaseModel):
         "default", description="more and less are refused (400): the models have no formality"
     )
     tag_handling: Literal["html", "xml"] | None = Field(None, description="translate each text as HTML, tags kept")
-    glossary_id: str | None = Field(None, description="refused (400): this server has no glossaries")
+    glossary_id: str | None = Field(
+        None, description="a glossary of the server's (serve.glossaries: NAME.tsv as NAME), else 400"
+    )
 
 
 class DeepLTranslation(BaseModel):

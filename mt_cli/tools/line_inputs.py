@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mt_cli.data.text import iter_text_lines
-from mt_cli.decode.glossary import Glossary
+from mt_cli.decode.glossary import Glossary, load_glossary
 from mt_cli.errors import MtError
 from mt_cli.files import check_readable
 
@@ -121,30 +121,6 @@ class SideInputs:
 
 def _union(first: list[str], then: list[str]) -> list[str]:
     return first + [t for t in then if t not in first]
-
-
-def load_glossary(path: Path) -> Glossary:
-    """Read a glossary TSV (blank lines and lines starting with "#" are skipped); a malformed line
-    is one error naming the file, the line and the fix."""
-    check_readable(path, "glossary file")
-    entries = []
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as e:
-        raise MtError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
-    for n, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip("\r")
-        if not line.strip() or line.startswith("#"):
-            continue
-        fields = line.split("\t")
-        if len(fields) != 2:
-            got = "no tab" if len(fields) == 1 else f"{len(fields) - 1} tabs"
-            raise MtError(f"{path}:{n}: {got}; write one entry per line as `source term<TAB>target term`")
-        src, tgt = (f.strip() for f in fields)
-        if not src or not tgt:
-            raise MtError(f"{path}:{n}: empty {'source' if not src else 'target'} term; give both sides")
-        entries.append((src, tgt))
-    return Glossary(entries)
 
 
 def parse_terms(line: str) -> list[str]:
