@@ -15,6 +15,7 @@ servers take turns over --rounds rounds, each keeping its fastest. This process 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import time
 from pathlib import Path
@@ -46,7 +47,7 @@ def translate_all(port: int, lines: list[str]) -> tuple[list[str], float]:
         status, _, body = request(port, "POST", "/translate", asked, conn, timeout=600)
         if status != 200:
             raise SystemExit(f"the server answered {status}: {body}")
-        out += body["translations"]
+        out += json.loads(body)["translations"]
     seconds = time.monotonic() - start
     conn.close()
     return out, seconds

@@ -133,7 +133,7 @@ class ServeConfig:
         cli=True,
     )
     express_cost: int = option(
-        0,
+        1024,
         "Source tokens x beam up to which a request takes a decoding thread of its own, beside the one larger"
         " requests take, so it never waits for them (0: one thread).",
         cli=True,
