@@ -52,7 +52,7 @@ MODEL_RULES = re.compile(
             r"^line \d+|holds NUL characters",  # a LibreTranslate document that does not parse as its format
             r"is not supported: this server translates",  # a language the model lacks (the JSON API's, DeepL's)
             r"does not support formality",  # DeepL's formality more or less: the models have none
-            r"has no glossaries",  # DeepL's glossary_id
+            r"glossary_id: no glossary",  # DeepL's glossary_id names a file of the server's folder
         ]
     )
 )
