@@ -207,26 +207,3 @@ def test_a_server_with_an_express_thread_translates_as_without(translator):
         running.stop()
     assert status == 200 and body["translations"] == translator.translate(lines[:1])
     assert results["big"]["translations"] == translator.with_options(beam=4).translate(lines * 4)
-
-
-def test_the_thread_for_larger_requests_searches_on_its_own_cpu_threads_and_the_others_keep_theirs(translator):
-    import torch
-
-    from mt_cli.serve.languages import Languages
-    from mt_cli.serve.models import Model
-    from mt_cli.serve.telemetry import Telemetry
-
-    before = torch.get_num_threads()
-    cfg = ServeConfig(express_cost=100, bulk_threads=1)
-    model = Model(translator, Languages(("de",), ("en",), False), cfg, Telemetry())
-    seen: dict[str, int] = {}
-
-    def record(key, jobs):  # in place of decoding: the CPU threads torch would use in this thread
-        seen.update({job.payload: torch.get_num_threads() for job in jobs})
-        return [[job.payload] for job in jobs]
-
-    model.service.run = record  # type: ignore[method-assign]
-    assert model.lane(5000).submit("k", 1, 500, "big").result(10) == ["big"]
-    assert model.lane(10).submit("k", 1, 5, "small").result(10) == ["small"]
-    model.close(10)
-    assert seen == {"big": 1, "small": before} and torch.get_num_threads() == before

@@ -138,12 +138,6 @@ class ServeConfig:
         " requests take, so it never waits for them (0: one thread).",
         cli=True,
     )
-    bulk_threads: int = option(
-        1,
-        "With an express thread: the CPU threads the searches of larger requests use, leaving the rest to"
-        " the light ones (0: as many as the others).",
-        cli=True,
-    )
     max_request_cost: int = option(
         2_000_000, "Characters x beam one request may cost (all its texts); more is refused with 413.", cli=True
     )
@@ -220,8 +214,6 @@ class ServeConfig:
             "max_memory_mb",
             "cache_size",
             "char_quota",
-            "express_cost",
-            "bulk_threads",
         ):
             _check(getattr(self, name) >= 0, f"serve.{name} must be 0 (none) or more, not {getattr(self, name)}")
         _check(

@@ -17,18 +17,16 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
-
-import torch
 
 from mt_cli.config import ServeConfig
 from mt_cli.data.languages import language_name
 from mt_cli.decode.translator import Translator
 from mt_cli.errors import MtError
-from mt_cli.serve.batcher import Batcher, Job, Runner
+from mt_cli.serve.batcher import Batcher
 from mt_cli.serve.documents import Tasks
 from mt_cli.serve.guard import ApiError
 from mt_cli.serve.languages import Languages, public_code
@@ -42,17 +40,14 @@ BUSY_WAIT_S = 60.0  # how long a model to load waits for a loaded one to fall id
 class Model:
     """A loaded model: the translator's service and its decoding threads. With serve.express_cost,
     two: requests of at most that many source tokens x beam take the express lane, larger ones the
-    other, so that a light request never waits for a heavy one's slice. The two share the cores;
-    the other thread's search runs on serve.bulk_threads CPU threads, so that it leaves the light
-    one room."""
+    other, so that a light request never waits for a heavy one's slice; the two share the cores."""
 
     def __init__(self, translator: Translator, languages: Languages, cfg: ServeConfig, telemetry: Telemetry) -> None:
         self.languages, self.express_cost = languages, cfg.express_cost
         self.service = Service(translator, telemetry, cfg.max_batch_tokens, cfg.slice_cost)
         run = Tasks(self.service).run
         wait, gap = cfg.max_wait_ms / 1000, cfg.batch_gap_ms / 1000
-        bulk = _with_threads(run, cfg.bulk_threads) if cfg.express_cost and cfg.bulk_threads else run
-        self.batcher = Batcher(bulk, cfg.max_batch_tokens, wait, gap, cfg.max_queue_lines, telemetry.batch)
+        self.batcher = Batcher(run, cfg.max_batch_tokens, wait, gap, cfg.max_queue_lines, telemetry.batch)
         self.express = (
             Batcher(run, cfg.max_batch_tokens, wait, gap, cfg.max_queue_lines, telemetry.batch)
             if cfg.express_cost
@@ -70,25 +65,6 @@ class Model:
         for batcher in (self.batcher, self.express):
             if batcher is not None:
                 batcher.close(timeout=timeout)
-
-
-def _with_threads(run: Runner, threads: int) -> Runner:
-    """`run` in a decoding thread that uses `threads` CPU threads for torch's operators, the others
-    keeping the process's count: torch's count is kept per thread once a thread has used it, and
-    set_num_threads sets the calling thread's and the default new threads start from."""
-    set_up: list[bool] = []
-
-    def run_with(key: Hashable, jobs: list[Job]) -> list[Any]:
-        if not set_up:
-            default = torch.get_num_threads()
-            torch.set_num_threads(threads)
-            restore = threading.Thread(target=torch.set_num_threads, args=(default,))  # the default back
-            restore.start()
-            restore.join()
-            set_up.append(True)
-        return run(key, jobs)
-
-    return run_with
 
 
 @dataclass(eq=False)
