@@ -214,6 +214,7 @@ class ServeConfig:
             "max_memory_mb",
             "cache_size",
             "char_quota",
+            "express_cost",
         ):
             _check(getattr(self, name) >= 0, f"serve.{name} must be 0 (none) or more, not {getattr(self, name)}")
         _check(
