@@ -6,13 +6,11 @@ NLLB's source and target tokens), whether each request's languages reach the mod
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from mt_cli.config import ServeConfig
-from mt_cli.data.languages import language_name, resolve_language, short_code
+from mt_cli.data.languages import resolve_language, short_code
 from mt_cli.decode.translator import Translator
 from mt_cli.errors import MtError
-from mt_cli.serve.guard import ApiError
 
 
 def public_code(code: str) -> str:
@@ -51,40 +49,12 @@ class Languages:
     def target(self, code: str) -> str | None:
         return _find(code, self.targets)
 
-    def describe(self) -> str:
-        """What this server translates, for an error message."""
-        if not self.sources or not self.targets:
-            return "its model records no languages; name them in serve.source_lang and serve.target_lang"
-        shown = [
-            ", ".join(c[:40]) + (f", ... ({len(c)} in all)" if len(c) > 40 else "")
-            for c in (self.public(self.sources), self.public(self.targets))
-        ]
-        return f"this server translates {shown[0]} -> {shown[1]}"
-
-    def pair(self, source: str, target: str) -> tuple[str, str]:
-        """The model's codes for a requested pair (source "auto" is resolved before); 400 naming the
-        pair and this server's languages when it does not translate it."""
-        found = self.source(source), self.target(target)
-        if found[0] is None or found[1] is None:
-            raise ApiError(400, f"{source} -> {target} is not supported: {self.describe()}")
-        return found[0], found[1]
-
     @staticmethod
     def public(codes: tuple[str, ...]) -> list[str]:
         """The codes as clients send them: ISO 639-1 where it names one of the model's languages
         only (deu_Latn -> de), else the model's own (zho_Hans and zho_Hant)."""
         shorts = [short_code(c) for c in codes]
         return [s if shorts.count(s) == 1 else c for s, c in zip(shorts, codes)]
-
-    def listing(self) -> list[dict[str, Any]]:
-        """GET /languages: each language with the targets it translates into (none for a target only)."""
-        codes = list(self.sources) + [c for c in self.targets if c not in self.sources]
-        public = dict(zip(codes, self.public(tuple(codes))))
-        targets = [public[c] for c in self.targets]
-        return [
-            {"code": public[c], "name": language_name(public[c]), "targets": targets if c in self.sources else []}
-            for c in codes
-        ]
 
 
 def resolve(tr: Translator, cfg: ServeConfig) -> tuple[Translator, Languages]:

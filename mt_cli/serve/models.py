@@ -101,6 +101,7 @@ class Models:
         self.on_error: Callable[[], None] | None = None  # `mt serve` stops when starting fails
         self.started = time.monotonic()
         self._find = entries
+        self._pairs: dict[str, list[str]] | None = None  # pairs(), once worked out
         self._cond = threading.Condition()
         self._loading = threading.Lock()  # one load at a time
         telemetry.queued.set_function(lambda: sum(m.queued_lines for m in self._models()))
@@ -192,10 +193,10 @@ class Models:
             model = Model(translator, languages, self.cfg, self.telemetry)
         except Exception as e:  # noqa: BLE001 - this model's requests get the reason; the server goes on
             entry.error = str(e) if isinstance(e, MtError) else f"{type(e).__name__}: {e}"
-            entry.pending = None
+            entry.pending, self._pairs = None, None
             return
         with self._cond:
-            entry.languages, entry.beam = languages, translator.cfg.beam
+            entry.languages, entry.beam, self._pairs = languages, translator.cfg.beam, None
             entry.model, entry.pending, entry.error = model, None, None
             entry.used = time.monotonic()
         self.telemetry.model_loads.labels(entry.name).inc()
@@ -306,7 +307,13 @@ class Models:
         return "this server translates " + "; ".join(shown) + more
 
     def pairs(self) -> dict[str, list[str]]:
-        """Each source language (as clients send it) and the targets it reaches, pivots included."""
+        """Each source language (as clients send it) and the targets it reaches, pivots included;
+        kept until a model's languages or failure change it (DeepL's requests read it each time)."""
+        if self._pairs is None:
+            self._pairs = self._reach()
+        return self._pairs
+
+    def _reach(self) -> dict[str, list[str]]:
         reach: dict[str, set[str]] = {}
         for entry in self.entries:
             if entry.languages is None or entry.error:
