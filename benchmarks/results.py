@@ -27,6 +27,7 @@ PAGES = {
     "serve-table": DOCS / "serving.md",  # benchmarks/serve_load.py
     "neighbour-table": DOCS / "serving.md",  # benchmarks/serve_neighbour.py
     "pivot-table": DOCS / "serving.md",  # benchmarks/serve_pivot.py
+    "models-table": DOCS / "serving.md",  # benchmarks/serve_models.py
     "cache-table": DOCS / "serving.md",  # benchmarks/serve_cache.py
     "data-scale": DOCS / "training.md",  # benchmarks/data_scale.py --docs
     "documents-table": DOCS / "documents.md",  # benchmarks/documents.py

@@ -1,8 +1,8 @@
 """A heavy neighbour on `mt serve`: how long single-line requests wait while another client sends
 1,000-line requests at beam 8, with whole requests decoded one after another (`--slice-cost 0`,
 as the server did before slicing), with slicing (a large request decoded in slices, in turn with
-the others), and with an express thread (requests up to --express-cost decoded by a thread of
-their own, beside the one the large request takes).
+the others), and with an express lane (requests up to --express-cost decoded between two steps of
+the large request's search).
 
     python benchmarks/serve_neighbour.py --checkpoint RUN/best.pt --src-file ../shared/data/multi30k/test2016.de
 
@@ -16,12 +16,13 @@ Requests only: this process imports no torch. Printed and appended to RESULTS.md
 from __future__ import annotations
 
 import argparse
+import sys
 import threading
 import time
 from pathlib import Path
 
 from results import append_section, copy_newest
-from serve_load import Server, connect, load, pct, request
+from serve_load import Server, connect, load, machine, pct, request
 
 TITLE = "Serving beside a heavy neighbour"
 DEFAULT = 1024  # serve.slice_cost's default
@@ -32,7 +33,7 @@ def _name(cost: int, express: int = 0) -> str:
         return "whole requests (--slice-cost 0)"
     name = f"slices of {cost:,} (--slice-cost {cost})"
     if express:
-        return f"{name} and an express thread up to {express:,} (--express-cost {express})"
+        return f"{name} and an express lane up to {express:,} (--express-cost {express})"
     return name
 
 
@@ -77,7 +78,7 @@ def main() -> None:
         type=int,
         nargs="*",
         default=[],
-        help="more servers: slices of --slice-costs' first and an express thread for requests up to this cost",
+        help="more servers: slices of --slice-costs' first and an express lane for requests up to this cost",
     )
     p.add_argument("--no-append", action="store_true")
     p.add_argument("--docs", action="store_true", help="only put the newest recorded run into docs/serving.md")
@@ -115,7 +116,8 @@ def main() -> None:
     body = "\n".join(rows) + (
         f"\n\n{args.clients} clients sending single lines of {args.src_file.name} for {args.seconds:g} s per "
         f"measurement; best p99 of {args.rounds} rounds; `mt serve --checkpoint {args.checkpoint.name}` (its own "
-        "decoding settings), each server in its own process. `python benchmarks/serve_neighbour.py`\n"
+        f"decoding settings), each server in its own process; the large request's time is the fastest of those "
+        f"sent; {machine()}. `python benchmarks/serve_neighbour.py {' '.join(sys.argv[1:])}`\n"
     )
     print(body)
     if not args.no_append:

@@ -73,6 +73,15 @@ def test_a_large_request_alone_for_two_batches_takes_as_many_slices_as_the_batch
     assert runner.batches == [["s0"], ["s1", "s2", "s3"], ["s4", "s5", "s6"]]
 
 
+def test_a_large_request_takes_one_slice_a_batch_while_the_express_lane_is_busy():
+    runner = Recording()
+    runner.go.set()
+    busy = Batcher(runner.run, 100, 0, 0, 1000, quiet=lambda: False)
+    assert busy.submit_group("k", [(1, 30, f"s{i}") for i in range(4)]).result(10) == [f"s{i}" for i in range(4)]
+    busy.close(10)
+    assert runner.batches == [["s0"], ["s1"], ["s2"], ["s3"]]
+
+
 def test_a_cancelled_request_drops_its_slices_not_yet_decoded():
     runner = Recording()
     batcher = Batcher(runner.run, max_batch_tokens=100, max_wait_s=0, gap_s=0, max_queue_lines=1000)
@@ -170,27 +179,7 @@ def test_a_server_with_limits_answers_429_and_413_in_each_apis_shape_and_counts_
         running.stop()
 
 
-def test_with_an_express_thread_a_light_request_is_answered_while_a_heavy_one_holds_the_other(translator):
-    from mt_cli.serve.languages import Languages
-    from mt_cli.serve.models import Model
-    from mt_cli.serve.telemetry import Telemetry
-
-    cfg = ServeConfig(express_cost=100, max_wait_ms=0, batch_gap_ms=0)
-    model = Model(translator, Languages(("de",), ("en",), False), cfg, Telemetry())
-    heavy, light = Recording(), Recording()
-    light.go.set()
-    model.batcher.run, model.express.run = heavy.run, light.run  # type: ignore[union-attr]
-    assert model.lane(101) is model.batcher and model.lane(100) is model.express
-    big = model.lane(5000).submit_group("k", [(10, 500, "big")])
-    assert heavy.started.wait(10)  # the heavy request holds its thread
-    assert model.lane(60).submit("k", 1, 12, "small").result(10) == ["small"]
-    assert not big.done()
-    heavy.go.set()
-    assert big.result(10) == ["big"]
-    model.close(10)
-
-
-def test_a_server_with_an_express_thread_translates_as_without(translator):
+def test_a_server_with_an_express_lane_translates_as_without(translator):
     lines = (FIXTURE / "src.txt").read_text(encoding="utf-8").splitlines()
     running = Running(create_app(lambda: translator, "model.pt", ServeConfig(express_cost=200, max_wait_ms=5)))
     try:

@@ -134,8 +134,8 @@ class ServeConfig:
     )
     express_cost: int = option(
         1024,
-        "Source tokens x beam up to which a request takes a decoding thread of its own, beside the one larger"
-        " requests take, so it never waits for them (0: one thread).",
+        "Source tokens x beam up to which a request takes the express lane: decoded between two steps of"
+        " larger requests' searches, never after them (0: one lane).",
         cli=True,
     )
     max_request_cost: int = option(

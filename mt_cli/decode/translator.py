@@ -37,6 +37,7 @@ from mt_cli.decode.request import Requests, check_nbest, source_ids
 from mt_cli.decode.scoring import Forced, align, force
 from mt_cli.decode.search import Search
 from mt_cli.decode.shortlist import Shortlist
+from mt_cli.decode.yielding import Yielding
 from mt_cli.device import autocast, decode_precision, keep_freed_memory, resolve_device
 from mt_cli.documents.engine import Aligned, piece_spans
 from mt_cli.errors import MtError
@@ -92,6 +93,7 @@ class Translator:
                 quantize_int8(m)
         self.direction = Direction(tokenizer, model.cfg)  # the languages given (for_languages) and their tokens
         self._glue_ids: torch.Tensor | None = None
+        self._before: Callable[[], None] | None = None  # called before each model call (yielding)
 
     @classmethod
     def load(cls, path: Path | str | Sequence[Path | str], device: str = DEVICE, **overrides: Any) -> Translator:
@@ -133,7 +135,7 @@ class Translator:
             raise MtError("int8 decoding quantized the model as it loaded; load a new Translator for another precision")
         tr = type(self)(self.model, self.tokenizer, cfg, self.processors, self.lexicon, self.sources)
         tr.quantized, tr.direction = self.quantized, self.direction
-        return tr
+        return tr if self._before is None else tr.yielding(self._before)  # a new engine steps aside too
 
     def for_languages(self, source: str | None = None, target: str | None = None) -> Translator:
         """This model translating from `source` into `target` (codes: de; NLLB's deu_Latn or de;
@@ -143,6 +145,14 @@ class Translator:
         is refused here, naming its nearest codes."""
         tr = self.with_options()
         tr.direction = self.direction.but(source, target)
+        return tr
+
+    def yielding(self, before: Callable[[], None]) -> Translator:
+        """This translator calling `before()` ahead of each encoder call and decoder step of its
+        searches (decode/yielding.py): where a server lets an urgent search run between the steps
+        of a long one."""
+        tr = self.with_options()
+        tr.engine, tr._before = Yielding(self.engine, before), before
         return tr
 
     @property

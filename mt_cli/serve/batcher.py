@@ -1,16 +1,18 @@
-"""Dynamic batching: one decoding thread serves every request, merging those that can share a search.
+"""Dynamic batching: requests queue as jobs, and a batching thread merges those that can share a search.
 
 Requests enter a queue as jobs. The thread takes the oldest job, then every later job with the
 same key (the same search: beam, constraints, ...) until the batch holds `max_batch_tokens` source
 tokens or it is time to start (max_wait_s, gap_s: see _take), and hands the batch to `run`, which decodes the
-jobs' lines as one length-sorted batch and returns each job's own result. The thread is the only
-one that touches the model, so decoding never runs on the event loop, and nothing needs a lock.
+jobs' lines as one length-sorted batch and returns each job's own result (in a server, on its
+one decoding thread: decoding.py). Decoding never runs on the event loop.
 
 A large request comes as a group of slices (submit_group): the queue holds requests in turn, and
 each batch takes at most one slice of each, after which a request with slices left goes to the
 back. So a request that arrives while a 1,000-line request is being decoded waits for one slice
 of it, not for all of it. A large request that has had the queue to itself for two batches takes
 as many of its slices as the batch budget holds: slicing costs it little while nobody waits.
+Nobody: `quiet` also tells whether the express lane decoded meanwhile, whose requests wait for
+one step of this lane's search (decoding.py), a long step in a full batch.
 
 A job whose client has gone (its future cancelled while it waited) is dropped before decoding.
 An exception in `run` fails only that batch's jobs. When more lines wait than `max_queue_lines`,
@@ -66,8 +68,11 @@ class Batcher:
         gap_s: float,
         max_queue_lines: int,
         observe: Observer | None = None,
+        quiet: Callable[[], bool] | None = None,
     ) -> None:
-        self.run, self.observe = run, observe
+        """`quiet`: whether the rest of the server (an express lane) decoded nothing since it was
+        last asked; a large request takes full batches only while it is (see _take)."""
+        self.run, self.observe, self.quiet = run, observe, quiet
         self.max_batch_tokens, self.max_wait_s, self.gap_s = max_batch_tokens, max_wait_s, gap_s
         self.max_queue_lines = max_queue_lines
         self._turns: deque[deque[Job]] = deque()  # requests in turn, each its slices still to decode
@@ -79,7 +84,7 @@ class Batcher:
         self._last_jobs = 0  # how many jobs it answered
         self._closed = False
         self._cond = threading.Condition()
-        self._thread = threading.Thread(target=self._loop, name="mt-decoding", daemon=True)
+        self._thread = threading.Thread(target=self._loop, name="mt-batching", daemon=True)
         self._thread.start()
 
     @property
@@ -153,7 +158,9 @@ class Batcher:
             # A large request that had the queue to itself last time too: as many of its slices as
             # the budget holds. (Alone once is not enough: clients whose answers just went out come
             # back within milliseconds, and would find the thread busy with a full batch.)
-            alone = len(self._turns) == 1
+            # A batch taken while light requests are decoded between its steps stays one slice:
+            # each of its steps is one they may wait for.
+            alone = len(self._turns) == 1 and (self.quiet is None or self.quiet())
             if alone and self._was_alone:
                 for job in itertools.islice(self._turns[0], 1, None):
                     if tokens + job.tokens > self.max_batch_tokens:

@@ -2,8 +2,9 @@
 
 Each model is an Entry: known from the start (its languages read from the checkpoint: catalog.py)
 and loaded when a request first needs it, in a loading thread of its own, so that requests for the
-models already loaded go on meanwhile. A loaded model has its own decoding thread (a Batcher), so
-two models decode side by side. Under serve.max_loaded and serve.max_memory_mb (the models' sizes
+models already loaded go on meanwhile. A loaded model has its own batchers, which hand their
+batches to the server's one decoding thread (decoding.py), where two models' batches take turns.
+Under serve.max_loaded and serve.max_memory_mb (the models' sizes
 on disk) the least recently used idle model is unloaded first; a model in use is never unloaded
 under a request.
 
@@ -27,6 +28,7 @@ from mt_cli.data.languages import language_name
 from mt_cli.decode.translator import Translator
 from mt_cli.errors import MtError
 from mt_cli.serve.batcher import Batcher
+from mt_cli.serve.decoding import Decoding
 from mt_cli.serve.documents import Tasks
 from mt_cli.serve.guard import ApiError
 from mt_cli.serve.languages import Languages, public_code
@@ -38,18 +40,37 @@ BUSY_WAIT_S = 60.0  # how long a model to load waits for a loaded one to fall id
 
 
 class Model:
-    """A loaded model: the translator's service and its decoding threads. With serve.express_cost,
-    two: requests of at most that many source tokens x beam take the express lane, larger ones the
-    other, so that a light request never waits for a heavy one's slice; the two share the cores."""
+    """A loaded model: the translator's service and its batchers. With serve.express_cost, two:
+    requests of at most that many source tokens x beam take the express lane, whose batches run
+    between the steps of the bulk lane's (decoding.py), so that a light request never waits for
+    a heavy one's slice."""
 
-    def __init__(self, translator: Translator, languages: Languages, cfg: ServeConfig, telemetry: Telemetry) -> None:
+    def __init__(
+        self,
+        translator: Translator,
+        languages: Languages,
+        cfg: ServeConfig,
+        telemetry: Telemetry,
+        decoding: Decoding,
+    ) -> None:
         self.languages, self.express_cost = languages, cfg.express_cost
-        self.service = Service(translator, telemetry, cfg.max_batch_tokens, cfg.slice_cost)
+        # A bulk batch's searches make room for the express batches between their steps.
+        self.service = Service(translator.yielding(decoding.step), telemetry, cfg.max_batch_tokens, cfg.slice_cost)
         run = Tasks(self.service).run
         wait, gap = cfg.max_wait_ms / 1000, cfg.batch_gap_ms / 1000
-        self.batcher = Batcher(run, cfg.max_batch_tokens, wait, gap, cfg.max_queue_lines, telemetry.batch)
+        bulk = decoding.runner(run, express=False)
+        self.batcher = Batcher(
+            bulk, cfg.max_batch_tokens, wait, gap, cfg.max_queue_lines, telemetry.batch, decoding.quiet()
+        )
         self.express = (
-            Batcher(run, cfg.max_batch_tokens, wait, gap, cfg.max_queue_lines, telemetry.batch)
+            Batcher(
+                decoding.runner(run, express=True),
+                cfg.max_batch_tokens,
+                wait,
+                gap,
+                cfg.max_queue_lines,
+                telemetry.batch,
+            )
             if cfg.express_cost
             else None
         )
@@ -104,6 +125,7 @@ class Models:
         self._pairs: dict[str, list[str]] | None = None  # pairs(), once worked out
         self._cond = threading.Condition()
         self._loading = threading.Lock()  # one load at a time
+        self.decoding = Decoding()  # the one thread every model decodes on
         telemetry.queued.set_function(lambda: sum(m.queued_lines for m in self._models()))
         telemetry.loaded.set_function(lambda: len(self._loaded()))
 
@@ -190,7 +212,7 @@ class Models:
                 entry.pending = None
                 return
             translator, languages = entry.load()
-            model = Model(translator, languages, self.cfg, self.telemetry)
+            model = Model(translator, languages, self.cfg, self.telemetry, self.decoding)
         except Exception as e:  # noqa: BLE001 - this model's requests get the reason; the server goes on
             entry.error = str(e) if isinstance(e, MtError) else f"{type(e).__name__}: {e}"
             entry.pending, self._pairs = None, None
@@ -232,6 +254,7 @@ class Models:
     def close(self) -> None:
         for model in self._models():
             model.close(self.cfg.shutdown_s)
+        self.decoding.close(self.cfg.shutdown_s)
 
     # Routing.
 
