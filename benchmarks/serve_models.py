@@ -79,16 +79,18 @@ def main() -> None:
     p.add_argument("--singles", type=int, default=100, help="one-line requests timed after each load")
     p.add_argument("--lines", type=int, default=200, help="lines each further model translates as it loads")
     p.add_argument("--against", help="a commit whose server runs too, for comparison")
+    p.add_argument("--name", default="this tree", help="what the table calls this tree's server")
+    p.add_argument("--against-name", help="what it calls --against's (default: commit REV)")
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--no-append", action="store_true")
     args = p.parse_args()
     measured_commit = commit()
     with tempfile.TemporaryDirectory() as tmp:
-        servers = {f"this commit ({measured_commit})": {}}
+        servers: dict[str, dict[str, str]] = {args.name: {}}
         if args.against:
             tree = Path(tmp) / "against"
             subprocess.run(["git", "worktree", "add", "--detach", "-q", str(tree), args.against], cwd=ROOT, check=True)
-            servers[f"commit {args.against}"] = {"PYTHONPATH": str(tree)}
+            servers[args.against_name or f"commit {args.against}"] = {"PYTHONPATH": str(tree)}
         try:
             best: dict[str, list[dict]] = {}
             for _ in range(args.rounds):
@@ -108,7 +110,8 @@ def main() -> None:
             out.append(f"| {name} | {r['loaded']} ({r['pair'][0]}->{r['pair'][1]}) | {r['rss']:.0f} "
                        f"| {1000 * r['p50']:.0f} | {1000 * r['p90']:.0f} |")  # fmt: skip
     body = "\n".join([
-        f"`benchmarks/serve_models.py --models {args.models.name}`: `mt serve --models` of {len(rows)} models "
+        f"`benchmarks/serve_models.py --models {args.models.name}{' --against ' + args.against if args.against else ''}"
+        f"`: `mt serve --models` of {len(rows)} models "
         f"(started with none loaded; each further model loaded by a request of {args.lines} lines), then "
         f"{args.singles} one-line requests to the first model, one after another; each server in its own "
         f"process, {args.rounds} rounds taking turns, fastest kept; {machine()}.\n",
