@@ -57,7 +57,7 @@ def translate(
     options: dict[str, dict[str, Any]] | None = None,
 ) -> None:
     """Translate a file (or stdin): line by line, one output line for every input line, or a
-    document (text, HTML, Markdown, subtitles, PO) with its structure kept (--input-type)."""
+    document (text, HTML, Markdown, subtitles, PO, DOCX) with its structure kept (--input-type)."""
     from mt_cli.tools.line_inputs import LineInputs
     from mt_cli.tools.translate_files import translate_file
 
@@ -75,7 +75,7 @@ def translate(
     )
     written = input if given.get("output", {}).get("in_place") else output
     if written is not None:
-        err(f"translated {n} lines into {written}")
+        err(f"translated {n} lines into {written}" if n is not None else f"translated {input} into {written}")
 
 
 @app.command("compile", rich_help_panel=DECODE)

@@ -45,7 +45,7 @@ class OutputConfig:
         )
 
 
-DOCUMENT_TYPES = ("auto", "lines", "text", "html", "markdown", "srt", "vtt", "po")
+DOCUMENT_TYPES = ("auto", "lines", "text", "html", "markdown", "srt", "vtt", "po", "docx", "pptx", "xlsx")
 
 
 @dataclass(frozen=True)

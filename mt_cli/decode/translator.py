@@ -279,18 +279,23 @@ class Translator:
         return self.direction.source or next(iter(self.model.cfg.source_langs), "")
 
     def translate_document(
-        self, text: str, kind: str = "text", glossary: Glossary | None = None, **options: Any
-    ) -> str:
-        """A document (kind: lines, text, html, markdown, srt, vtt or po) translated with its
-        structure kept; `options` are DocumentConfig's fields (protect, protect_pattern, overwrite,
-        source_lang). Sentences are split by the source language's rules: source_lang, else the
-        checkpoint's, else generic ones. With a glossary, each sentence that holds a source term is
-        translated with its target term."""
+        self, text: str | bytes, kind: str = "text", glossary: Glossary | None = None, **options: Any
+    ) -> str | bytes:
+        """A document (kind: lines, text, html, markdown, srt, vtt, po; docx as bytes) translated
+        with its structure kept; `options` are DocumentConfig's fields (protect, protect_pattern,
+        overwrite, source_lang). Sentences are split by the source language's rules: source_lang,
+        else the checkpoint's, else generic ones. With a glossary, each sentence that holds a
+        source term is translated with its target term."""
         from mt_cli.documents import translate_document
 
         cfg = DocumentConfig(**{"input_type": kind, **options})
         given = cfg.source_lang
-        lang = given if given not in ("", "auto") else self.direction.document_language(text)
+        if given not in ("", "auto"):
+            lang = given
+        elif isinstance(text, str):
+            lang = self.direction.document_language(text)
+        else:  # an office file: its text is inside the package; the model's language, where it has one
+            lang = "" if self.direction.source == "auto" else self.source_lang
         engine = self if glossary is None else _Glossed(self, glossary)
         return translate_document(engine, text, kind, cfg, short_code(lang or "en"))
 

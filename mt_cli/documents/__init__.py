@@ -1,5 +1,6 @@
-"""Documents in, the same structure out: plain text, HTML, Markdown, subtitles and PO files, each
-cut into the sentences the model was trained on and put back together around their translations.
+"""Documents in, the same structure out: plain text, HTML, Markdown, subtitles, PO files and office
+files, each cut into the sentences the model was trained on and put back together around their
+translations. Office files (BINARY) are bytes in and out; the others text.
 
 documents/ knows formats, not models: it translates through any `Engine` (documents/engine.py),
 which `Translator` is; `Translator.translate_document` is the way in."""
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from mt_cli.config import DocumentConfig
 from mt_cli.config.commands import DOCUMENT_TYPES
@@ -24,7 +26,11 @@ EXTENSIONS = {
     ".vtt": "vtt",
     ".po": "po",
     ".pot": "po",
+    ".docx": "docx",
+    ".pptx": "pptx",
+    ".xlsx": "xlsx",
 }
+BINARY = frozenset({"docx", "pptx", "xlsx"})  # zip packages: read and written as bytes
 
 
 def kind_of(path: Path | None, input_type: str) -> str:
@@ -41,22 +47,36 @@ def check_kind(kind: str) -> None:
         raise MtError(f"document.input_type {kind!r} is not a document type; use auto or one of {', '.join(KINDS)}")
 
 
-def translate_document(engine: Engine, text: str, kind: str, cfg: DocumentConfig, lang: str) -> str:
-    """`text` read as a document of `kind`, translated, and written back in the same structure.
-    `lang`: the source language, whose rules split sentences."""
+def translate_document(engine: Engine, text: str | bytes, kind: str, cfg: DocumentConfig, lang: str) -> str | bytes:
+    """`text` read as a document of `kind`, translated, and written back in the same structure
+    (bytes for the BINARY kinds, text for the others). `lang`: the source language, whose rules
+    split sentences."""
     check_kind(kind)
+    if (kind in BINARY) != isinstance(text, bytes):
+        want = "bytes" if kind in BINARY else "text (str)"
+        raise MtError(f"a {kind} document is read from {want}, not {type(text).__name__}")
     from mt_cli.documents.protect import Protector
 
     protector = Protector(cfg.protect_pattern) if cfg.protect else None
     return _translators()[kind](engine, text, lang, protector, cfg)
 
 
-Translate = Callable[..., str]
+def text_sample(text: str | bytes, kind: str) -> str:
+    """Some of a document's text, to tell its language by: a text document itself; an office
+    file's first paragraphs."""
+    if isinstance(text, str):
+        return text
+    from mt_cli.documents import docx, pptx, xlsx
+
+    return {"docx": docx.text_sample, "pptx": pptx.text_sample, "xlsx": xlsx.text_sample}[kind](text)
+
+
+Translate = Callable[..., Any]
 
 
 def _translators() -> dict[str, Translate]:
     """Each type's translator, imported when a document of it comes (their parsers load slowly)."""
-    from mt_cli.documents import html, lines, markdown, po, subtitles, text
+    from mt_cli.documents import docx, html, lines, markdown, po, pptx, subtitles, text, xlsx
 
     return {
         "lines": lines.translate_lines,
@@ -66,4 +86,7 @@ def _translators() -> dict[str, Translate]:
         "srt": subtitles.translate_srt,
         "vtt": subtitles.translate_vtt,
         "po": po.translate_po,
+        "docx": docx.translate_docx,
+        "pptx": pptx.translate_pptx,
+        "xlsx": xlsx.translate_xlsx,
     }

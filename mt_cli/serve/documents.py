@@ -31,8 +31,8 @@ from mt_cli.serve.service import Service
 class Documents:
     """One request's texts, each a document of `kind`."""
 
-    texts: list[str]
-    kind: str  # a documents/ type: text, html, markdown, ...
+    texts: list[Any]  # str; bytes for an office file
+    kind: str  # a documents/ type: text, html, markdown, ..., docx
     source: str  # the source language (the model's code), whose rules split sentences
     target: str  # the target language, where the model is told it by a token; "" for a model of one target
     alternatives: int  # this many more translations of each text, next best first (kind text only)
@@ -40,7 +40,7 @@ class Documents:
     glossary: Glossary | None = None  # terms each sentence that holds them is translated with
 
 
-Translated = tuple[str, list[str]]  # a text's translation and its alternatives
+Translated = tuple[Any, list[str]]  # a text's translation (bytes for an office file) and its alternatives
 
 
 class Tasks:
@@ -91,10 +91,10 @@ def _alternatives(tr: Translator, text: str, job: Documents, lang: str) -> Trans
     if tr.cfg.search_method != "sample" and tr.cfg.beam < n:
         tr = tr.with_options(method="beam", beam=n)
     engine, cfg = NBest(tr, n), DocumentConfig(input_type="text", source_lang=lang)
-    found = []
+    found: list[str] = []
     for k in range(n):
         engine.k = k
-        found.append(translate_document(engine, text, "text", cfg, lang))
+        found.append(str(translate_document(engine, text, "text", cfg, lang)))
     best, others = found[0], []
     for other in found[1:]:
         if other != best and other not in others:

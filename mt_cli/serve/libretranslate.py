@@ -24,7 +24,7 @@ from pydantic import ValidationError
 from starlette.datastructures import UploadFile
 
 from mt_cli.data.languages import language_name
-from mt_cli.documents import EXTENSIONS, KINDS
+from mt_cli.documents import BINARY, EXTENSIONS, KINDS
 from mt_cli.serve.detect import Detection
 from mt_cli.serve.documents import Files
 from mt_cli.serve.guard import ApiError, is_form_type
@@ -174,12 +174,12 @@ class LibreTranslate:
             responses=responses(TranslatedFile, "libretranslate", 400, 403, 413, 429, 500, 503),
         )
         async def translate_file(request: Request) -> dict[str, str]:
-            """LibreTranslate's: a multipart `file` (by extension: .txt, .html, .md, .srt, .vtt, .po),
+            """LibreTranslate's: a multipart `file` (by extension: .txt, .html, .md, .srt, .vtt, .po, .docx),
             `source`, `target` -> {"translatedFileUrl": ...}, a download kept 30 minutes."""
             name, text, kind, source, target, caller = await self._upload(request)
             asked = TextRequest([text], caller, NAMES, kind, source, target, file=True)
             [(translated, _)], _ = await self.pipeline.translate(asked)
-            saved = self.files.put(name, translated.encode("utf-8"))
+            saved = self.files.put(name, translated if isinstance(translated, bytes) else translated.encode("utf-8"))
             return {"translatedFileUrl": str(request.url_for("download_file", filename=saved))}
 
         # The name is read from the path, not declared: FastAPI would document a 422 no name can get.
@@ -207,7 +207,7 @@ class LibreTranslate:
             headers = {"Content-Disposition": f'attachment; filename="{shown}"'}
             return Response(data, media_type=kind, headers=headers)
 
-    async def _upload(self, request: Request) -> tuple[str, str, str, str, str, Caller]:
+    async def _upload(self, request: Request) -> tuple[str, str | bytes, str, str, str, Caller]:
         """/translate_file's form: the file's name, its text and document type, source, target, caller."""
         if not is_form(request):
             raise ApiError(400, "Invalid request: send the file as multipart/form-data (field file)")
@@ -228,8 +228,11 @@ class LibreTranslate:
                 f"Invalid request: file format not supported ({upload.filename}); this server "
                 f"reads {', '.join(FILE_KINDS)}",
             )
+        raw = await upload.read()
+        if kind in BINARY:  # an office file: translated as bytes
+            return upload.filename, raw, kind, str(form["source"]), str(form["target"]), caller
         try:
-            text = (await upload.read()).decode("utf-8-sig")
+            text = raw.decode("utf-8-sig")
         except UnicodeDecodeError as e:
             raise ApiError(400, f"Invalid request: {upload.filename} is not UTF-8 text ({e})") from None
         return upload.filename, text, kind, str(form["source"]), str(form["target"]), caller

@@ -19,6 +19,7 @@ from typing import Any
 
 from mt_cli.config import OutputConfig
 from mt_cli.decode.glossary import Glossary
+from mt_cli.documents import text_sample
 from mt_cli.errors import MtError
 from mt_cli.serve.batcher import Overloaded
 from mt_cli.serve.cache import Cache
@@ -52,7 +53,7 @@ class Pipeline:
         """Each text's translation, and the detection of its source where it asked for "auto"."""
         source, detected = req.source, None
         if source is not None and source.lower() == "auto" and not self._identifies(req):
-            detected = (await self.detect(req.texts))[0]
+            detected = (await self.detect([text_sample(t, req.kind) for t in req.texts]))[0]
             source = detected["language"]
         hops = self.models.route(source, req.target, req.names, req.plain and not req.glossary)
         self.limits.check(req, req.beam or hops[0].entry.beam or 1)
@@ -90,7 +91,7 @@ class Pipeline:
         route = tuple((hop.entry.name, hop.source, hop.target, hop.lang) for hop in hops)
         return route, req.kind, req.beam, req.nbest, req.output, glossary
 
-    async def _translate(self, hop: Hop, req: TextRequest, texts: list[str], last: bool) -> list[Result]:
+    async def _translate(self, hop: Hop, req: TextRequest, texts: list[Any], last: bool) -> list[Result]:
         """One model's part: the request's options on the last model of a route, plain before it."""
         if req.kind != LINES:
             terms = Glossary(list(req.glossary.items())) if req.glossary and last else None

@@ -10,6 +10,7 @@ field the client sent ("q", "text", "target_lang"), never a server option or a f
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from mt_cli.config import OutputConfig
 
@@ -39,11 +40,11 @@ class Names:
 
 @dataclass(frozen=True)
 class TextRequest:
-    texts: list[str]
+    texts: list[Any]  # str; bytes for an office file (documents.BINARY kinds)
     caller: Caller
     names: Names = Names()
     # "lines" (each text one line, with the JSON API's outputs), or a documents type (text, html,
-    # markdown, srt, vtt, po): each text one document, split into sentences and put back together.
+    # markdown, srt, vtt, po, docx): each text one document, split into sentences and put back together.
     kind: str = LINES
     source: str | None = None  # a language code, "auto" to detect, None: the model's own
     target: str | None = None

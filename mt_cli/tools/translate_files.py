@@ -19,7 +19,7 @@ from mt_cli.config import DEVICE, DocumentConfig, OutputConfig
 from mt_cli.decode.hypothesis import Hypothesis, as_object, pair_score, score_object
 from mt_cli.decode.request import check_nbest
 from mt_cli.decode.translator import Translator
-from mt_cli.documents import kind_of
+from mt_cli.documents import BINARY, kind_of
 from mt_cli.documents.protect import Masked, Protector
 from mt_cli.errors import MtError
 from mt_cli.files import atomic_open, check_readable, check_writable
@@ -77,10 +77,11 @@ def translate_file(
     inputs: LineInputs = LineInputs(),
     document: DocumentConfig = DocumentConfig(),
     **decoding: object,
-) -> int:
+) -> int | None:
     """`mt translate`: load the checkpoint (several: an ensemble) with any decoding settings
     (DecodeConfig's fields), then translate INPUT (stdin when None) to OUTPUT (stdout when None):
-    one line for each line, or a document of another type as a whole; returns how many lines."""
+    one line for each line, or a document of another type as a whole; returns how many lines
+    (None for an office file)."""
     kind = kind_of(input_path, document.input_type)
     output_path = _output_target(input_path, output_path, output.in_place, inputs)  # before the model loads
     protector = Protector(document.protect_pattern) if document.protect else None
@@ -148,34 +149,42 @@ def _translate_whole(
     inputs: LineInputs,
     document: DocumentConfig,
     kind: str,
-) -> int:
-    """A document read whole, translated with its structure kept, written whole."""
+) -> int | None:
+    """A document read whole, translated with its structure kept, written whole; its lines (None
+    for an office file)."""
     if output.format != "text" or inputs.prefix_file or inputs.constraints_file or inputs.glossary_file:
         raise MtError(
             f"a {kind} document is translated as a whole: output.format jsonl, n-best, prefixes, constraints and"
             " glossaries need document.input_type lines"
         )
     where = str(input_path) if input_path is not None else "stdin"
-    try:
-        # newline="": a document's line endings (CRLF in subtitles and PO files) come out as they were.
-        if input_path is not None:
-            with input_path.open(encoding="utf-8", newline="") as f:
-                text = f.read()
-        else:
-            text = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", newline="").read()
-    except UnicodeDecodeError as e:
-        raise MtError(f"{where}: not UTF-8 text (byte {e.start}); convert it, e.g. with iconv -t UTF-8") from None
+    if kind in BINARY:  # an office file: bytes in, bytes out
+        text: str | bytes = input_path.read_bytes() if input_path is not None else sys.stdin.buffer.read()
+    else:
+        text = _read_text(input_path, where)
     options = {k: v for k, v in dataclasses.asdict(document).items() if k != "input_type"}
     try:
         translated = tr.translate_document(text, kind, **options)
     except MtError as e:
         raise MtError(f"{where}: {e}") from None
+    data = translated if isinstance(translated, bytes) else translated.encode("utf-8")
     if output_path is None:
-        sys.stdout.buffer.write(translated.encode("utf-8"))
+        sys.stdout.buffer.write(data)
     else:
-        with atomic_open(output_path, "w") as f:  # writes "\r\n" as it is
-            f.write(translated)
-    return translated.count("\n")
+        with atomic_open(output_path, "wb") as f:  # a text's "\r\n" as it is
+            f.write(data)
+    return translated.count("\n") if isinstance(translated, str) else None
+
+
+def _read_text(input_path: Path | None, where: str) -> str:
+    try:
+        # newline="": a document's line endings (CRLF in subtitles and PO files) come out as they were.
+        if input_path is not None:
+            with input_path.open(encoding="utf-8", newline="") as f:
+                return f.read()
+        return io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", newline="").read()
+    except UnicodeDecodeError as e:
+        raise MtError(f"{where}: not UTF-8 text (byte {e.start}); convert it, e.g. with iconv -t UTF-8") from None
 
 
 def score_file(
