@@ -45,7 +45,7 @@ class OutputConfig:
         )
 
 
-DOCUMENT_TYPES = ("auto", "lines", "text", "html", "markdown", "srt", "vtt", "po", "docx", "pptx", "xlsx")
+DOCUMENT_TYPES = ("auto", "lines", "text", "html", "markdown", "srt", "vtt", "po", "docx", "pptx", "xlsx", "odt", "odp")
 
 
 @dataclass(frozen=True)

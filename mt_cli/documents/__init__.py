@@ -29,8 +29,10 @@ EXTENSIONS = {
     ".docx": "docx",
     ".pptx": "pptx",
     ".xlsx": "xlsx",
+    ".odt": "odt",
+    ".odp": "odp",
 }
-BINARY = frozenset({"docx", "pptx", "xlsx"})  # zip packages: read and written as bytes
+BINARY = frozenset({"docx", "pptx", "xlsx", "odt", "odp"})  # zip packages: read and written as bytes
 
 
 def kind_of(path: Path | None, input_type: str) -> str:
@@ -66,8 +68,10 @@ def text_sample(text: str | bytes, kind: str) -> str:
     file's first paragraphs."""
     if isinstance(text, str):
         return text
-    from mt_cli.documents import docx, pptx, xlsx
+    from mt_cli.documents import docx, odf, pptx, xlsx
 
+    if kind in ("odt", "odp"):
+        return odf.text_sample(text, kind)
     return {"docx": docx.text_sample, "pptx": pptx.text_sample, "xlsx": xlsx.text_sample}[kind](text)
 
 
@@ -76,7 +80,7 @@ Translate = Callable[..., Any]
 
 def _translators() -> dict[str, Translate]:
     """Each type's translator, imported when a document of it comes (their parsers load slowly)."""
-    from mt_cli.documents import docx, html, lines, markdown, po, pptx, subtitles, text, xlsx
+    from mt_cli.documents import docx, html, lines, markdown, odf, po, pptx, subtitles, text, xlsx
 
     return {
         "lines": lines.translate_lines,
@@ -89,4 +93,6 @@ def _translators() -> dict[str, Translate]:
         "docx": docx.translate_docx,
         "pptx": pptx.translate_pptx,
         "xlsx": xlsx.translate_xlsx,
+        "odt": odf.translate_odt,
+        "odp": odf.translate_odp,
     }

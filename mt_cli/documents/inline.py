@@ -57,6 +57,7 @@ class _Unit:
     atoms: list[Atom]  # the atoms carried through the model
     tag_src: dict[int, tuple[int, int]]  # id(tag) -> its range in the masked source, its atoms included
     marker_src: list[tuple[int, int]]  # each placeholder's range in the masked source
+    glued: list[tuple[bool, bool]]  # each placeholder: an atom with no space before it, after it, in the source
 
 
 def units(run: Run, lang: str) -> list[tuple[int, int]]:
@@ -162,6 +163,10 @@ def _unit(
     offsets.append(len(out))
     inner = [t for t in run.tags if start <= t.start and t.end <= end and not (t.start == start and t.end == end)]
     orders = [item[3] if item[1] == 0 else None for item in items]
+    glued = [
+        (kind == 0 and 0 < a and not text[a - 1].isspace(), kind == 0 and a < len(text) and not text[a].isspace())
+        for a, kind, *_ in items
+    ]
     tag_src = {}
     for t in inner:
         lo, hi = offsets[t.start - start], offsets[t.end - start]
@@ -170,7 +175,7 @@ def _unit(
                 lo, hi = min(lo, ms), max(hi, me)
         tag_src[id(t)] = (lo, hi)
     masked = Masked(out, tuple(item[4] for item in items), tuple(markers), tuple(w / max(len(out), 1) for w in where))
-    return _Unit(start, end, offsets, masked, [item[4] for item in items], inner, atoms, tag_src, marker_src)
+    return _Unit(start, end, offsets, masked, [item[4] for item in items], inner, atoms, tag_src, marker_src, glued)
 
 
 def _copy(text: str, i: int, j: int, out: str, offsets: list[int]) -> tuple[str, list[int]]:
@@ -235,6 +240,7 @@ def place(u: _Unit, aligned: Aligned, escape: Callable[[str], str]) -> str:
         if hits:
             found[k] = hits[0].span()
             deleted.update(range(*hits[0].span()))
+            _unspaced(text, found[k], u.glued[k], deleted)
     root = _Node(None, 0, len(text), (0, len(u.masked.text)))
     nodes = _ranges(u, links, text, root, found)
     for k, raw in enumerate(u.raws):
@@ -254,6 +260,18 @@ def place(u: _Unit, aligned: Aligned, escape: Callable[[str], str]) -> str:
         pad = raw + " " if at < len(text) else (" " if text and not text[-1].isspace() else "") + raw
         node.atoms.append((at, pad))
     return _emit(root, text, deleted, escape)
+
+
+def _unspaced(text: str, span: tuple[int, int], glued: tuple[bool, bool], deleted: set[int]) -> None:
+    """The spaces the placeholder of an atom that touched a word in the source took on either
+    side (a footnote mark after a full stop, a tab or break right after a sentence) taken out."""
+    i, j = span[0] - 1, span[1]
+    while glued[0] and i >= 0 and text[i] == " ":
+        deleted.add(i)
+        i -= 1
+    while glued[1] and j < len(text) and text[j] == " ":
+        deleted.add(j)
+        j += 1
 
 
 def _innermost(nodes: list[_Node], start: int, end: int) -> _Node:

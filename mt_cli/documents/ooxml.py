@@ -21,26 +21,21 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from lxml import etree
 
 from mt_cli.documents.engine import Engine
-from mt_cli.documents.inline import Atom, Run, Tag, translate_runs
+from mt_cli.documents.inline import Run, translate_runs
+from mt_cli.documents.marked import ATOM, OPEN, Item, Layout, as_run, edges, escape, key, plain, tokens
 from mt_cli.documents.protect import Protector
 
 W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
 A = "http://schemas.openxmlformats.org/drawingml/2006/main"
 S = "http://schemas.openxmlformats.org/spreadsheetml/2006/main"
 XML_SPACE = "{http://www.w3.org/XML/1998/namespace}space"
-# Tokens the translated text is written with: a tag opening, closing, an atom; private-use
-# characters, taken out of the text itself.
-OPEN, CLOSE, ATOM, END = "\ue000", "\ue001", "\ue002", "\ue003"
-_TOKEN = re.compile(f"([{OPEN}{CLOSE}{ATOM}])(\\d+){END}")
-_PRIVATE = re.compile(f"[{OPEN}{CLOSE}{ATOM}{END}]")
 MONOSPACE = ("courier", "consolas", "menlo", "monaco", "mono", "lucida console", "source code")
 
 
@@ -83,31 +78,6 @@ SHEET = Dialect(
 INLINE_SHEET = dataclasses.replace(SHEET, paragraph=f"{{{S}}}is")
 
 
-@dataclass
-class Layout:
-    """How to write a paragraph back: what stays first and last, the tags' and atoms' elements."""
-
-    paragraph: etree._Element
-    first: list[etree._Element]
-    last: list[etree._Element]
-    base: etree._Element | None  # the base run properties
-    tags: list[tuple[str, etree._Element | None]] = field(default_factory=list)  # ("format"|"container", element)
-    atoms: list[list[tuple[etree._Element | None, etree._Element]]] = field(default_factory=list)  # (run, part)
-    bare: bool = False  # its text stood in the paragraph without runs (and has no tags): written so again
-    prefix: list[tuple[etree._Element | None, etree._Element]] = field(default_factory=list)  # kept first
-    suffix: list[tuple[etree._Element | None, etree._Element]] = field(default_factory=list)  # kept last
-
-
-@dataclass
-class _Item:
-    kind: str  # text, atom, anchor, open, close
-    text: str = ""
-    props: etree._Element | None = None  # a text's run properties
-    parts: list[tuple[etree._Element | None, etree._Element]] = field(default_factory=list)  # an atom's
-    element: etree._Element | None = None  # an anchor, or the container opened
-    depth: int = 0  # containers around it
-
-
 def translate_paragraphs(
     engine: Engine, paragraphs: Sequence[etree._Element], dialect: Dialect, lang: str, protector: Protector | None
 ) -> None:
@@ -115,13 +85,9 @@ def translate_paragraphs(
     read = [r for r in (_read(p, dialect) for p in paragraphs) if r is not None]
     if not read:
         return
-    out = translate_runs(engine, [run for run, _ in read], lang, protector, _escape)
+    out = translate_runs(engine, [run for run, _ in read], lang, protector, escape)
     for (_, layout), text in zip(read, out):
         _write(layout, text, dialect)
-
-
-def _escape(text: str) -> str:
-    return _PRIVATE.sub("", text)
 
 
 def _code(props: etree._Element | None, dialect: Dialect) -> bool:
@@ -141,10 +107,10 @@ def _code(props: etree._Element | None, dialect: Dialect) -> bool:
     return False
 
 
-def _items(p: etree._Element, d: Dialect) -> list[_Item]:
+def _items(p: etree._Element, d: Dialect) -> list[Item]:
     """The paragraph's content in order, flattened: texts with their properties, atoms, anchors,
     containers opening and closing. A field, from its begin to its end, is one atom."""
-    items: list[_Item] = []
+    items: list[Item] = []
     field_parts: list[tuple[etree._Element | None, etree._Element]] = []
     depth = [0]  # fields open
 
@@ -156,22 +122,22 @@ def _items(p: etree._Element, d: Dialect) -> list[_Item]:
             if tag == d.run:
                 run(child, containers)
             elif tag == d.text and node is p:  # a shared string's text without runs
-                items.append(_Item("text", child.text or "", None, depth=containers))
+                items.append(Item("text", child.text or "", None, depth=containers))
             elif depth[0]:
                 field_parts.append((None, child))
             elif tag in d.containers and _has_text(child, d):
-                items.append(_Item("open", element=child, depth=containers))
+                items.append(Item("open", element=child, depth=containers))
                 walk(child, containers + 1)
-                items.append(_Item("close", depth=containers))
+                items.append(Item("close", depth=containers))
             elif tag in d.anchors:
-                items.append(_Item("anchor", element=child, depth=containers))
+                items.append(Item("anchor", element=child, depth=containers))
             else:
-                items.append(_Item("atom", parts=[(None, child)], depth=containers))
+                items.append(Item("atom", parts=[(None, child)], depth=containers))
 
     def run(r: etree._Element, containers: int) -> None:
         props = r.find(d.properties)
         if _code(props, d):
-            items.append(_Item("atom", parts=[(None, r)], depth=containers))
+            items.append(Item("atom", parts=[(None, r)], depth=containers))
             return
         for part in r:
             if not isinstance(part.tag, str) or part is props or part.tag in d.dropped:
@@ -184,25 +150,21 @@ def _items(p: etree._Element, d: Dialect) -> list[_Item]:
                 if kind == "end":
                     depth[0] -= 1
                     if not depth[0]:
-                        items.append(_Item("atom", parts=list(field_parts), depth=containers))
+                        items.append(Item("atom", parts=list(field_parts), depth=containers))
                         field_parts.clear()
             elif part.tag == d.text:
-                items.append(_Item("text", part.text or "", props, depth=containers))
+                items.append(Item("text", part.text or "", props, depth=containers))
             else:
-                items.append(_Item("atom", parts=[(r, part)], depth=containers))
+                items.append(Item("atom", parts=[(r, part)], depth=containers))
 
     walk(p, 0)
     if field_parts:  # a field that runs on past the paragraph (a table of contents): kept whole
-        items.append(_Item("atom", parts=field_parts))
+        items.append(Item("atom", parts=field_parts))
     return items
 
 
 def _has_text(node: etree._Element, d: Dialect) -> bool:
     return any((t.text or "").strip() for t in node.iter(d.text))
-
-
-def _key(props: etree._Element | None) -> bytes:
-    return b"" if props is None else etree.tostring(props, method="c14n")
 
 
 def _read(p: etree._Element, d: Dialect) -> tuple[Run, Layout] | None:
@@ -214,61 +176,13 @@ def _read(p: etree._Element, d: Dialect) -> tuple[Run, Layout] | None:
     weight: Counter[bytes] = Counter()
     props_of: dict[bytes, etree._Element | None] = {}
     for i in texts:
-        weight[_key(i.props)] += len(i.text)
-        props_of[_key(i.props)] = i.props
+        weight[key(i.props)] += len(i.text)
+        props_of[key(i.props)] = i.props
     base = max(weight, key=lambda k: weight[k])
     layout = Layout(p, [c for c in p if c.tag in d.first], [c for c in p if c.tag in d.last], props_of[base])
     layout.bare = p.find(d.text) is not None and p.find(d.run) is None
-    first = next(k for k, i in enumerate(items) if i.kind == "text")
-    last = max(k for k, i in enumerate(items) if i.kind == "text")
-    head = [i for i in items[:first] if i.depth == 0 and i.kind in ("atom", "anchor")]
-    tail = [i for i in items[last + 1 :] if i.depth == 0 and i.kind in ("atom", "anchor")]
-    layout.prefix = [e for i in head for e in _parts(i)]
-    layout.suffix = [e for i in tail for e in _parts(i)]
-    edge = {id(i) for i in head + tail}
-    return _run([i for i in items if id(i) not in edge], layout, base), layout
-
-
-def _parts(item: _Item) -> list[tuple[etree._Element | None, etree._Element]]:
-    """An atom's or anchor's parts: (the run it came from, or None for a whole element; the element)."""
-    return [(None, item.element)] if item.element is not None else item.parts
-
-
-def _run(items: list[_Item], layout: Layout, base: bytes) -> Run:
-    """The items as a Run: containers and stretches of other properties as tags, the rest atoms."""
-    text, tags, atoms = "", [], []
-    opened: list[tuple[int, int, int]] = []  # containers: (tag index, start, order)
-    stretch: tuple[int, int, int, bytes] | None = None  # (tag index, start, order, key)
-
-    def end_stretch(order: int) -> None:
-        nonlocal stretch
-        if stretch is not None:
-            k, start, o, _ = stretch
-            tags.append((o, Tag(start, len(text), f"{OPEN}{k}{END}", f"{CLOSE}{k}{END}", (o, order))))
-            stretch = None
-
-    for order, item in enumerate(items):
-        if item.kind == "text":
-            key = _key(item.props)
-            if stretch is not None and stretch[3] != key:
-                end_stretch(order)
-            if key != base and stretch is None:
-                layout.tags.append(("format", item.props))
-                stretch = (len(layout.tags) - 1, len(text), order, key)
-            text += item.text
-        elif item.kind == "open":
-            end_stretch(order)
-            layout.tags.append(("container", item.element))
-            opened.append((len(layout.tags) - 1, len(text), order))
-        elif item.kind == "close":
-            end_stretch(order)
-            k, start, o = opened.pop()
-            tags.append((o, Tag(start, len(text), f"{OPEN}{k}{END}", f"{CLOSE}{k}{END}", (o, order))))
-        else:
-            layout.atoms.append(_parts(item))
-            atoms.append(Atom(len(text), f"{ATOM}{len(layout.atoms) - 1}{END}", order))
-    end_stretch(len(items))
-    return Run(text, [t for _, t in sorted(tags, key=lambda x: x[0])], atoms)
+    layout.prefix, layout.suffix, inner = edges(items)
+    return as_run(inner, layout, base), layout
 
 
 def _write(layout: Layout, out: str, d: Dialect) -> None:
@@ -283,28 +197,26 @@ def _write(layout: Layout, out: str, d: Dialect) -> None:
         p.append(part if run is None else _wrapped(run, part, d))
     parents, formats = [p], [layout.base]
     if layout.bare and not layout.tags and not layout.atoms:
-        _text(p, _TOKEN.sub("", out), None, d, bare=True)
+        _text(p, plain(out), None, d, bare=True)
         out = ""
-    pos = 0
-    for m in _TOKEN.finditer(out):
-        _text(parents[-1], out[pos : m.start()], formats[-1], d)
-        pos = m.end()
-        kind, k = m.group(1), int(m.group(2))
+    for kind, value in tokens(out):
+        if kind == "text":
+            _text(parents[-1], str(value), formats[-1], d)
+            continue
+        k = int(value)
         if kind == ATOM:
             for run, part in layout.atoms[k]:
                 parents[-1].append(part if run is None else _wrapped(run, part, d))
         elif kind == OPEN and layout.tags[k][0] == "container":
             element = layout.tags[k][1]
             assert element is not None
-            shell = etree.SubElement(parents[-1], element.tag, dict(element.attrib), nsmap=None)
-            parents.append(shell)
+            parents.append(etree.SubElement(parents[-1], element.tag, dict(element.attrib)))
         elif kind == OPEN:
             formats.append(layout.tags[k][1])
         elif layout.tags[k][0] == "container":
             parents.pop()
         else:
             formats.pop()
-    _text(parents[-1], out[pos:], formats[-1], d)
     for run, part in layout.suffix:
         p.append(part if run is None else _wrapped(run, part, d))
     for child in layout.last:
