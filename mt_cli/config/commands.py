@@ -45,7 +45,22 @@ class OutputConfig:
         )
 
 
-DOCUMENT_TYPES = ("auto", "lines", "text", "html", "markdown", "srt", "vtt", "po", "docx", "pptx", "xlsx", "odt", "odp")
+DOCUMENT_TYPES = (
+    "auto",
+    "lines",
+    "text",
+    "html",
+    "markdown",
+    "srt",
+    "vtt",
+    "po",
+    "docx",
+    "pptx",
+    "xlsx",
+    "odt",
+    "odp",
+    "epub",
+)
 
 
 @dataclass(frozen=True)

@@ -31,8 +31,9 @@ EXTENSIONS = {
     ".xlsx": "xlsx",
     ".odt": "odt",
     ".odp": "odp",
+    ".epub": "epub",
 }
-BINARY = frozenset({"docx", "pptx", "xlsx", "odt", "odp"})  # zip packages: read and written as bytes
+BINARY = frozenset({"docx", "pptx", "xlsx", "odt", "odp", "epub"})  # zip packages: read and written as bytes
 
 
 def kind_of(path: Path | None, input_type: str) -> str:
@@ -68,11 +69,12 @@ def text_sample(text: str | bytes, kind: str) -> str:
     file's first paragraphs."""
     if isinstance(text, str):
         return text
-    from mt_cli.documents import docx, odf, pptx, xlsx
+    from mt_cli.documents import docx, epub, odf, pptx, xlsx
 
     if kind in ("odt", "odp"):
         return odf.text_sample(text, kind)
-    return {"docx": docx.text_sample, "pptx": pptx.text_sample, "xlsx": xlsx.text_sample}[kind](text)
+    samplers = {"docx": docx.text_sample, "pptx": pptx.text_sample, "xlsx": xlsx.text_sample, "epub": epub.text_sample}
+    return samplers[kind](text)
 
 
 Translate = Callable[..., Any]
@@ -80,7 +82,7 @@ Translate = Callable[..., Any]
 
 def _translators() -> dict[str, Translate]:
     """Each type's translator, imported when a document of it comes (their parsers load slowly)."""
-    from mt_cli.documents import docx, html, lines, markdown, odf, po, pptx, subtitles, text, xlsx
+    from mt_cli.documents import docx, epub, html, lines, markdown, odf, po, pptx, subtitles, text, xlsx
 
     return {
         "lines": lines.translate_lines,
@@ -95,4 +97,5 @@ def _translators() -> dict[str, Translate]:
         "xlsx": xlsx.translate_xlsx,
         "odt": odf.translate_odt,
         "odp": odf.translate_odp,
+        "epub": epub.translate_epub,
     }

@@ -49,6 +49,10 @@ def _escape(text: str) -> str:
     return html.escape(text, quote=False).replace("\xa0", "&nbsp;")
 
 
+def _xml_escape(text: str) -> str:
+    return html.escape(text, quote=False).replace("\xa0", "&#160;")
+
+
 @dataclass
 class _Document:
     """The document as parts: markup and untouched text (str) and runs (int: an index into runs)."""
@@ -249,10 +253,13 @@ def _run(items: list[tuple[str, str, str]]) -> Run:
     return Run(text, tags, atoms)
 
 
-def translate_html(engine: Engine, text: str, lang: str, protector: Protector | None, cfg: DocumentConfig) -> str:
-    """The HTML document with its text and alt/title attributes translated, its markup as it was."""
+def translate_html(
+    engine: Engine, text: str, lang: str, protector: Protector | None, cfg: DocumentConfig, xml: bool = False
+) -> str:
+    """The HTML document with its text and alt/title attributes translated, its markup as it was.
+    `xml`: XHTML, where a no-break space is written &#160; (XML knows no &nbsp;)."""
     doc = read(text)
-    runs = translate_runs(engine, doc.runs, lang, protector, _escape)
+    runs = translate_runs(engine, doc.runs, lang, protector, _xml_escape if xml else _escape)
     values = translate_paragraphs(engine, doc.attributes, lang, protector)
     out = "".join(runs[p] if isinstance(p, int) else p for p in doc.parts)
     slots = {SLOT.format(k): html.escape(v, quote=True) for k, v in enumerate(values)}

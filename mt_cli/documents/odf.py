@@ -72,7 +72,7 @@ def translate_odf(engine: Engine, data: bytes, kind: str, lang: str, protector: 
         titles = [t for t in package.xml("meta.xml").getroot().iter(f"{{{DC}}}title") if (t.text or "").strip()]
         for title, text in zip(titles, translate_paragraphs(engine, [t.text for t in titles], lang, protector)):
             title.text = text
-    return package.write()
+    return package.write(stored_first="mimetype")
 
 
 def translate_odt(engine: Engine, data: bytes, lang: str, protector: Protector | None, cfg: DocumentConfig) -> bytes:

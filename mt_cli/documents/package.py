@@ -37,6 +37,7 @@ class Package:
     infos: list[zipfile.ZipInfo]
     data: dict[str, bytes]
     parts: dict[str, etree._ElementTree] = field(default_factory=dict)
+    replaced: dict[str, bytes] = field(default_factory=dict)  # members written anew as bytes
 
     @classmethod
     def read(cls, raw: bytes, kind: str) -> Package:
@@ -70,15 +71,21 @@ class Package:
         except etree.XMLSyntaxError as e:
             raise MtError(f"{name} in the {self.kind} file is not well-formed XML: {e}") from None
 
-    def write(self) -> bytes:
-        """The package with its parsed parts serialized, every other member as it was."""
+    def write(self, stored_first: str | None = None) -> bytes:
+        """The package with its parsed parts serialized and its replaced members written, every
+        other member as it was. `stored_first`: a member written first and uncompressed (an EPUB's
+        and an OpenDocument file's mimetype, which readers look for there)."""
         out = io.BytesIO()
+        infos = self.infos
+        if stored_first is not None and stored_first in self.data:
+            infos = sorted(infos, key=lambda info: info.filename != stored_first)
         with zipfile.ZipFile(out, "w") as archive:
-            for info in self.infos:
-                data = self.data[info.filename]
+            for info in infos:
+                data = self.replaced.get(info.filename, self.data[info.filename])
                 if info.filename in self.parts:
                     data = _serialized(self.parts[info.filename], data)
-                archive.writestr(_copy(info), data, compress_type=info.compress_type)
+                kind = zipfile.ZIP_STORED if info.filename == stored_first else info.compress_type
+                archive.writestr(_copy(info), data, compress_type=kind)
         return out.getvalue()
 
 
