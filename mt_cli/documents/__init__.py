@@ -58,10 +58,13 @@ def translate_document(engine: Engine, text: str | bytes, kind: str, cfg: Docume
     if (kind in BINARY) != isinstance(text, bytes):
         want = "bytes" if kind in BINARY else "text (str)"
         raise MtError(f"a {kind} document is read from {want}, not {type(text).__name__}")
-    from mt_cli.documents.protect import Protector
+    from mt_cli.documents.protect import Protector, masked_templates, unmasked_templates
 
     protector = Protector(cfg.protect_pattern) if cfg.protect else None
-    return _translators()[kind](engine, text, lang, protector, cfg)
+    if protector is None or not isinstance(text, str) or kind == "lines":
+        return _translators()[kind](engine, text, lang, protector, cfg)
+    masked, templates = masked_templates(text)  # before the document's parser reads it
+    return unmasked_templates(_translators()[kind](engine, masked, lang, protector, cfg), templates)
 
 
 def text_sample(text: str | bytes, kind: str) -> str:

@@ -57,7 +57,7 @@ class _Unit:
     atoms: list[Atom]  # the atoms carried through the model
     tag_src: dict[int, tuple[int, int]]  # id(tag) -> its range in the masked source, its atoms included
     marker_src: list[tuple[int, int]]  # each placeholder's range in the masked source
-    glued: list[tuple[bool, bool]]  # each placeholder: an atom with no space before it, after it, in the source
+    glued: list[tuple[bool, bool]]  # each placeholder: no space before it, after it, in the source
 
 
 def units(run: Run, lang: str) -> list[tuple[int, int]]:
@@ -163,9 +163,9 @@ def _unit(
     offsets.append(len(out))
     inner = [t for t in run.tags if start <= t.start and t.end <= end and not (t.start == start and t.end == end)]
     orders = [item[3] if item[1] == 0 else None for item in items]
-    glued = [
-        (kind == 0 and 0 < a and not text[a - 1].isspace(), kind == 0 and a < len(text) and not text[a].isspace())
-        for a, kind, *_ in items
+    glued = [  # an atom, or a protected span, that touched its neighbours in the source
+        (0 < a and not text[a - 1].isspace(), (b if kind else a) < len(text) and not text[b if kind else a].isspace())
+        for a, kind, b, *_ in items
     ]
     tag_src = {}
     for t in inner:

@@ -1,5 +1,6 @@
-"""Protected spans: placeholders (`%s`, `%(name)s`, `%1$d`, `{count}`), URLs, e-mail addresses
-and what a user's pattern matches are never translated. Each is swapped for a placeholder the
+"""Protected spans: placeholders (`%s`, `%(name)s`, `%1$d`, `{count}`), template syntax (`{{< ref
+"x" >}}`, `{{ name }}`, `{% if x %}`), URLs, e-mail addresses and what a user's pattern matches are
+never translated. Each is swapped for a placeholder the
 model copies, the placeholder is asked of the search as a term it must write (beam search can
 force it), and the span goes back where the placeholder came out. A placeholder the model dropped
 goes in where its source position says; one it wrote twice is kept once, so every protected span
@@ -20,7 +21,31 @@ PRINTF = r"(?<![0-9])%(?:\([A-Za-z_]\w*\)|\d+\$)?[-+#0]*(?:\d+|\*)?(?:\.\d+)?[sd
 BRACE = r"\{\{?[A-Za-z0-9_.:\[\]]*\}\}?"
 URL = r"\b(?:https?|ftp)://[^\s<>\"']*[^\s<>\"'.,;:!?)\]]|\bwww\.[^\s<>\"']*[^\s<>\"'.,;:!?)\]]"
 EMAIL = r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)*\.[A-Za-z]{2,}\b"
-BUILT_IN = (URL, EMAIL, PRINTF, BRACE)  # in this order: a URL's "%20" stays inside the URL
+# Template syntax of static-site generators and template engines: Hugo's shortcodes ({{< ref "x" >}},
+# {{% note %}}), Jinja's and Liquid's {{ name }} and {% if x %}; one line each.
+TEMPLATE = r"\{\{[<%].*?[>%]\}\}|\{%.*?%\}|\{\{.*?\}\}"
+# A template a document's parser must not see (masked_templates), as a token of private-use characters.
+TOKEN = "\ue010{}\ue011"
+_TOKENS = r"\ue010\d+\ue011"
+# In this order: a template's URL stays inside the template, and a URL's "%20" inside the URL.
+BUILT_IN = (_TOKENS, TEMPLATE, URL, EMAIL, PRINTF, BRACE)
+
+
+def masked_templates(text: str) -> tuple[str, list[str]]:
+    """The document with each template span swapped for a token, before its parser reads it: a
+    Markdown link to {{< ref "post.md" >}} stays a link, and HTML's parser never sees its "<".
+    The tokens are protected spans (BUILT_IN); `unmasked_templates` puts the templates back."""
+    found: list[str] = []
+
+    def token(m: re.Match[str]) -> str:
+        found.append(m.group())
+        return TOKEN.format(len(found) - 1)
+
+    return re.sub(TEMPLATE, token, text), found
+
+
+def unmasked_templates(text: str, found: list[str]) -> str:
+    return re.sub(_TOKENS, lambda m: found[int(m.group()[1:-1])], text) if found else text
 
 
 # How a span is carried through the model: "number" swaps it for a number the model copies as it

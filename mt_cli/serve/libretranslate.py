@@ -25,6 +25,8 @@ from starlette.datastructures import UploadFile
 
 from mt_cli.data.languages import language_name
 from mt_cli.documents import BINARY, EXTENSIONS, KINDS
+from mt_cli.documents.encoding import read_document
+from mt_cli.errors import MtError
 from mt_cli.serve.detect import Detection
 from mt_cli.serve.documents import Files
 from mt_cli.serve.guard import ApiError, is_form_type
@@ -232,9 +234,9 @@ class LibreTranslate:
         if kind in BINARY:  # an office file: translated as bytes
             return upload.filename, raw, kind, str(form["source"]), str(form["target"]), caller
         try:
-            text = raw.decode("utf-8-sig")
-        except UnicodeDecodeError as e:
-            raise ApiError(400, f"Invalid request: {upload.filename} is not UTF-8 text ({e})") from None
+            text = read_document(raw, kind, upload.filename)  # in the encoding it declares, else UTF-8
+        except MtError as e:
+            raise ApiError(400, f"Invalid request: {e}") from None
         return upload.filename, text, kind, str(form["source"]), str(form["target"]), caller
 
     def settings(self) -> dict[str, Any]:

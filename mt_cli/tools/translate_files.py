@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import io
 import itertools
 import json
 import os
@@ -20,6 +19,7 @@ from mt_cli.decode.hypothesis import Hypothesis, as_object, pair_score, score_ob
 from mt_cli.decode.request import check_nbest
 from mt_cli.decode.translator import Translator
 from mt_cli.documents import BINARY, kind_of
+from mt_cli.documents.encoding import read_document
 from mt_cli.documents.protect import Masked, Protector
 from mt_cli.errors import MtError
 from mt_cli.files import atomic_open, check_readable, check_writable
@@ -161,7 +161,7 @@ def _translate_whole(
     if kind in BINARY:  # an office file: bytes in, bytes out
         text: str | bytes = input_path.read_bytes() if input_path is not None else sys.stdin.buffer.read()
     else:
-        text = _read_text(input_path, where)
+        text = _read_text(input_path, where, kind)
     options = {k: v for k, v in dataclasses.asdict(document).items() if k != "input_type"}
     try:
         translated = tr.translate_document(text, kind, **options)
@@ -176,15 +176,11 @@ def _translate_whole(
     return translated.count("\n") if isinstance(translated, str) else None
 
 
-def _read_text(input_path: Path | None, where: str) -> str:
-    try:
-        # newline="": a document's line endings (CRLF in subtitles and PO files) come out as they were.
-        if input_path is not None:
-            with input_path.open(encoding="utf-8", newline="") as f:
-                return f.read()
-        return io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", newline="").read()
-    except UnicodeDecodeError as e:
-        raise MtError(f"{where}: not UTF-8 text (byte {e.start}); convert it, e.g. with iconv -t UTF-8") from None
+def _read_text(input_path: Path | None, where: str, kind: str) -> str:
+    """The document as text, in the encoding it declares (documents/encoding.py), else UTF-8; its
+    line endings (CRLF in subtitles and PO files) as they were."""
+    raw = input_path.read_bytes() if input_path is not None else sys.stdin.buffer.read()
+    return read_document(raw, kind, where)
 
 
 def score_file(
