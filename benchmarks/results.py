@@ -32,6 +32,7 @@ PAGES = {
     "data-scale": DOCS / "training.md",  # benchmarks/data_scale.py --docs
     "documents-table": DOCS / "documents.md",  # benchmarks/documents.py
     "protect-table": DOCS / "documents.md",  # benchmarks/protect.py
+    "office-table": DOCS / "documents.md",  # benchmarks/office.py
     "clean-table": DOCS / "pipeline.md",  # benchmarks/distill.py clean
     "distill-de-en-table": DOCS / "pipeline.md",  # benchmarks/distill.py distill
     "distill-en-de-table": DOCS / "pipeline.md",  # benchmarks/distill.py distill --direction en-de

@@ -75,7 +75,7 @@ def test_each_generated_table_has_its_markers_in_the_docs_page_its_script_writes
         "quality-table", "speed-table", "opus-speed-table", "shortlist-table", "serve-table", "data-scale",
         "documents-table", "protect-table", "neighbour-table", "levers-table", "m2m-speed-table",
         "multilingual-table", "clean-table", "distill-de-en-table",
-        "distill-en-de-table", "pivot-table", "cache-table", "models-table",
+        "distill-en-de-table", "pivot-table", "cache-table", "models-table", "office-table",
     }  # fmt: skip
     for marker, page in results_module.PAGES.items():
         text = page.read_text(encoding="utf-8")
