@@ -3,6 +3,7 @@ in flight, one-line errors; and the web page in a real headless Chromium."""
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import shutil
@@ -11,6 +12,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -169,6 +171,42 @@ def test_the_web_pages_document_mode_translates_a_text_document_keeping_its_para
         assert browser.find_element(By.ID, "doc-output").text == expected and preview.get_attribute("sandbox") == ""
         if os.environ.get("MT_SCREENSHOT_DOCUMENT"):
             browser.save_screenshot(os.environ["MT_SCREENSHOT_DOCUMENT"])
+    finally:
+        browser.quit()
+        running.stop()
+
+
+@pytest.mark.skipif(not (CHROMIUM and DRIVER), reason=NO_BROWSER)
+def test_the_web_pages_document_mode_translates_an_uploaded_word_file_for_download(trained, corpus, tmp_path):
+    webdriver = pytest.importorskip("selenium.webdriver")
+    docx = pytest.importorskip("docx")
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    from mt_cli import Translator
+    from mt_cli.serve.app import create_app
+
+    translator = Translator.load(trained[1] / "run" / "best.pt", device="cpu")
+    document = docx.Document()
+    paragraph = document.add_paragraph(corpus[0][0] + " ")
+    paragraph.add_run(corpus[0][1]).bold = True
+    document.save(tmp_path / "brief.docx")
+    expected = translator.translate_document((tmp_path / "brief.docx").read_bytes(), "docx", source_lang="de")
+    running = Running(create_app(lambda: translator, "best.pt"))
+    browser = _chrome(webdriver, Service)
+    try:
+        browser.get(running.url + "/")
+        browser.find_element(By.ID, "mode-document").click()
+        WebDriverWait(browser, 30).until(lambda b: Select(b.find_element(By.ID, "target")).options)
+        assert ".docx" in browser.find_element(By.ID, "doc-file").get_attribute("accept")
+        browser.find_element(By.ID, "doc-file").send_keys(str(tmp_path / "brief.docx"))
+        browser.find_element(By.ID, "doc-translate").click()
+        link = WebDriverWait(browser, 60).until(lambda b: b.find_element(By.ID, "doc-download").get_attribute("href"))
+        with urllib.request.urlopen(link, timeout=60) as answer:
+            data = answer.read()
+        assert data == expected
+        assert any(run.bold for run in docx.Document(io.BytesIO(data)).paragraphs[0].runs)
     finally:
         browser.quit()
         running.stop()
