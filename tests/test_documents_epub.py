@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -22,8 +23,7 @@ CHAPTERS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def book(tmp_path_factory) -> bytes:
+def german_book(tmp: Path) -> bytes:
     b = epub.EpubBook()
     b.set_identifier("mt-test")
     b.set_title("Ein Hund läuft")
@@ -38,9 +38,14 @@ def book(tmp_path_factory) -> bytes:
     b.add_item(epub.EpubNcx())
     b.add_item(epub.EpubNav())
     b.spine = ["nav", *chapters]
-    path = tmp_path_factory.mktemp("epub") / "buch.epub"
+    path = tmp / "buch.epub"
     epub.write_epub(str(path), b)
     return path.read_bytes()
+
+
+@pytest.fixture(scope="module")
+def book(tmp_path_factory) -> bytes:
+    return german_book(tmp_path_factory.mktemp("epub"))
 
 
 def test_a_books_chapters_contents_and_title_come_out_translated_and_it_opens(book, tmp_path):

@@ -33,8 +33,7 @@ def saved(document) -> bytes:
     return out.getvalue()
 
 
-@pytest.fixture(scope="module")
-def text_document() -> bytes:
+def german_text() -> bytes:
     d = OpenDocumentText()
     bold = Style(name="Fett", family="text")
     bold.addElement(TextProperties(fontweight="bold"))
@@ -71,6 +70,11 @@ def text_document() -> bytes:
     return saved(d)
 
 
+@pytest.fixture(scope="module")
+def text_document() -> bytes:
+    return german_text()
+
+
 def paragraphs(data: bytes) -> list[str]:
     document = load(io.BytesIO(data))
     return [teletype.extractText(p) for p in document.getElementsByType(P) + document.getElementsByType(H)]
@@ -98,7 +102,7 @@ def test_a_span_follows_its_word_when_the_translation_reorders_them(text_documen
     assert '<text:span text:style-name="Fett">ROTES</text:span>' in content
 
 
-def test_a_presentations_frames_are_translated_and_its_pages_kept():
+def german_presentation() -> bytes:
     d = OpenDocumentPresentation()
     layout = PageLayout(name="Folie")
     d.automaticstyles.addElement(layout)
@@ -112,7 +116,11 @@ def test_a_presentations_frames_are_translated_and_its_pages_kept():
         frame.addElement(box)
         page.addElement(frame)
         d.presentation.addElement(page)
-    data = saved(d)
+    return saved(d)
+
+
+def test_a_presentations_frames_are_translated_and_its_pages_kept():
+    data = german_presentation()
     out = translated(data, "odp")
     assert paragraphs(out) == ["EIN HUND LÄUFT.", "ZWEI MÄNNER SITZEN."]
     assert members(out)["content.xml"].count(b"<draw:page ") == 2

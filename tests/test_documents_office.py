@@ -28,8 +28,7 @@ def translated(data: bytes, kind: str, engine=None) -> bytes:
     return out
 
 
-@pytest.fixture(scope="module")
-def slides() -> bytes:
+def german_slides() -> bytes:
     deck = pptx.Presentation()
     slide = deck.slides.add_slide(deck.slide_layouts[1])
     slide.shapes.title.text = "Ein Hund läuft"
@@ -50,6 +49,11 @@ def slides() -> bytes:
     out = io.BytesIO()
     deck.save(out)
     return out.getvalue()
+
+
+@pytest.fixture(scope="module")
+def slides() -> bytes:
+    return german_slides()
 
 
 def texts(deck) -> list[str]:
@@ -128,8 +132,7 @@ def shared(data: bytes) -> bytes:
     return out.getvalue()
 
 
-@pytest.fixture(scope="module")
-def workbook() -> bytes:
+def german_workbook() -> bytes:
     book = openpyxl.Workbook()
     sheet = book.active
     sheet.title = "Tiere"
@@ -142,6 +145,11 @@ def workbook() -> bytes:
     out = io.BytesIO()
     book.save(out)
     return out.getvalue()
+
+
+@pytest.fixture(scope="module")
+def workbook() -> bytes:
+    return german_workbook()
 
 
 @pytest.mark.parametrize("strings", ["shared", "inline"])
