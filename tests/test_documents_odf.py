@@ -126,3 +126,12 @@ def test_a_presentations_frames_are_translated_and_its_pages_kept():
     assert members(out)["content.xml"].count(b"<draw:page ") == 2
     with pytest.raises(MtError, match="not an ODT file"):
         translated(data, "odt")
+
+
+def test_a_part_with_nothing_to_translate_is_written_as_it_was_byte_for_byte():
+    d = OpenDocumentText()
+    d.text.addElement(P(text="Ein Hund läuft."))
+    data = saved(d)
+    assert b"<office:automatic-styles></office:automatic-styles>" in members(data)["styles.xml"]  # lxml: <a/>
+    out = translated(data, "odt")
+    assert {name for name, old in members(data).items() if members(out)[name] != old} == {"content.xml"}

@@ -63,6 +63,12 @@ class Package:
             self.parts[name] = etree.ElementTree(self.parsed(name))
         return self.parts[name]
 
+    def _changed(self, name: str) -> bool:
+        """Whether a parsed part differs from the member it came from (a part with nothing to
+        translate is written as it was, byte for byte, not as lxml would write it: <a/> for <a></a>)."""
+        canonical = etree.tostring(self.parts[name].getroot(), method="c14n")
+        return canonical != etree.tostring(self.parsed(name), method="c14n")
+
     def parsed(self, name: str) -> etree._Element:
         """The member parsed, only to be read; a part that is not well-formed XML is refused naming it."""
         parser = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=True)
@@ -82,7 +88,7 @@ class Package:
         with zipfile.ZipFile(out, "w") as archive:
             for info in infos:
                 data = self.replaced.get(info.filename, self.data[info.filename])
-                if info.filename in self.parts:
+                if info.filename in self.parts and self._changed(info.filename):
                     data = _serialized(self.parts[info.filename], data)
                 kind = zipfile.ZIP_STORED if info.filename == stored_first else info.compress_type
                 archive.writestr(_copy(info), data, compress_type=kind)
