@@ -119,6 +119,7 @@ def german(path: Path) -> bytes:
     p = d.add_paragraph("Der Mann sieht ein ")
     p.add_run("rotes").bold = True
     p.add_run(" Haus. Ein Hund läuft.")
+    d.add_comment(p.runs[1], text="Bitte prüfen.", author="mt")
     p = d.add_paragraph()
     red = p.add_run("Eine Frau")
     red.italic, red.font.color.rgb, red.font.size = True, RGBColor(0xFF, 0, 0), Pt(14)
@@ -200,6 +201,7 @@ def test_every_paragraph_is_translated_in_order_and_the_format_reader_opens_the_
     assert [c.text for c in document.tables[0]._cells] == ["EIN HUND.", "ZWEI MÄNNER.", "EINE ROTE KATZE.", ""]
     assert document.sections[0].header.paragraphs[0].text == "EIN MANN LÄUFT."
     assert document.sections[0].footer.paragraphs[0].text == "SEITE 1"  # the field's result as it was
+    assert "BITTE PRÜFEN." in members(out)["word/comments.xml"].decode()  # comments too
 
 
 def test_members_without_text_are_byte_identical_and_text_parts_keep_their_skeleton(source):
