@@ -14,7 +14,9 @@ opens every output.
    expected word, the share whose bold runs are exactly it, and that hold it; with the model's
    alignment and with placement by position (alignment withheld).
 3. LibreOffice (`soffice --headless --convert-to pdf`), where it is installed: whether each output
-   converts without error.
+   converts without error, and each of the tests' formatted German files (tests/test_documents_*.py:
+   bold and coloured runs, links, a table, an image, a comment, fields, notes, grouped shapes,
+   rich shared strings) once translated by the model. `--libreoffice-only` runs just this check.
 
 Printed, and appended to RESULTS.md.
 """
@@ -180,22 +182,37 @@ def tag_rows(tr: Translator, limit: int) -> list[str]:
     return rows
 
 
+def formatted(tr: Translator) -> dict[str, bytes]:
+    """The tests' formatted German files of each type, translated by the model."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from test_documents_files import build
+
+    with tempfile.TemporaryDirectory() as tmp:
+        files = {kind: build(kind, Path(tmp)) for kind in SUFFIX}
+    out = {
+        f"{kind} (formatted test file)": tr.translate_document(data, kind, source_lang=LANG)
+        for kind, data in files.items()
+    }
+    return {k: v for k, v in out.items() if isinstance(v, bytes)}
+
+
 def libreoffice_rows(outputs: dict[str, bytes]) -> list[str]:
     soffice = shutil.which("soffice") or shutil.which("libreoffice")
     if soffice is None:
         return ["| (LibreOffice is not installed here: not checked) | |"]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for kind, data in outputs.items():
+        for k, (name, data) in enumerate(outputs.items()):
+            kind = name.split()[0]
             if kind == "epub":
                 continue  # LibreOffice does not read e-books
-            path = Path(tmp) / f"out{SUFFIX[kind]}"
+            path = Path(tmp) / f"out{k}{SUFFIX[kind]}"
             path.write_bytes(data)
             done = subprocess.run([soffice, "--headless", "--convert-to", "pdf", "--outdir", tmp, str(path)],
                                   capture_output=True, text=True, timeout=300)  # fmt: skip
             pdf = path.with_suffix(".pdf")
             ok = done.returncode == 0 and pdf.exists() and pdf.stat().st_size > 0
-            rows.append(f"| {kind} | {'converted to PDF' if ok else 'FAILED: ' + (done.stderr.strip()[:80] or '?')} |")
+            rows.append(f"| {name} | {'converted to PDF' if ok else 'FAILED: ' + (done.stderr.strip()[:80] or '?')} |")
             print(rows[-1], flush=True)
     return rows
 
@@ -207,13 +224,23 @@ def main() -> None:
     p.add_argument("--tag-sentences", type=int, default=500)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--libreoffice-only", action="store_true", help="only the LibreOffice check of the test files")
     p.add_argument("--no-append", action="store_true")
     args = p.parse_args()
     tr = Translator.load(args.checkpoint, device="cpu")
+    if args.libreoffice_only:
+        rows = libreoffice_rows(formatted(tr))
+        command = " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])
+        body = "\n".join(["| output | LibreOffice 7 headless |", "|---|---|", *rows, "",
+                          f"`{args.checkpoint}`; {machine()}. `{command}`"])  # fmt: skip
+        print(body)
+        if not args.no_append:
+            append_section("Office files: LibreOffice opens the translated test files", body)
+        return
     paras = [" ".join(src) for src, _ in paragraphs("Multi30k test2016", args.paragraphs, args.seed)]
     speed, outputs = speed_rows(tr, paras, args.rounds)
     tags = tag_rows(tr, args.tag_sentences)
-    office = libreoffice_rows(outputs)
+    office = libreoffice_rows({**outputs, **formatted(tr)})
     body = "\n".join([
         "| document type | source words/s | time against plain text | output size / input size |",
         "|---|---|---|---|", *speed, "",
