@@ -103,6 +103,19 @@ def _field(paragraph, instruction: str, result: str) -> None:
         paragraph._p.append(run)
 
 
+def _tracked(paragraph, inserted: str, deleted: str) -> None:
+    """A tracked change: `inserted` in w:ins, then `deleted` in w:del (w:delText)."""
+    for kind, text in (("w:ins", inserted), ("w:del", deleted)):
+        change, run = OxmlElement(kind), OxmlElement("w:r")
+        change.set(qn("w:id"), "9" if kind == "w:ins" else "10")
+        change.set(qn("w:author"), "mt")
+        t = OxmlElement("w:t" if kind == "w:ins" else "w:delText")
+        t.text = text
+        run.append(t)
+        change.append(run)
+        paragraph._p.append(change)
+
+
 def _bookmark(paragraph, name: str) -> None:
     start, end = OxmlElement("w:bookmarkStart"), OxmlElement("w:bookmarkEnd")
     start.set(qn("w:id"), "7")
@@ -135,6 +148,7 @@ def german(path: Path) -> bytes:
     for cell, text in zip(table._cells, ["Ein Hund.", "Zwei Männer.", "Eine rote Katze.", ""]):
         cell.text = text
     d.add_paragraph("")
+    _tracked(d.add_paragraph("Ein Hund "), "läuft", "rennt")
     d.sections[0].header.paragraphs[0].text = "Ein Mann läuft."
     footer = d.sections[0].footer.paragraphs[0]
     footer.add_run("Seite ")
@@ -202,6 +216,9 @@ def test_every_paragraph_is_translated_in_order_and_the_format_reader_opens_the_
     assert document.sections[0].header.paragraphs[0].text == "EIN MANN LÄUFT."
     assert document.sections[0].footer.paragraphs[0].text == "SEITE 1"  # the field's result as it was
     assert "BITTE PRÜFEN." in members(out)["word/comments.xml"].decode()  # comments too
+    changed = next(p for p in paragraphs(out) if p.find(f"{W}del") is not None)
+    assert "".join(t.text for t in changed.find(f"{W}ins").iter(f"{W}t")) == "LÄUFT"  # inserted text: translated
+    assert "".join(t.text for t in changed.find(f"{W}del").iter(f"{W}delText")) == "rennt"  # deleted: as it was
 
 
 def test_members_without_text_are_byte_identical_and_text_parts_keep_their_skeleton(source):
