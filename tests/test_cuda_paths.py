@@ -88,7 +88,7 @@ def test_the_batch_probe_still_raises_errors_that_are_not_about_memory():
 def test_bf16_on_a_gpu_without_it_is_one_line_naming_the_fp16_fallback(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a, **k: "Tesla V100-SXM2-16GB")
-    with pytest.raises(MtError, match=r"Tesla V100-SXM2-16GB has no bf16; use --set train.amp=fp16 \(trains with"):
+    with pytest.raises(MtError, match=r"Tesla V100-SXM2-16GB has no bf16; set train.amp to fp16 \(trains with"):
         amp_dtype("bf16", torch.device("cuda"))
     assert amp_dtype("auto", torch.device("cuda")) is None  # auto falls back to fp32 there, no error
 

@@ -4,6 +4,7 @@ decoding loads nothing of training, and translations did not change when the cod
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -191,3 +192,19 @@ def test_mt_translate_writes_the_saved_translations_across_its_10000_line_chunks
     subprocess.run(list(map(str, cmd)), check=True, capture_output=True, timeout=600)
     out = (tmp_path / "out.txt").read_text(encoding="utf-8").split("\n")[:-1]
     assert out == [want[i % len(src)] for i in range(n)]
+
+
+def test_library_errors_name_fields_not_command_line_flags():
+    """Outside cli/, a raised error's message names the config field (train.amp, decode.nbest) or
+    the thing itself, never a --flag: cli/ alone speaks in flags."""
+    flagged = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.relative_to(PACKAGE).parts[0] == "cli":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call):
+                for part in ast.walk(node.exc):
+                    if isinstance(part, ast.Constant) and isinstance(part.value, str):
+                        if re.search(r"(?<![\w-])--[a-z]", part.value):
+                            flagged.append(f"{path.relative_to(ROOT)}:{node.lineno}: {part.value.strip()[:60]}")
+    assert flagged == []

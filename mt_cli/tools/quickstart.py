@@ -60,7 +60,7 @@ def fetch_multi30k(out_dir: Path, local_dir: Path | None = None, dataset: str = 
     except Exception as e:  # network and hub errors come in many types; all mean the same here
         raise MtError(
             f"could not load {dataset} through `datasets` ({type(e).__name__}: {str(e)[:200]}); "
-            "pass --data DIR with local Multi30k text files instead"
+            "give the local folder of Multi30k text files instead"
         ) from None
     for split, stem in MULTI30K_SPLITS.items():
         if split not in ds:
