@@ -40,7 +40,7 @@ from results import append_section, copy_newest
 from speed import machine
 
 from mt_cli import Translator
-from mt_cli.documents.engine import Aligned
+from mt_cli.documents.aligned import Aligned
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 LANG = "de"  # the sources' language, whose rules split sentences (a checkpoint may record none)

@@ -3,7 +3,7 @@ answers that make the expected output exact."""
 
 from __future__ import annotations
 
-from mt_cli.documents.engine import Aligned
+from mt_cli.documents.aligned import Aligned
 
 
 class Recorder:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from mt_cli import Translator
-from mt_cli.documents.engine import Aligned
+from mt_cli.documents.aligned import Aligned
 from mt_cli.documents.sentences import split
 from mt_cli.documents.text import paragraphs, translate_text
 from mt_cli.errors import MtError

@@ -16,7 +16,7 @@ import pytest
 
 from mt_cli.config import DocumentConfig
 from mt_cli.documents import translate_document
-from mt_cli.documents.engine import Aligned
+from mt_cli.documents.aligned import Aligned
 from mt_cli.errors import MtError
 
 docx = pytest.importorskip("docx")

@@ -20,7 +20,7 @@ import pytest
 from mt_cli import Translator
 from mt_cli.config import DocumentConfig
 from mt_cli.documents import translate_document
-from mt_cli.documents.engine import Aligned
+from mt_cli.documents.aligned import Aligned
 from mt_cli.errors import MtError
 
 HERE = Path(__file__).resolve().parent

@@ -12,7 +12,7 @@ from markdown_it import MarkdownIt
 from mt_cli import Translator
 from mt_cli.config import DocumentConfig
 from mt_cli.documents import translate_document
-from mt_cli.documents.engine import Aligned
+from mt_cli.documents.aligned import Aligned
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "decode"

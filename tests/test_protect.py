@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from mt_cli import Translator
 from mt_cli.cli import app
-from mt_cli.documents.engine import Aligned
+from mt_cli.documents.aligned import Aligned
 from mt_cli.documents.paragraphs import translate_sentences
 from mt_cli.documents.protect import Protector
 from mt_cli.errors import MtError

@@ -39,7 +39,7 @@ from mt_cli.decode.search import Search
 from mt_cli.decode.shortlist import Shortlist
 from mt_cli.decode.yielding import Yielding
 from mt_cli.device import autocast, decode_precision, keep_freed_memory, resolve_device
-from mt_cli.documents.engine import Aligned, piece_spans
+from mt_cli.documents.aligned import Aligned, piece_spans
 from mt_cli.errors import MtError
 from mt_cli.model import checkpoint
 from mt_cli.model.transformer import Transformer
@@ -302,7 +302,7 @@ class Translator:
     def translate_aligned(
         self, lines: Sequence[str], alignment: bool = False, glossary: Glossary | None = None
     ) -> list[Aligned]:
-        """documents/'s way in (documents/engine.py): the best translation of each line and, with
+        """documents/'s way in (documents/aligned.py): the best translation of each line and, with
         `alignment`, where each of its pieces lies and which source span it attends to most; with
         a glossary, each line's terms as constraints."""
         terms = [glossary.terms_for(line) for line in lines] if glossary is not None else None
@@ -343,7 +343,7 @@ def _check_same_vocabulary(first: Path, a: Tokenizer, other: Path, b: Tokenizer)
 
 
 class _Glossed:
-    """A documents engine that translates every sentence with the glossary's terms it holds."""
+    """An AlignedTranslator (documents/aligned.py) that translates every sentence with the glossary's terms it holds."""
 
     def __init__(self, tr: Translator, glossary: Glossary) -> None:
         self.tr, self.glossary = tr, glossary

@@ -2,7 +2,7 @@
 files, each cut into the sentences the model was trained on and put back together around their
 translations. Office files (BINARY) are bytes in and out; the others text.
 
-documents/ knows formats, not models: it translates through any `Engine` (documents/engine.py),
+documents/ knows formats, not models: it translates through any `AlignedTranslator` (documents/aligned.py),
 which `Translator` is; `Translator.translate_document` is the way in."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 from mt_cli.config import DocumentConfig
 from mt_cli.config.commands import DOCUMENT_TYPES
-from mt_cli.documents.engine import Engine
+from mt_cli.documents.aligned import AlignedTranslator
 from mt_cli.errors import MtError
 
 KINDS = DOCUMENT_TYPES[1:]  # every type but "auto", which picks one of them
@@ -50,7 +50,9 @@ def check_kind(kind: str) -> None:
         raise MtError(f"document.input_type {kind!r} is not a document type; use auto or one of {', '.join(KINDS)}")
 
 
-def translate_document(engine: Engine, text: str | bytes, kind: str, cfg: DocumentConfig, lang: str) -> str | bytes:
+def translate_document(
+    engine: AlignedTranslator, text: str | bytes, kind: str, cfg: DocumentConfig, lang: str
+) -> str | bytes:
     """`text` read as a document of `kind`, translated, and written back in the same structure
     (bytes for the BINARY kinds, text for the others). `lang`: the source language, whose rules
     split sentences."""

@@ -5,7 +5,7 @@ endnotes, comments and text boxes translated paragraph by paragraph, formatting 
 from __future__ import annotations
 
 from mt_cli.config import DocumentConfig
-from mt_cli.documents.engine import Engine
+from mt_cli.documents.aligned import AlignedTranslator
 from mt_cli.documents.ooxml import WORD, translate_paragraphs
 from mt_cli.documents.package import Package, content_types
 from mt_cli.documents.protect import Protector
@@ -23,7 +23,9 @@ TEXT_PARTS = (
 )
 
 
-def translate_docx(engine: Engine, data: bytes, lang: str, protector: Protector | None, cfg: DocumentConfig) -> bytes:
+def translate_docx(
+    engine: AlignedTranslator, data: bytes, lang: str, protector: Protector | None, cfg: DocumentConfig
+) -> bytes:
     """The Word document translated, as the bytes of a new one."""
     package = Package.read(data, "DOCX")
     types = content_types(package)

@@ -9,7 +9,7 @@ import re
 from urllib.parse import unquote
 
 from mt_cli.config import DocumentConfig
-from mt_cli.documents.engine import Engine
+from mt_cli.documents.aligned import AlignedTranslator
 from mt_cli.documents.html import translate_html
 from mt_cli.documents.package import Package
 from mt_cli.documents.paragraphs import translate_paragraphs
@@ -47,7 +47,9 @@ def _book(data: bytes) -> tuple[Package, str, dict[str, str]]:
     return package, opf, items
 
 
-def translate_epub(engine: Engine, data: bytes, lang: str, protector: Protector | None, cfg: DocumentConfig) -> bytes:
+def translate_epub(
+    engine: AlignedTranslator, data: bytes, lang: str, protector: Protector | None, cfg: DocumentConfig
+) -> bytes:
     """The book translated, as the bytes of a new one."""
     package, opf, items = _book(data)
     for name, kind in items.items():

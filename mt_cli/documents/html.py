@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from html.parser import HTMLParser
 
 from mt_cli.config import DocumentConfig
-from mt_cli.documents.engine import Engine
+from mt_cli.documents.aligned import AlignedTranslator
 from mt_cli.documents.inline import Atom, Run, Tag, translate_runs
 from mt_cli.documents.paragraphs import translate_paragraphs
 from mt_cli.documents.protect import Protector
@@ -254,7 +254,7 @@ def _run(items: list[tuple[str, str, str]]) -> Run:
 
 
 def translate_html(
-    engine: Engine, text: str, lang: str, protector: Protector | None, cfg: DocumentConfig, xml: bool = False
+    engine: AlignedTranslator, text: str, lang: str, protector: Protector | None, cfg: DocumentConfig, xml: bool = False
 ) -> str:
     """The HTML document with its text and alt/title attributes translated, its markup as it was.
     `xml`: XHTML, where a no-break space is written &#160; (XML knows no &nbsp;)."""

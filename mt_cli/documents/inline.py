@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from mt_cli.documents.engine import Aligned, Engine
+from mt_cli.documents.aligned import Aligned, AlignedTranslator
 from mt_cli.documents.protect import Masked, Protector, marker_regex, placeholders
 from mt_cli.documents.sentences import split
 
@@ -81,7 +81,7 @@ def units(run: Run, lang: str) -> list[tuple[int, int]]:
 
 
 def translate_runs(
-    engine: Engine,
+    engine: AlignedTranslator,
     runs: Sequence[Run],
     lang: str,
     protector: Protector | None,

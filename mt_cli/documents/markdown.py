@@ -21,7 +21,7 @@ from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
 from mt_cli.config import DocumentConfig
-from mt_cli.documents.engine import Engine
+from mt_cli.documents.aligned import AlignedTranslator
 from mt_cli.documents.html import INLINE
 from mt_cli.documents.inline import Atom, Run, Tag, translate_runs
 from mt_cli.documents.protect import Protector
@@ -65,7 +65,9 @@ def _parser() -> MarkdownIt:
     return MarkdownIt("commonmark").enable(["table", "strikethrough"])
 
 
-def translate_markdown(engine: Engine, text: str, lang: str, protector: Protector | None, cfg: DocumentConfig) -> str:
+def translate_markdown(
+    engine: AlignedTranslator, text: str, lang: str, protector: Protector | None, cfg: DocumentConfig
+) -> str:
     """The Markdown document with its text translated and its structure as it was."""
     front = FRONT_MATTER.match(text)
     head, body = (text[: front.end()], text[front.end() :]) if front else ("", text)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from lxml import etree
 
 from mt_cli.config import DocumentConfig
-from mt_cli.documents.engine import Engine
+from mt_cli.documents.aligned import AlignedTranslator
 from mt_cli.documents.inline import Run, translate_runs
 from mt_cli.documents.marked import ATOM, OPEN, Item, Layout, as_run, edges, escape, tokens
 from mt_cli.documents.package import Package
@@ -57,7 +57,7 @@ def read_package(data: bytes, kind: str) -> Package:
     return package
 
 
-def translate_odf(engine: Engine, data: bytes, kind: str, lang: str, protector: Protector | None) -> bytes:
+def translate_odf(engine: AlignedTranslator, data: bytes, kind: str, lang: str, protector: Protector | None) -> bytes:
     package = read_package(data, kind)
     paragraphs = list(_paragraphs(package.xml("content.xml").getroot()))
     if "styles.xml" in package.data:
@@ -75,11 +75,15 @@ def translate_odf(engine: Engine, data: bytes, kind: str, lang: str, protector: 
     return package.write(stored_first="mimetype")
 
 
-def translate_odt(engine: Engine, data: bytes, lang: str, protector: Protector | None, cfg: DocumentConfig) -> bytes:
+def translate_odt(
+    engine: AlignedTranslator, data: bytes, lang: str, protector: Protector | None, cfg: DocumentConfig
+) -> bytes:
     return translate_odf(engine, data, "odt", lang, protector)
 
 
-def translate_odp(engine: Engine, data: bytes, lang: str, protector: Protector | None, cfg: DocumentConfig) -> bytes:
+def translate_odp(
+    engine: AlignedTranslator, data: bytes, lang: str, protector: Protector | None, cfg: DocumentConfig
+) -> bytes:
     return translate_odf(engine, data, "odp", lang, protector)
 
 

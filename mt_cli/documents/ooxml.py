@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from lxml import etree
 
-from mt_cli.documents.engine import Engine
+from mt_cli.documents.aligned import AlignedTranslator
 from mt_cli.documents.inline import Run, translate_runs
 from mt_cli.documents.marked import ATOM, OPEN, Item, Layout, as_run, edges, escape, key, plain, tokens
 from mt_cli.documents.protect import Protector
@@ -79,7 +79,11 @@ INLINE_SHEET = dataclasses.replace(SHEET, paragraph=f"{{{S}}}is")
 
 
 def translate_paragraphs(
-    engine: Engine, paragraphs: Sequence[etree._Element], dialect: Dialect, lang: str, protector: Protector | None
+    engine: AlignedTranslator,
+    paragraphs: Sequence[etree._Element],
+    dialect: Dialect,
+    lang: str,
+    protector: Protector | None,
 ) -> None:
     """Translate the paragraphs in place (those with text; the others are left as they are)."""
     read = [r for r in (_read(p, dialect) for p in paragraphs) if r is not None]

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mt_cli.documents.engine import Engine
+from mt_cli.documents.aligned import AlignedTranslator
 from mt_cli.documents.protect import Masked, Protector
 from mt_cli.documents.sentences import Sentence, split
 from mt_cli.scripts import is_mostly_cjk
 
 
-def translate_sentences(engine: Engine, sentences: Sequence[str], protector: Protector | None) -> list[str]:
+def translate_sentences(engine: AlignedTranslator, sentences: Sequence[str], protector: Protector | None) -> list[str]:
     """Sentences translated in one batch, each protected span coming through exactly once."""
     if protector is None:
         return [a.text for a in engine.translate_aligned(sentences)]
@@ -26,7 +26,7 @@ def _restored(protector: Protector, translation: str, masked: Masked) -> str:
 
 
 def translate_paragraphs(
-    engine: Engine, paragraphs: Sequence[str], lang: str, protector: Protector | None
+    engine: AlignedTranslator, paragraphs: Sequence[str], lang: str, protector: Protector | None
 ) -> list[str]:
     """Each paragraph's translation, sentence by sentence; `lang` is the source language, whose
     rules the sentence splitter follows. Whitespace around and between sentences is kept."""

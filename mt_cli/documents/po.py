@@ -28,7 +28,7 @@ from typing import Any
 import polib
 
 from mt_cli.config import DocumentConfig
-from mt_cli.documents.engine import Engine
+from mt_cli.documents.aligned import AlignedTranslator
 from mt_cli.documents.paragraphs import translate_paragraphs
 from mt_cli.documents.protect import BRACE, PRINTF, Protector
 from mt_cli.errors import MtError
@@ -41,7 +41,9 @@ NPLURALS = re.compile(r"nplurals\s*=\s*(\d+)")
 MSGSTR = re.compile(r"\s*msgstr[\s\[]")
 
 
-def translate_po(engine: Engine, text: str, lang: str, protector: Protector | None, cfg: DocumentConfig) -> str:
+def translate_po(
+    engine: AlignedTranslator, text: str, lang: str, protector: Protector | None, cfg: DocumentConfig
+) -> str:
     """The PO file with its untranslated entries (all, with cfg.overwrite) translated."""
     catalog = _parse(text)
     todo = [e for e in catalog if not e.obsolete and e.msgid and (cfg.overwrite or not _translated(e))]
@@ -65,7 +67,7 @@ def translate_po(engine: Engine, text: str, lang: str, protector: Protector | No
     return "".join("".join(new[i]) if i in new else line for i, line in enumerate(lines))
 
 
-def _translate_all(engine: Engine, sources: list[str], lang: str, protector: Protector) -> list[str]:
+def _translate_all(engine: AlignedTranslator, sources: list[str], lang: str, protector: Protector) -> list[str]:
     """Each string's translation, line by line (each line a paragraph), all in one batch, with
     its placeholders glued to what they were glued to and its plain conversions in order."""
     lines_of = [source.split("\n") for source in sources]

@@ -5,7 +5,7 @@ kept by alignment (documents/ooxml.py); layouts, masters, media and the rest as 
 from __future__ import annotations
 
 from mt_cli.config import DocumentConfig
-from mt_cli.documents.engine import Engine
+from mt_cli.documents.aligned import AlignedTranslator
 from mt_cli.documents.ooxml import DRAWING, translate_paragraphs
 from mt_cli.documents.package import Package, content_types
 from mt_cli.documents.protect import Protector
@@ -21,7 +21,9 @@ def _parts(package: Package) -> list[str]:
     return [name for name, kind in types.items() if kind.endswith(TEXT_PARTS) and name in package.data]
 
 
-def translate_pptx(engine: Engine, data: bytes, lang: str, protector: Protector | None, cfg: DocumentConfig) -> bytes:
+def translate_pptx(
+    engine: AlignedTranslator, data: bytes, lang: str, protector: Protector | None, cfg: DocumentConfig
+) -> bytes:
     """The presentation translated, as the bytes of a new one."""
     package = Package.read(data, "PPTX")
     paragraphs = [p for name in _parts(package) for p in package.xml(name).getroot().iter(DRAWING.paragraph)]

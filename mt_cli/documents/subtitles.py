@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass
 
 from mt_cli.config import DocumentConfig
-from mt_cli.documents.engine import Engine
+from mt_cli.documents.aligned import AlignedTranslator
 from mt_cli.documents.paragraphs import translate_paragraphs
 from mt_cli.documents.protect import Protector
 from mt_cli.errors import MtError
@@ -79,12 +79,16 @@ class Cue:
         return len(self.inner) > 1 and all(DASH.match(line) for line in self.inner)
 
 
-def translate_srt(engine: Engine, text: str, lang: str, protector: Protector | None, cfg: DocumentConfig) -> str:
+def translate_srt(
+    engine: AlignedTranslator, text: str, lang: str, protector: Protector | None, cfg: DocumentConfig
+) -> str:
     """A SubRip file with each cue's text translated and the rest as it was."""
     return _translate(engine, text, lang, _markup_protector(protector, cfg), vtt=False)
 
 
-def translate_vtt(engine: Engine, text: str, lang: str, protector: Protector | None, cfg: DocumentConfig) -> str:
+def translate_vtt(
+    engine: AlignedTranslator, text: str, lang: str, protector: Protector | None, cfg: DocumentConfig
+) -> str:
     """A WebVTT file with each cue's text translated and the rest as it was."""
     return _translate(engine, text, lang, _markup_protector(protector, cfg), vtt=True)
 
@@ -100,7 +104,7 @@ def _markup_protector(protector: Protector | None, cfg: DocumentConfig) -> Prote
     return Protector(MARKUP + (f"|(?:{cfg.protect_pattern})" if cfg.protect_pattern else ""), protector.style)
 
 
-def _translate(engine: Engine, text: str, lang: str, protector: Protector, vtt: bool) -> str:
+def _translate(engine: AlignedTranslator, text: str, lang: str, protector: Protector, vtt: bool) -> str:
     parts = re.split(r"(\r\n|\r|\n)", text)
     bodies, ends = parts[0::2], [*parts[1::2], ""]
     cues = _cues([bodies[0].removeprefix("\ufeff"), *bodies[1:]], vtt)
@@ -192,7 +196,7 @@ def _groups(cues: list[Cue]) -> list[list[Cue]]:
     return out + [run] if run else out
 
 
-def _translate_cues(engine: Engine, cues: list[Cue], lang: str, protector: Protector) -> list[list[str]]:
+def _translate_cues(engine: AlignedTranslator, cues: list[Cue], lang: str, protector: Protector) -> list[list[str]]:
     """Each cue's new text lines (without the tags around them), all cues in one batch."""
     groups = _groups(cues)
     paragraphs: list[str] = []

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 from mt_cli.config import DocumentConfig
-from mt_cli.documents.engine import Engine
+from mt_cli.documents.aligned import AlignedTranslator
 from mt_cli.documents.paragraphs import translate_paragraphs
 from mt_cli.documents.protect import Protector
 
@@ -22,7 +22,11 @@ def paragraphs(text: str) -> list[str]:
 
 
 def translate_text(
-    engine: Engine, text: str, lang: str, protector: Protector | None = None, cfg: DocumentConfig | None = None
+    engine: AlignedTranslator,
+    text: str,
+    lang: str,
+    protector: Protector | None = None,
+    cfg: DocumentConfig | None = None,
 ) -> str:
     """The document translated paragraph by paragraph, its breaks kept as they were."""
     parts = paragraphs(text)

@@ -5,7 +5,7 @@ Numbers, dates, formulas and their cached results, sheet names and everything el
 from __future__ import annotations
 
 from mt_cli.config import DocumentConfig
-from mt_cli.documents.engine import Engine
+from mt_cli.documents.aligned import AlignedTranslator
 from mt_cli.documents.ooxml import INLINE_SHEET, SHEET, translate_paragraphs
 from mt_cli.documents.package import Package, content_types
 from mt_cli.documents.protect import Protector
@@ -22,7 +22,9 @@ def _parts(package: Package) -> tuple[list[str], list[str]]:
     return shared, sheets
 
 
-def translate_xlsx(engine: Engine, data: bytes, lang: str, protector: Protector | None, cfg: DocumentConfig) -> bytes:
+def translate_xlsx(
+    engine: AlignedTranslator, data: bytes, lang: str, protector: Protector | None, cfg: DocumentConfig
+) -> bytes:
     """The workbook translated, as the bytes of a new one."""
     package = Package.read(data, "XLSX")
     shared, sheets = _parts(package)

@@ -22,7 +22,7 @@ from mt_cli.decode.glossary import Glossary
 from mt_cli.decode.hypothesis import Hypothesis
 from mt_cli.decode.translator import Translator
 from mt_cli.documents import translate_document
-from mt_cli.documents.engine import Aligned
+from mt_cli.documents.aligned import Aligned
 from mt_cli.serve.batcher import Job
 from mt_cli.serve.service import Service
 
@@ -69,7 +69,7 @@ class Tasks:
 
 
 class NBest:
-    """A documents Engine giving each line its k-th best translation (the last found where the
+    """An AlignedTranslator (documents/aligned.py) giving each line its k-th best translation (the last found where the
     search found fewer): the document is put together once per k, and one search serves them all."""
 
     def __init__(self, tr: Translator, n: int) -> None:

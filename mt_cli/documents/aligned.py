@@ -1,6 +1,6 @@
 """What documents need of a translator, and alignments in characters.
 
-documents/ knows formats, not models: it takes any `Engine`, which `Translator` is. An alignment
+documents/ knows formats, not models: it takes any `AlignedTranslator`, which `Translator` is. An alignment
 comes as character spans, so tags and protected spans can be put back around the words they cover
 whatever the tokenizer cut the words into."""
 
@@ -23,7 +23,7 @@ class Aligned:
     src_spans: list[Span] = field(default_factory=list)  # for each entry of tgt_spans: its source span
 
 
-class Engine(Protocol):
+class AlignedTranslator(Protocol):
     def translate_aligned(self, lines: Sequence[str], alignment: bool = False) -> list[Aligned]:
         """One translation per line (blank: ""); with `alignment`, its spans filled."""
         ...
