@@ -19,7 +19,7 @@ FIXTURE = Path(__file__).resolve().parent / "fixtures" / "decode"
 # models) -> model -> decode -> train -> interop/tools/serve -> cli
 # (/work/shared/DESIGN.md; layer 0 is config, errors, files, device and metrics, with their helpers).
 LAYERS = {
-    "mt_cli.errors": 0, "mt_cli.files": 0, "mt_cli.config": 0, "mt_cli.config_files": 0,
+    "mt_cli.errors": 0, "mt_cli.files": 0, "mt_cli.config": 0,
     "mt_cli.device": 0, "mt_cli.metrics": 0, "mt_cli.scripts": 0,
     "mt_cli.data": 1, "mt_cli.documents": 1,
     "mt_cli.model": 2,

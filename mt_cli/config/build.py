@@ -11,7 +11,7 @@ from typing import Any
 
 from mt_cli.config.data import DataConfig
 from mt_cli.config.sections import DecodeConfig, ModelConfig, TokenizerConfig, TrainConfig
-from mt_cli.config_files import build_section, load_yaml, merge, parse_set
+from mt_cli.config.yaml_files import build_section, load_yaml, merge, parse_set
 from mt_cli.errors import MtError
 
 

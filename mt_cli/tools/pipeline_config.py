@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from mt_cli.config.pipeline import CleanConfig, DistillConfig
-from mt_cli.config_files import build_section, parse_set
+from mt_cli.config.yaml_files import build_section, parse_set
 from mt_cli.errors import MtError
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from mt_cli.config import QuickstartConfig, build_config
-from mt_cli.config_files import merge
+from mt_cli.config.yaml_files import merge
 from mt_cli.errors import MtError
 from mt_cli.files import atomic_write_text
 from mt_cli.tools.evaluate import score_files
