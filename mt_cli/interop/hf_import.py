@@ -191,17 +191,8 @@ def model_config(hf: dict[str, Any], tok: MarianVocab, where: Path) -> ModelConf
     if tok.src_vocab_size != v:
         raise MtError(f"{where}: vocab_size {v}, but vocab.json holds {tok.src_vocab_size} pieces")
     return ModelConfig(
-        d_model=hf["d_model"],
-        n_heads=hf["encoder_attention_heads"],
-        ffn_dim=hf["encoder_ffn_dim"],
-        enc_layers=hf["encoder_layers"],
-        dec_layers=hf["decoder_layers"],
-        dropout=float(hf.get("dropout", 0.1)),
-        attention_dropout=float(hf.get("attention_dropout", 0.0)),
-        activation_dropout=float(hf.get("activation_dropout", 0.0)),
+        **shape(hf),
         pre_norm=False,
-        tie_embeddings=bool(hf.get("tie_word_embeddings", True)),
-        max_positions=int(hf["max_position_embeddings"]),
         src_vocab_size=v,
         tgt_vocab_size=tok.tgt_vocab_size,
         shared_vocab=bool(hf.get("share_encoder_decoder_embeddings", True)),
@@ -210,6 +201,22 @@ def model_config(hf: dict[str, Any], tok: MarianVocab, where: Path) -> ModelConf
         output_bias=True,
         scale_embedding=bool(hf.get("scale_embedding", False)),
     )
+
+
+def shape(hf: dict[str, Any]) -> dict[str, Any]:
+    """The ModelConfig fields that MarianConfig and M2M100Config (both BART-shaped) spell alike."""
+    return {
+        "d_model": hf["d_model"],
+        "n_heads": hf["encoder_attention_heads"],
+        "ffn_dim": hf["encoder_ffn_dim"],
+        "enc_layers": hf["encoder_layers"],
+        "dec_layers": hf["decoder_layers"],
+        "dropout": float(hf.get("dropout", 0.1)),
+        "attention_dropout": float(hf.get("attention_dropout", 0.0)),
+        "activation_dropout": float(hf.get("activation_dropout", 0.0)),
+        "tie_embeddings": bool(hf.get("tie_word_embeddings", True)),
+        "max_positions": int(hf["max_position_embeddings"]),
+    }
 
 
 def same_both_sides(hf: dict[str, Any], where: Path) -> None:

@@ -22,7 +22,7 @@ from mt_cli.config import Config, DecodeConfig, ModelConfig, TokenizerConfig
 from mt_cli.data.m2m_vocab import M2MVocab
 from mt_cli.data.marian_vocab import mt_order
 from mt_cli.errors import MtError
-from mt_cli.interop.hf_import import imported_beam, read_json, read_vocab, same_both_sides
+from mt_cli.interop.hf_import import imported_beam, read_json, read_vocab, same_both_sides, shape
 from mt_cli.interop.marian import from_marian_name, to_marian_name, to_marian_order, write_folder, write_json
 from mt_cli.model.checkpoint import Checkpoint
 
@@ -104,17 +104,8 @@ def model_config(hf: dict[str, Any], where: Path) -> ModelConfig:
     if hf.get("decoder_start_token_id", 2) != hf.get("eos_token_id", 2):
         raise MtError(f"{where}: decoder_start_token_id is not eos_token_id; M2M100 and NLLB start from </s>")
     return ModelConfig(
-        d_model=hf["d_model"],
-        n_heads=hf["encoder_attention_heads"],
-        ffn_dim=hf["encoder_ffn_dim"],
-        enc_layers=hf["encoder_layers"],
-        dec_layers=hf["decoder_layers"],
-        dropout=float(hf.get("dropout", 0.1)),
-        attention_dropout=float(hf.get("attention_dropout", 0.0)),
-        activation_dropout=float(hf.get("activation_dropout", 0.0)),
+        **shape(hf),
         pre_norm=True,
-        tie_embeddings=bool(hf.get("tie_word_embeddings", True)),
-        max_positions=int(hf["max_position_embeddings"]),
         src_vocab_size=int(hf["vocab_size"]),
         tgt_vocab_size=int(hf["vocab_size"]),
         shared_vocab=True,
