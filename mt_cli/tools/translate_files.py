@@ -16,7 +16,6 @@ from typing import IO
 
 from mt_cli.config import DEVICE, DocumentConfig, OutputConfig
 from mt_cli.decode.hypothesis import Hypothesis, as_object, pair_score, score_object
-from mt_cli.decode.request import check_nbest
 from mt_cli.decode.translator import Translator
 from mt_cli.documents import BINARY, kind_of
 from mt_cli.documents.encoding import read_document
@@ -89,7 +88,6 @@ def translate_file(
     tr = tr.for_languages(document.source_lang or None, inputs.target_lang)
     if kind != "lines":
         return _translate_whole(tr, input_path, output_path, output, inputs, document, kind)
-    check_nbest(output.nbest, tr.cfg)  # before any file is opened
     side = SideInputs(inputs, input_path)
     # Read lazily, from a handle opened before the output's rename: in place, the lines still come
     # from the input's own inode while its replacement is written beside it.
