@@ -298,6 +298,14 @@ def test_a_zip_bomb_a_macro_enabled_file_and_a_zip_without_a_document_are_refuse
         translated(zipped({**members(source), "word/vbaProject.bin": b"x"}))
     with pytest.raises(MtError, match="not a DOCX file"):
         translated(zipped({"hello.txt": b"Hallo"}))
+    locked = bytearray(zipped(members(source)))  # the encrypted flag set on the first member
+    locked[6] |= 1
+    central = locked.rfind(b"PK\x01\x02", 0, len(locked))
+    while central > 0:  # and in the central directory, where zipfile reads it
+        locked[central + 8] |= 1
+        central = locked.rfind(b"PK\x01\x02", 0, central)
+    with pytest.raises(MtError, match="encrypted members"):
+        translated(bytes(locked))
 
 
 def test_libretranslates_file_api_translates_a_docx_and_lists_the_type(source):

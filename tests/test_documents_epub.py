@@ -76,3 +76,14 @@ def test_a_zip_that_is_not_an_epub_is_refused(book):
         z.writestr("mimetype", "text/plain")
     with pytest.raises(MtError, match="not an EPUB file"):
         translate_document(Upper(), out.getvalue(), "epub", DocumentConfig(input_type="epub"), "de")
+
+
+def test_an_epub_whose_text_is_encrypted_is_refused(book):
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as z:
+        for name, content in members(book).items():
+            z.writestr(name, content)
+        z.writestr("META-INF/encryption.xml", b'<encryption><EncryptedData><CipherReference URI="EPUB/kapitel0.xhtml"/>'
+                                              b"</EncryptedData></encryption>")  # fmt: skip
+    with pytest.raises(MtError, match="DRM"):
+        translate_document(Upper(), out.getvalue(), "epub", DocumentConfig(input_type="epub"), "de")

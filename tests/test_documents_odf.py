@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import re
+import zipfile
 
 import pytest
 
@@ -135,3 +136,22 @@ def test_a_part_with_nothing_to_translate_is_written_as_it_was_byte_for_byte():
     assert b"<office:automatic-styles></office:automatic-styles>" in members(data)["styles.xml"]  # lxml: <a/>
     out = translated(data, "odt")
     assert {name for name, old in members(data).items() if members(out)[name] != old} == {"content.xml"}
+
+
+def test_an_encrypted_or_macro_carrying_opendocument_file_is_refused_in_one_line():
+    data = german_presentation()
+
+    def changed(extra: dict[str, bytes]) -> bytes:
+        out = io.BytesIO()
+        with zipfile.ZipFile(out, "w") as z:
+            for name, content in {**members(data), **extra}.items():
+                z.writestr(name, content)
+        return out.getvalue()
+
+    encrypted = members(data)["META-INF/manifest.xml"].replace(
+        b"</manifest:manifest>", b"<manifest:encryption-data/></manifest:manifest>"
+    )
+    with pytest.raises(MtError, match="an encrypted \\(password-protected\\) ODP file"):
+        translated(changed({"META-INF/manifest.xml": encrypted}), "odp")
+    with pytest.raises(MtError, match="an ODP file with macros"):
+        translated(changed({"Basic/Standard/Module1.xml": b"<x/>"}), "odp")
