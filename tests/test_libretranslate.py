@@ -110,6 +110,7 @@ def test_html_keeps_its_markup(server, translator):
         ({"q": "Ein hund.", "source": "de", "target": "en", "alternatives": "many"}, "alternatives"),
         ({"q": "Ein hund.", "source": "de", "target": "en", "alternatives": 64}, "serve.max_beam"),
         ({"q": "Ein hund.", "source": "de", "target": "en", "format": "pdf"}, "pdf format is not supported"),
+        ({"q": "Ein hund.", "source": "de", "target": "en", "format": "docx"}, "through /translate_file"),
         ({"q": 'msgid "a"\nmsgstr', "source": "de", "target": "en", "format": "po"}, "line"),
     ],
 )

@@ -24,7 +24,7 @@ from pydantic import ValidationError
 from starlette.datastructures import UploadFile
 
 from mt_cli.data.languages import language_name
-from mt_cli.documents import BINARY, EXTENSIONS, KINDS
+from mt_cli.documents import BINARY, EXTENSIONS, TEXT_KINDS
 from mt_cli.documents.encoding import read_document
 from mt_cli.errors import MtError
 from mt_cli.serve.detect import Detection
@@ -119,8 +119,12 @@ class LibreTranslate:
         texts = [req.q] if isinstance(req.q, str) else list(req.q)
         if form:  # as LibreTranslate: a form's line breaks (\r\n from a browser) become \n
             texts = ["\n".join(t.splitlines()) for t in texts]
-        if req.format not in KINDS:
-            raise ApiError(400, f"{req.format} format is not supported; this server reads {', '.join(KINDS)}")
+        if req.format not in TEXT_KINDS:  # office files and e-books come as files: /translate_file
+            raise ApiError(
+                400,
+                f"{req.format} format is not supported; this server reads {', '.join(TEXT_KINDS)} "
+                "(office files and e-books through /translate_file)",
+            )
         alternatives = req.alternatives if req.format == "text" else 0  # as LibreTranslate: none for html
         asked = TextRequest(texts, caller, NAMES, req.format, req.source, req.target, nbest=alternatives + 1)
         found, detected = await self.pipeline.translate(asked)

@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.config import JsonDict
 
-from mt_cli.documents import KINDS
+from mt_cli.documents import TEXT_KINDS
 
 # A string that str.strip() leaves non-empty: one character Python does not count as whitespace
 # (ECMA's \s differs: it lacks \x1c-\x1f and \x85, and has \ufeff). None lies above U+3000.
@@ -130,7 +130,7 @@ class LibreTranslateRequest(BaseModel):
     target: str = Field(description="the target language's code (one /languages lists for the source, else 400)")
     format: str = Field(
         "text",
-        json_schema_extra={"enum": list(KINDS)},
+        json_schema_extra={"enum": list(TEXT_KINDS)},
         description="text or html; mt also reads markdown, srt, vtt, po and lines (each q a document; one that does "
         "not parse as its format is 400)",
     )
