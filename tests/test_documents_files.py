@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from mt_cli import Translator
 from mt_cli.cli import app
+from mt_cli.documents import text_sample
 
 pytest.importorskip("docx")
 pytest.importorskip("pptx")
@@ -78,6 +79,8 @@ def test_each_type_comes_out_translated_from_the_command_line_and_from_the_file_
     from serving import Running
 
     source = build(kind, tmp_path)
+    sample = text_sample(source, kind)  # what a server's "auto" source is detected from
+    assert "Hund" in sample and "python-docx" not in sample and "<" not in sample
     expected = translator.translate_document(source, kind, source_lang="de")
     assert isinstance(expected, bytes) and expected != source
     assert len(texts(kind, expected)) == len(texts(kind, source))

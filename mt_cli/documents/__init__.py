@@ -71,16 +71,13 @@ def translate_document(
 
 
 def text_sample(text: str | bytes, kind: str) -> str:
-    """Some of a document's text, to tell its language by: a text document itself; an office
-    file's first paragraphs."""
+    """Some of a document's text, to tell its language by: a text document itself; the words of an
+    office file or e-book."""
     if isinstance(text, str):
         return text
-    from mt_cli.documents import docx, epub, odf, pptx, xlsx
+    from mt_cli.documents.package import Package
 
-    if kind in ("odt", "odp"):
-        return odf.text_sample(text, kind)
-    samplers = {"docx": docx.text_sample, "pptx": pptx.text_sample, "xlsx": xlsx.text_sample, "epub": epub.text_sample}
-    return samplers[kind](text)
+    return Package.read(text, kind.upper()).sample()
 
 
 Translate = Callable[..., Any]

@@ -35,15 +35,3 @@ def translate_docx(
     paragraphs = [p for name in parts for p in package.xml(name).getroot().iter(WORD.paragraph)]
     translate_paragraphs(engine, paragraphs, WORD, lang, protector)
     return package.write()
-
-
-def text_sample(data: bytes, most: int = 2000) -> str:
-    """The body's first paragraphs as plain text (about `most` characters)."""
-    package = Package.read(data, "DOCX")
-    main = [n for n, k in content_types(package).items() if k.endswith(TEXT_PARTS[:2]) and n in package.data]
-    out: list[str] = []
-    for p in package.parsed(main[0]).iter(WORD.paragraph) if main else ():
-        out.append("".join(t.text or "" for t in p.iter(WORD.text)))
-        if sum(len(x) for x in out) > most:
-            break
-    return "\n".join(x for x in out if x.strip())

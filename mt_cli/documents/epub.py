@@ -66,14 +66,3 @@ def translate_epub(
     for element, text in zip(plain, translate_paragraphs(engine, [e.text for e in plain], lang, protector)):
         element.text = text
     return package.write(stored_first="mimetype")
-
-
-def text_sample(data: bytes, most: int = 2000) -> str:
-    package, _, items = _book(data)
-    out = ""
-    for name, kind in items.items():
-        if kind in XHTML and name in package.data:
-            out += re.sub(r"<[^>]*>", " ", package.data[name].decode("utf-8", "replace"))
-        if len(out) > most:
-            break
-    return " ".join(out.split())[:most]

@@ -87,15 +87,6 @@ def translate_odp(
     return translate_odf(engine, data, "odp", lang, protector)
 
 
-def text_sample(data: bytes, kind: str, most: int = 2000) -> str:
-    out: list[str] = []
-    for p in _paragraphs(read_package(data, kind).parsed("content.xml")):
-        out.append("".join(p.itertext()))
-        if sum(len(x) for x in out) > most:
-            break
-    return "\n".join(x for x in out if x.strip())
-
-
 def _paragraphs(root: etree._Element) -> list[etree._Element]:
     return [p for p in root.iter(*PARAGRAPHS)]
 

@@ -26,6 +26,7 @@ from mt_cli.errors import MtError
 MAX_MEMBERS = 10_000
 MAX_UNPACKED = 1 << 30  # bytes, all members together
 MAX_RATIO = 200  # unpacked / packed, for members of more than a megabyte
+METADATA = ("docProps/", "META-INF/", "meta.xml", "settings.xml")  # members that hold no document text
 OLE = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"  # an OLE compound file: what a password-protected Office file is
 
 
@@ -62,6 +63,21 @@ class Package:
         if name not in self.parts:
             self.parts[name] = etree.ElementTree(self.parsed(name))
         return self.parts[name]
+
+    def sample(self, most: int = 2000) -> str:
+        """About `most` characters of the package's text, to tell its language by: the words of its
+        XML and XHTML members in order, leaving out the metadata (an application's name is no
+        sample of the document's language) and what parses as no XML at all."""
+        parser = etree.XMLParser(resolve_entities=False, no_network=True, recover=True)
+        out: list[str] = []
+        for name, data in self.data.items():
+            if not name.endswith((".xml", ".xhtml", ".html", ".htm")) or name.startswith(METADATA):
+                continue
+            root = etree.fromstring(data, parser)
+            out += [t for t in (root.itertext() if root is not None else ()) if any(c.isalpha() for c in t)]
+            if sum(map(len, out)) > most:
+                break
+        return " ".join(" ".join(out).split())[:most]
 
     def _changed(self, name: str) -> bool:
         """Whether a parsed part differs from the member it came from (a part with nothing to

@@ -29,15 +29,3 @@ def translate_pptx(
     paragraphs = [p for name in _parts(package) for p in package.xml(name).getroot().iter(DRAWING.paragraph)]
     translate_paragraphs(engine, paragraphs, DRAWING, lang, protector)
     return package.write()
-
-
-def text_sample(data: bytes, most: int = 2000) -> str:
-    """The slides' first paragraphs as plain text (about `most` characters)."""
-    package = Package.read(data, "PPTX")
-    out: list[str] = []
-    for name in _parts(package):
-        for p in package.parsed(name).iter(DRAWING.paragraph):
-            out.append("".join(t.text or "" for t in p.iter(DRAWING.text)))
-        if sum(len(x) for x in out) > most:
-            break
-    return "\n".join(x for x in out if x.strip())

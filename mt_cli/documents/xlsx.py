@@ -35,15 +35,3 @@ def translate_xlsx(
             cells = list(package.xml(name).getroot().iter(INLINE_SHEET.paragraph))
             translate_paragraphs(engine, cells, INLINE_SHEET, lang, protector)
     return package.write()
-
-
-def text_sample(data: bytes, most: int = 2000) -> str:
-    """The first shared strings as plain text (about `most` characters)."""
-    package = Package.read(data, "XLSX")
-    out: list[str] = []
-    for name in _parts(package)[0]:
-        for si in package.parsed(name).iter(SHEET.paragraph):
-            out.append("".join(t.text or "" for t in si.iter(SHEET.text)))
-            if sum(len(x) for x in out) > most:
-                break
-    return "\n".join(x for x in out if x.strip())
