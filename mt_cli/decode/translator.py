@@ -93,7 +93,6 @@ class Translator:
                 quantize_int8(m)
         self.direction = Direction(tokenizer, model.cfg)  # the languages given (for_languages) and their tokens
         self._glue_ids: torch.Tensor | None = None
-        self._before: Callable[[], None] | None = None  # called before each model call (yielding)
 
     @classmethod
     def load(cls, path: Path | str | Sequence[Path | str], device: str = DEVICE, **overrides: Any) -> Translator:
@@ -135,7 +134,8 @@ class Translator:
             raise MtError("int8 decoding quantized the model as it loaded; load a new Translator for another precision")
         tr = type(self)(self.model, self.tokenizer, cfg, self.processors, self.lexicon, self.sources)
         tr.quantized, tr.direction = self.quantized, self.direction
-        return tr if self._before is None else tr.yielding(self._before)  # a new engine steps aside too
+        # A new engine steps aside as the old one did.
+        return tr.yielding(self.engine.before) if isinstance(self.engine, Yielding) else tr
 
     def for_languages(self, source: str | None = None, target: str | None = None) -> Translator:
         """This model translating from `source` into `target` (codes: de; NLLB's deu_Latn or de;
@@ -152,7 +152,7 @@ class Translator:
         searches (decode/yielding.py): where a server lets an urgent search run between the steps
         of a long one."""
         tr = self.with_options()
-        tr.engine, tr._before = Yielding(self.engine, before), before
+        tr.engine = Yielding(self.engine, before)
         return tr
 
     @property
@@ -281,11 +281,11 @@ class Translator:
     def translate_document(
         self, text: str | bytes, kind: str = "text", glossary: Glossary | None = None, **options: Any
     ) -> str | bytes:
-        """A document (kind: lines, text, html, markdown, srt, vtt, po; docx as bytes) translated
-        with its structure kept; `options` are DocumentConfig's fields (protect, protect_pattern,
-        overwrite, source_lang). Sentences are split by the source language's rules: source_lang,
-        else the checkpoint's, else generic ones. With a glossary, each sentence that holds a
-        source term is translated with its target term."""
+        """A document (kind: lines, text, html, markdown, srt, vtt, po; docx, pptx, xlsx, odt, odp
+        and epub as bytes) translated with its structure kept; `options` are DocumentConfig's
+        fields (protect, protect_pattern, overwrite, source_lang). Sentences are split by the
+        source language's rules: source_lang, else the checkpoint's, else generic ones. With a
+        glossary, each sentence that holds a source term is translated with its target term."""
         from mt_cli.documents import translate_document
 
         cfg = DocumentConfig(**{"input_type": kind, **options})

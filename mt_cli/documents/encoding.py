@@ -9,6 +9,7 @@ from __future__ import annotations
 import codecs
 import re
 
+from mt_cli.documents import BINARY
 from mt_cli.errors import MtError
 
 _XML = re.compile(rb"""^\s*<\?xml[^>]*?encoding\s*=\s*["']([A-Za-z0-9._:-]+)["']""")
@@ -37,9 +38,12 @@ def declared(raw: bytes, kind: str) -> str | None:
     return _AS_BROWSERS_DO.get(name, name) if kind == "html" else name
 
 
-def read_document(raw: bytes, kind: str, where: str) -> str:
-    """The document's text, read in the encoding it declares (else UTF-8); in another encoding
-    than UTF-8, its declaration rewritten to say UTF-8."""
+def read_document(raw: bytes, kind: str, where: str) -> str | bytes:
+    """A document file's bytes as `translate_document` takes them: an office file or e-book as it
+    is; text read in the encoding it declares (else UTF-8), and in another encoding than UTF-8,
+    its declaration rewritten to say UTF-8."""
+    if kind in BINARY:
+        return raw
     encoding = declared(raw, kind) or "utf-8"
     try:
         name = codecs.lookup(encoding).name
@@ -52,6 +56,12 @@ def read_document(raw: bytes, kind: str, where: str) -> str:
             raise MtError(f"{where}: not UTF-8 text (byte {e.start}); convert it, e.g. with iconv -t UTF-8") from None
         raise MtError(f"{where}: not {encoding} text as it declares (byte {e.start}); fix its declaration") from None
     return text if name == "utf-8" else _declared_utf8(text, kind)
+
+
+def written(document: str | bytes) -> bytes:
+    """A translated document as the bytes of its file: an office file as it is, text in UTF-8 (what
+    read_document's declarations say)."""
+    return document if isinstance(document, bytes) else document.encode("utf-8")
 
 
 def _declared_utf8(text: str, kind: str) -> str:

@@ -4,7 +4,8 @@ steps of a bulk one.
 Every thread that runs a parallel torch operator keeps a team of OpenMP threads for the rest of its
 life. Once a process holds more OpenMP threads than CPUs, libgomp stops spinning while it waits for
 work and sleeps instead, and waking costs each operator's threads dearly: beside one idle team
-left by another thread, a one-line search took 131 ms instead of 33. So the server decodes on one
+left by another thread, a one-line search runs several times slower (benchmarks/openmp_teams.py).
+So the server decodes on one
 thread only (models load in threads that end with the load), whatever the number of models and
 lanes: their batchers form batches and hand them here.
 

@@ -24,8 +24,8 @@ from pydantic import ValidationError
 from starlette.datastructures import UploadFile
 
 from mt_cli.data.languages import language_name
-from mt_cli.documents import BINARY, EXTENSIONS, TEXT_KINDS
-from mt_cli.documents.encoding import read_document
+from mt_cli.documents import EXTENSIONS, TEXT_KINDS
+from mt_cli.documents.encoding import read_document, written
 from mt_cli.errors import MtError
 from mt_cli.serve.detect import Detection
 from mt_cli.serve.documents import Files
@@ -185,7 +185,7 @@ class LibreTranslate:
             name, text, kind, source, target, caller = await self._upload(request)
             asked = TextRequest([text], caller, NAMES, kind, source, target, file=True)
             [(translated, _)], _ = await self.pipeline.translate(asked)
-            saved = self.files.put(name, translated if isinstance(translated, bytes) else translated.encode("utf-8"))
+            saved = self.files.put(name, written(translated))
             return {"translatedFileUrl": str(request.url_for("download_file", filename=saved))}
 
         # The name is read from the path, not declared: FastAPI would document a 422 no name can get.
@@ -234,11 +234,8 @@ class LibreTranslate:
                 f"Invalid request: file format not supported ({upload.filename}); this server "
                 f"reads {', '.join(FILE_KINDS)}",
             )
-        raw = await upload.read()
-        if kind in BINARY:  # an office file: translated as bytes
-            return upload.filename, raw, kind, str(form["source"]), str(form["target"]), caller
         try:
-            text = read_document(raw, kind, upload.filename)  # in the encoding it declares, else UTF-8
+            text = read_document(await upload.read(), kind, upload.filename)  # text in the encoding it declares
         except MtError as e:
             raise ApiError(400, f"Invalid request: {e}") from None
         return upload.filename, text, kind, str(form["source"]), str(form["target"]), caller

@@ -148,8 +148,8 @@ class Models:
 
     def _in_thread(self, work: Callable[..., None], *args: Any) -> Future:
         """`work` in a thread of its own that ends with it, one at a time. Not a pool's thread that
-        stays: a thread that ran torch keeps an OpenMP team of its own, which took CPU from the
-        decoding threads (single lines 50 -> 140 ms)."""
+        stays: a thread that ran torch keeps an OpenMP team of its own, which slows the decoding
+        thread's every operator (decoding.py)."""
         done: Future = Future()
 
         def run() -> None:

@@ -17,11 +17,11 @@ from typing import IO
 from mt_cli.config import DEVICE, DocumentConfig, OutputConfig
 from mt_cli.decode.hypothesis import Hypothesis, as_object, pair_score, score_object
 from mt_cli.decode.translator import Translator
-from mt_cli.documents import BINARY, kind_of
-from mt_cli.documents.encoding import read_document
+from mt_cli.documents import kind_of
+from mt_cli.documents.encoding import read_document, written
 from mt_cli.documents.protect import Masked, Protector
 from mt_cli.errors import MtError
-from mt_cli.files import atomic_open, check_readable, check_writable
+from mt_cli.files import atomic_open, atomic_write_bytes, check_readable, check_writable
 from mt_cli.tools.line_inputs import LineInputs, SideInputs, count_lines, input_lines
 from mt_cli.tools.progress import Progress
 
@@ -156,29 +156,19 @@ def _translate_whole(
             " glossaries need document.input_type lines"
         )
     where = str(input_path) if input_path is not None else "stdin"
-    if kind in BINARY:  # an office file: bytes in, bytes out
-        text: str | bytes = input_path.read_bytes() if input_path is not None else sys.stdin.buffer.read()
-    else:
-        text = _read_text(input_path, where, kind)
+    # Line endings (CRLF in subtitles and PO files) come out as they were: the bytes are decoded whole.
+    raw = input_path.read_bytes() if input_path is not None else sys.stdin.buffer.read()
+    text = read_document(raw, kind, where)
     options = {k: v for k, v in dataclasses.asdict(document).items() if k != "input_type"}
     try:
         translated = tr.translate_document(text, kind, **options)
     except MtError as e:
         raise MtError(f"{where}: {e}") from None
-    data = translated if isinstance(translated, bytes) else translated.encode("utf-8")
     if output_path is None:
-        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.write(written(translated))
     else:
-        with atomic_open(output_path, "wb") as f:  # a text's "\r\n" as it is
-            f.write(data)
+        atomic_write_bytes(output_path, written(translated))
     return translated.count("\n") if isinstance(translated, str) else None
-
-
-def _read_text(input_path: Path | None, where: str, kind: str) -> str:
-    """The document as text, in the encoding it declares (documents/encoding.py), else UTF-8; its
-    line endings (CRLF in subtitles and PO files) as they were."""
-    raw = input_path.read_bytes() if input_path is not None else sys.stdin.buffer.read()
-    return read_document(raw, kind, where)
 
 
 def score_file(
