@@ -125,6 +125,16 @@ def test_the_web_page_translates_a_typed_sentence_as_the_api_does(trained, corpu
         running.stop()
 
 
+def _document_mode(browser, url: str) -> None:
+    """The page at `url` switched to document mode, once its languages are listed."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    browser.get(url + "/")
+    browser.find_element(By.ID, "mode-document").click()
+    WebDriverWait(browser, 30).until(lambda b: Select(b.find_element(By.ID, "target")).options)
+
+
 def _chrome(webdriver, service):
     """Headless Chromium; `webdriver` and `service` are selenium's, imported by the test (it may skip)."""
     options = webdriver.ChromeOptions()
@@ -148,9 +158,7 @@ def test_the_web_pages_document_mode_translates_a_text_document_keeping_its_para
     running = Running(create_app(lambda: translator, "best.pt"))
     browser = _chrome(webdriver, Service)
     try:
-        browser.get(running.url + "/")
-        browser.find_element(By.ID, "mode-document").click()
-        WebDriverWait(browser, 30).until(lambda b: Select(b.find_element(By.ID, "target")).options)
+        _document_mode(browser, running.url)
         document = f"{corpus[0][0]} {corpus[0][1]}\n\n{corpus[0][2]}\n"
         browser.find_element(By.ID, "doc").send_keys(document)
         Select(browser.find_element(By.ID, "doc-type")).select_by_value("text")
@@ -182,7 +190,7 @@ def test_the_web_pages_document_mode_translates_an_uploaded_word_file_for_downlo
     docx = pytest.importorskip("docx")
     from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import Select, WebDriverWait
+    from selenium.webdriver.support.ui import WebDriverWait
 
     from mt_cli import Translator
     from mt_cli.serve.app import create_app
@@ -196,9 +204,7 @@ def test_the_web_pages_document_mode_translates_an_uploaded_word_file_for_downlo
     running = Running(create_app(lambda: translator, "best.pt"))
     browser = _chrome(webdriver, Service)
     try:
-        browser.get(running.url + "/")
-        browser.find_element(By.ID, "mode-document").click()
-        WebDriverWait(browser, 30).until(lambda b: Select(b.find_element(By.ID, "target")).options)
+        _document_mode(browser, running.url)
         assert ".docx" in browser.find_element(By.ID, "doc-file").get_attribute("accept")
         browser.find_element(By.ID, "doc-file").send_keys(str(tmp_path / "brief.docx"))
         browser.find_element(By.ID, "doc-translate").click()
