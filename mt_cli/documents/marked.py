@@ -6,12 +6,14 @@ translation read back. Shared by the XML formats that keep formatting on element
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from lxml import etree
 
-from mt_cli.documents.inline import Atom, Run, Tag
+from mt_cli.documents.aligned import AlignedTranslator
+from mt_cli.documents.inline import Atom, Run, Tag, translate_runs
+from mt_cli.documents.protect import Protector
 
 # Tokens the translated text is written with: a tag opening, closing, an atom; private-use
 # characters, taken out of the text itself.
@@ -109,6 +111,20 @@ def edges(items: list[Item]) -> tuple[list[Part], list[Part], list[Item]]:
         [e for i in tail for e in parts(i)],
         [i for i in items if id(i) not in edge],
     )
+
+
+def translate_read(
+    engine: AlignedTranslator,
+    read: list[tuple[Run, Layout]],
+    write: Callable[[Layout, str], None],
+    lang: str,
+    protector: Protector | None,
+) -> None:
+    """The paragraphs read (each as a run and its layout) translated in one batch, each written
+    back by `write` from its translation's tokens."""
+    if read:
+        for (_, layout), text in zip(read, translate_runs(engine, [run for run, _ in read], lang, protector, escape)):
+            write(layout, text)
 
 
 def tokens(out: str) -> Iterator[tuple[str, str | int]]:

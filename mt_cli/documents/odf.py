@@ -15,8 +15,8 @@ from lxml import etree
 
 from mt_cli.config import DocumentConfig
 from mt_cli.documents.aligned import AlignedTranslator
-from mt_cli.documents.inline import Run, translate_runs
-from mt_cli.documents.marked import ATOM, OPEN, Item, Layout, as_run, edges, escape, tokens
+from mt_cli.documents.inline import Run
+from mt_cli.documents.marked import ATOM, OPEN, Item, Layout, as_run, edges, tokens, translate_read
 from mt_cli.documents.package import Package
 from mt_cli.documents.paragraphs import translate_paragraphs
 from mt_cli.documents.protect import Protector
@@ -64,10 +64,7 @@ def translate_odf(engine: AlignedTranslator, data: bytes, kind: str, lang: str, 
         for master in MASTER_TEXT:
             for part in package.xml("styles.xml").getroot().iter(master):
                 paragraphs += _paragraphs(part)
-    read = [r for r in (_read(p) for p in paragraphs) if r is not None]
-    if read:
-        for (_, layout), text in zip(read, translate_runs(engine, [r for r, _ in read], lang, protector, escape)):
-            _write(layout, text)
+    translate_read(engine, [r for r in (_read(p) for p in paragraphs) if r is not None], _write, lang, protector)
     if "meta.xml" in package.data:
         titles = [t for t in package.xml("meta.xml").getroot().iter(f"{{{DC}}}title") if (t.text or "").strip()]
         for title, text in zip(titles, translate_paragraphs(engine, [t.text for t in titles], lang, protector)):
@@ -88,7 +85,7 @@ def translate_odp(
 
 
 def _paragraphs(root: etree._Element) -> list[etree._Element]:
-    return [p for p in root.iter(*PARAGRAPHS)]
+    return list(root.iter(*PARAGRAPHS))
 
 
 def _items(p: etree._Element) -> list[Item]:

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from lxml import etree
 
 from mt_cli.documents.aligned import AlignedTranslator
-from mt_cli.documents.inline import Run, translate_runs
-from mt_cli.documents.marked import ATOM, OPEN, Item, Layout, as_run, edges, escape, key, plain, tokens
+from mt_cli.documents.inline import Run
+from mt_cli.documents.marked import ATOM, OPEN, Item, Layout, as_run, edges, key, plain, tokens, translate_read
 from mt_cli.documents.protect import Protector
 
 W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
@@ -43,7 +43,6 @@ MONOSPACE = ("courier", "consolas", "menlo", "monaco", "mono", "lucida console",
 class Dialect:
     """The element names of one vocabulary (Clark notation: {namespace}name)."""
 
-    ns: str
     paragraph: str
     run: str
     properties: str  # a run's properties
@@ -61,18 +60,18 @@ def _names(ns: str, words: str) -> frozenset[str]:
 
 
 WORD = Dialect(
-    W, f"{{{W}}}p", f"{{{W}}}r", f"{{{W}}}rPr", f"{{{W}}}t", _names(W, "pPr"), frozenset(),
+    f"{{{W}}}p", f"{{{W}}}r", f"{{{W}}}rPr", f"{{{W}}}t", _names(W, "pPr"), frozenset(),
     _names(W, "hyperlink ins smartTag customXml dir bdo"),
     _names(W, "bookmarkStart bookmarkEnd commentRangeStart commentRangeEnd permStart permEnd"),
     _names(W, "proofErr lastRenderedPageBreak"), True,
 )  # fmt: skip
 DRAWING = Dialect(
-    A, f"{{{A}}}p", f"{{{A}}}r", f"{{{A}}}rPr", f"{{{A}}}t", _names(A, "pPr"), _names(A, "endParaRPr"),
+    f"{{{A}}}p", f"{{{A}}}r", f"{{{A}}}rPr", f"{{{A}}}t", _names(A, "pPr"), _names(A, "endParaRPr"),
     frozenset(), frozenset(), frozenset(), False,
 )  # fmt: skip
 # Excel's shared strings (si) and inline strings (is): plain text, or runs of rich text.
 SHEET = Dialect(
-    S, f"{{{S}}}si", f"{{{S}}}r", f"{{{S}}}rPr", f"{{{S}}}t", frozenset(), _names(S, "rPh phoneticPr"),
+    f"{{{S}}}si", f"{{{S}}}r", f"{{{S}}}rPr", f"{{{S}}}t", frozenset(), _names(S, "rPh phoneticPr"),
     frozenset(), frozenset(), frozenset(), True,
 )  # fmt: skip
 INLINE_SHEET = dataclasses.replace(SHEET, paragraph=f"{{{S}}}is")
@@ -87,14 +86,10 @@ def translate_paragraphs(
 ) -> None:
     """Translate the paragraphs in place (those with text; the others are left as they are)."""
     read = [r for r in (_read(p, dialect) for p in paragraphs) if r is not None]
-    if not read:
-        return
-    out = translate_runs(engine, [run for run, _ in read], lang, protector, escape)
-    for (_, layout), text in zip(read, out):
-        _write(layout, text, dialect)
+    translate_read(engine, read, lambda layout, text: _write(layout, text, dialect), lang, protector)
 
 
-def _code(props: etree._Element | None, dialect: Dialect) -> bool:
+def _code(props: etree._Element | None) -> bool:
     """Runs in a code style or a monospace font are never translated."""
     if props is None:
         return False
@@ -140,7 +135,7 @@ def _items(p: etree._Element, d: Dialect) -> list[Item]:
 
     def run(r: etree._Element, containers: int) -> None:
         props = r.find(d.properties)
-        if _code(props, d):
+        if _code(props):
             items.append(Item("atom", parts=[(None, r)], depth=containers))
             return
         for part in r:
