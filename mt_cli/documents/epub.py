@@ -10,6 +10,7 @@ from urllib.parse import unquote
 
 from mt_cli.config import DocumentConfig
 from mt_cli.documents.aligned import AlignedTranslator
+from mt_cli.documents.encoding import read_document, written
 from mt_cli.documents.html import translate_html
 from mt_cli.documents.package import Package
 from mt_cli.documents.paragraphs import translate_paragraphs
@@ -54,11 +55,8 @@ def translate_epub(
     package, opf, items = _book(data)
     for name, kind in items.items():
         if kind in XHTML and name in package.data:
-            try:
-                text = package.data[name].decode("utf-8-sig")
-            except UnicodeDecodeError as e:
-                raise MtError(f"{name} in the EPUB file is not UTF-8 (byte {e.start})") from None
-            package.replaced[name] = translate_html(engine, text, lang, protector, cfg, xml=True).encode("utf-8")
+            text = str(read_document(package.data[name], "html", name))  # as its declaration says; written in UTF-8
+            package.replaced[name] = written(translate_html(engine, text, lang, protector, cfg, xml=True))
     labels = [t for name, kind in items.items() if kind == "application/x-dtbncx+xml" and name in package.data
               for t in package.xml(name).getroot().iter(f"{NCX}text") if (t.text or "").strip()]  # fmt: skip
     titles = [t for t in package.xml(opf).getroot().iter(f"{DC}title") if (t.text or "").strip()]
