@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from results import append_section
+from serve_load import machine  # asked of a child process: this one imports no torch
 
 
 def child(checkpoint: str, src_file: str, lines: int) -> None:
@@ -87,15 +88,13 @@ def main() -> None:
             print(policy or "unset", alone, beside, flush=True)
             if policy not in best or alone + beside < sum(best[policy]):
                 best[policy] = (alone, beside)
-    code = "import sys; sys.path.insert(0, sys.argv[1]); from speed import machine; print(machine())"
-    where = subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent)], capture_output=True, text=True)
     rows = ["| OMP_WAIT_POLICY | one line alone: median ms | beside an idle team: median ms | x |", "|---|---|---|---|"]
     for policy, (alone, beside) in best.items():
         rows.append(f"| {policy or 'unset'} | {alone:.1f} | {beside:.1f} | {beside / alone:.1f} |")
     body = "\n".join(rows) + (
         f"\n\n`benchmarks/openmp_teams.py --checkpoint {args.checkpoint.parent.name}/{args.checkpoint.name}`: "
         f"{args.lines} lines of {args.src_file.name} translated one at a time (the checkpoint's own decoding "
-        f"settings), in a fresh process per round, {args.rounds} rounds, fastest kept; {where.stdout.strip()}.\n"
+        f"settings), in a fresh process per round, {args.rounds} rounds, fastest kept; {machine()}.\n"
     )
     print(body)
     if not args.no_append:
