@@ -29,7 +29,9 @@ from mt_cli.config import OutputConfig
 from mt_cli.tools.translate_files import translate_stream
 
 
-def controls(args: argparse.Namespace, src: list[str], ref: list[str]) -> dict[str, Callable[[], list[str] | None]]:
+def controls(
+    args: argparse.Namespace, src: list[str], ref: list[str]
+) -> dict[str, Callable[[], list[str] | None]]:
     tr = Translator.load(args.checkpoint, "cpu", beam=5)
     plain = tr.translate(src)
     glossary = choose(tr, args.data, 50)
@@ -42,12 +44,18 @@ def controls(args: argparse.Namespace, src: list[str], ref: list[str]) -> dict[s
     runs: dict[str, Callable[[], list[str] | None]] = {
         "plain beam 5": lambda: tr.translate(src),
         "jsonl, --nbest 5": jsonl(OutputConfig("jsonl", nbest=5)),
-        "jsonl, --token-scores --alignment": jsonl(OutputConfig("jsonl", token_scores=True, alignment=True)),
+        "jsonl, --token-scores --alignment": jsonl(
+            OutputConfig("jsonl", token_scores=True, alignment=True)
+        ),
         "score (forced decoding of plain's output)": lambda: (tr.score(src, plain), None)[1],
-        "--prefix-file (reference's first 2 words)": lambda: [h[0].text for h in tr.search(src, prefixes=prefixes)],
+        "--prefix-file (reference's first 2 words)": lambda: [
+            h[0].text for h in tr.search(src, prefixes=prefixes)
+        ],
         "--glossary (50 terms)": lambda: [h[0].text for h in tr.search(src, constraints=terms)],
         "--no-repeat-ngram 3": lambda: tr.with_options(no_repeat_ngram=3).translate(src),
-        "sampling, --sampling-topk 10": lambda: tr.with_options(sampling_topk=10, seed=1).translate(src),
+        "sampling, --sampling-topk 10": lambda: tr.with_options(sampling_topk=10, seed=1).translate(
+            src
+        ),
     }
     if args.second_checkpoint is not None:
         pair = Translator.load([args.checkpoint, args.second_checkpoint], "cpu", beam=5)
@@ -58,7 +66,9 @@ def controls(args: argparse.Namespace, src: list[str], ref: list[str]) -> dict[s
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--checkpoint", type=Path, required=True)
     p.add_argument("--second-checkpoint", type=Path, help="for the ensemble (the same tokenizer)")
     p.add_argument("--data", type=Path, required=True, help="the Multi30k folder")
@@ -84,10 +94,13 @@ def main() -> None:
 
     rows = [row(name, seconds, out) for name, (seconds, out) in best.items()]
     body = (
-        "| control | sent/s | vs plain | BLEU |\n|---|---|---|---|\n" + "\n".join(rows) + f"\n\n{len(src)} lines of "
+        "| control | sent/s | vs plain | BLEU |\n|---|---|---|---|\n"
+        + "\n".join(rows)
+        + f"\n\n{len(src)} lines of "
         f"test2016 de→en, `{args.checkpoint}`"
         + (f" and `{args.second_checkpoint}`" if args.second_checkpoint else "")
-        + f", best of {args.rounds} alternating rounds in one process. The prefix row's BLEU is helped by the "
+        + f", best of {args.rounds} alternating rounds in one process. The prefix row's BLEU is "
+        "helped by the "
         f"reference words it is given.\n\n`python benchmarks/controls.py {' '.join(_argv(args))}`\n"
     )
     print(body)
@@ -97,7 +110,9 @@ def main() -> None:
 
 def _argv(args: argparse.Namespace) -> list[str]:
     out = ["--checkpoint", str(args.checkpoint), "--data", str(args.data)]
-    return out + (["--second-checkpoint", str(args.second_checkpoint)] if args.second_checkpoint else [])
+    return out + (
+        ["--second-checkpoint", str(args.second_checkpoint)] if args.second_checkpoint else []
+    )
 
 
 if __name__ == "__main__":

@@ -6,10 +6,9 @@ Writes the corpus (once; reused from --work), trains a tokenizer on its first 20
 timed), then runs `mt train` twice as a subprocess while sampling the RSS of its whole process
 tree (mt and its tokenizing workers) every 0.1 s:
   1. cold: the cache is built (--workers 2), then 50 training steps;
-  2. warm: a new run folder on the same cache, 50 steps.
-Preparation throughput (pairs/s) is printed next to plain Python reading the same two files.
-The figures are appended to benchmarks/RESULTS.md (and with --docs put into docs/training.md's table).
-"""
+  2. warm: a new run folder on the same cache, 50 steps. Preparation throughput (pairs/s) is printed
+     next to plain Python reading the same two files. The figures are appended to
+     benchmarks/RESULTS.md (and with --docs put into docs/training.md's table)."""
 
 from __future__ import annotations
 
@@ -66,7 +65,8 @@ def plain_python_read(src: Path, tgt: Path) -> tuple[int, float]:
 
 
 def plain_python_encode(src: Path, tgt: Path, tokenizer: Path, limit: int) -> float:
-    """Pairs/s of reading and SentencePiece-encoding the first `limit` pairs in one process, no cache."""
+    """Pairs/s of reading and SentencePiece-encoding the first `limit` pairs in one process, no
+    cache."""
     from mt_cli.data.tokenizer import Tokenizer
 
     tok = Tokenizer.load(tokenizer)
@@ -74,7 +74,10 @@ def plain_python_encode(src: Path, tgt: Path, tokenizer: Path, limit: int) -> fl
     with open(src, encoding="utf-8") as fs, open(tgt, encoding="utf-8") as ft:
         pairs = zip(fs, ft)
         while n < limit and (chunk := list(islice(pairs, 2000))):
-            tok.encode_src([s.strip() for s, _ in chunk]), tok.encode_tgt([t.strip() for _, t in chunk])
+            (
+                tok.encode_src([s.strip() for s, _ in chunk]),
+                tok.encode_tgt([t.strip() for _, t in chunk]),
+            )
             n += len(chunk)
     return n / (time.perf_counter() - started)
 
@@ -110,7 +113,8 @@ def tree_rss_mb(pid: int) -> tuple[float, float]:
 
 
 def run_measured(cmd: list[str], log: Path) -> tuple[float, float, float, int]:
-    """(seconds, peak tree RSS in MB, peak anonymous RSS, exit code) of a command; output to `log`."""
+    """(seconds, peak tree RSS in MB, peak anonymous RSS, exit code) of a command; output to
+    `log`."""
     started = time.perf_counter()
     with open(log, "w") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
@@ -130,22 +134,38 @@ def prepare(w: Path, pairs: int) -> tuple[Path, Path, Path]:
     if not (src.is_file() and tgt.is_file()):
         started = time.perf_counter()
         write_corpus(src, tgt, pairs)
-        print(f"wrote {pairs} pairs ({(src.stat().st_size + tgt.stat().st_size) >> 20} MB) in "
-              f"{time.perf_counter() - started:.0f} s")  # fmt: skip
+        print(
+            f"wrote {pairs} pairs ({(src.stat().st_size + tgt.stat().st_size) >> 20} MB) in "
+            f"{time.perf_counter() - started:.0f} s"
+        )
     n_tok = min(200_000, pairs - 100)
     for side, path in (("src", src), ("tgt", tgt)):
         with open(path, encoding="utf-8") as f:
             head = list(islice(f, n_tok + 100))
         (w / f"head.{side}").write_text("".join(head[:n_tok]))
-        (w / f"valid.{side}").write_text("".join(head[n_tok:]))  # 100 pairs: validation is not what is measured
+        (w / f"valid.{side}").write_text(
+            "".join(head[n_tok:])
+        )  # 100 pairs: validation is not what is measured
     tok = w / "tokenizer"
     if not tok.is_dir():
-        cmd = [*MT, "tokenizer", "train", "--src", w / "head.src", "--tgt", w / "head.tgt", "--out", tok]
+        cmd = [
+            *MT,
+            "tokenizer",
+            "train",
+            "--src",
+            w / "head.src",
+            "--tgt",
+            w / "head.tgt",
+            "--out",
+            tok,
+        ]
         subprocess.run(list(map(str, cmd)), check=True)
     return src, tgt, tok
 
 
-def train_twice(w: Path, src: Path, tgt: Path, tok: Path, cache: Path, steps: int, workers: int) -> list[tuple]:
+def train_twice(
+    w: Path, src: Path, tgt: Path, tok: Path, cache: Path, steps: int, workers: int
+) -> list[tuple]:
     """`mt train` cold (building `cache`) then warm (reusing it): a row per run with its wall
     seconds, peak tree and anonymous RSS, and median training tokens/s."""
     shutil.rmtree(cache, ignore_errors=True)
@@ -154,59 +174,108 @@ def train_twice(w: Path, src: Path, tgt: Path, tok: Path, cache: Path, steps: in
         run, log = w / f"run-{len(rows)}", w / f"run-{len(rows)}.log"
         shutil.rmtree(run, ignore_errors=True)
         cmd = [
-            *MT, "train", "--train-src", src, "--train-tgt", tgt,
-            "--valid-src", w / "valid.src", "--valid-tgt", w / "valid.tgt",
-            "--tokenizer", tok, "--cache", cache, "--out", run, "--preset", "small",
-            "--max-steps", steps, "--workers", workers, "--device", "cpu",
-            "--set", f"train.valid_every={steps}", "--set", "train.log_every=10", "--set", "decode.beam=1",
-        ]  # fmt: skip
+            *MT,
+            "train",
+            "--train-src",
+            src,
+            "--train-tgt",
+            tgt,
+            "--valid-src",
+            w / "valid.src",
+            "--valid-tgt",
+            w / "valid.tgt",
+            "--tokenizer",
+            tok,
+            "--cache",
+            cache,
+            "--out",
+            run,
+            "--preset",
+            "small",
+            "--max-steps",
+            steps,
+            "--workers",
+            workers,
+            "--device",
+            "cpu",
+            "--set",
+            f"train.valid_every={steps}",
+            "--set",
+            "train.log_every=10",
+            "--set",
+            "decode.beam=1",
+        ]
         seconds, peak, anon, rc = run_measured(list(map(str, cmd)), log)
         if rc != 0:
             sys.exit(f"mt train failed; see {log}")
         entries = [json.loads(x) for x in (run / "log.jsonl").read_text().splitlines()]
         tps = float(np.median([e["tokens_per_s"] for e in entries if "tokens_per_s" in e]))
         rows.append((label, seconds, peak, anon, tps))
-        print(f"{label}: {seconds:.0f} s in all, peak RSS {peak:,.0f} MB, anonymous {anon:,.0f} MB "
-              f"(mt and its workers), training {tps:,.0f} tgt tok/s")  # fmt: skip
+        print(
+            f"{label}: {seconds:.0f} s in all, peak RSS {peak:,.0f} MB, anonymous {anon:,.0f} MB "
+            f"(mt and its workers), training {tps:,.0f} tgt tok/s"
+        )
     return rows
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--pairs", type=int, default=5_000_000)
     ap.add_argument("--work", type=Path, default=Path("/tmp/mt-scale"))
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--steps", type=int, default=50)
     ap.add_argument(
-        "--docs", "--readme", dest="docs", action="store_true",
+        "--docs",
+        "--readme",
+        dest="docs",
+        action="store_true",
         help="also put the table into docs/training.md's data-scale section",
-    )  # fmt: skip
+    )
     a = ap.parse_args()
     src, tgt, tok = prepare(a.work, a.pairs)
     n, seconds = plain_python_read(src, tgt)
     plain = n / seconds
     print(f"plain Python read: {n} pairs in {seconds:.1f} s ({plain:,.0f} pairs/s)")
     encode = plain_python_encode(src, tgt, tok, 200_000)
-    print(f"plain Python read + SentencePiece encode, one process: {encode:,.0f} pairs/s (first 200k pairs)")
+    print(
+        f"plain Python read + SentencePiece encode, one process: {encode:,.0f} pairs/s (first 200k "
+        "pairs)"
+    )
     cache = a.work / "cache"
     rows = train_twice(a.work, src, tgt, tok, cache, a.steps, a.workers)
     info = json.loads(next(cache.glob("*/mt-cache.json")).read_text())
     size = sum(f.stat().st_size for f in cache.rglob("*") if f.is_file()) >> 20
     prep = info["pairs"] / info["seconds"]
-    print(f"cache: {info['pairs']} pairs in {info['seconds']:.0f} s ({prep:,.0f} pairs/s, {a.workers} workers), "
-          f"{size} MB on disk; plain Python: reading {plain:,.0f} pairs/s, + encoding {encode:,.0f}")  # fmt: skip
-    body = "\n".join([
-        f"{a.pairs:,} synthetic pairs, {a.workers} workers; {machine()}.",
-        "",
-        "| run | wall s | peak RSS MB (tree) | peak anonymous MB | train tgt tok/s |",
-        "|---|---|---|---|---|",
-        *[f"| {r[0]} | {r[1]:.0f} | {r[2]:,.0f} | {r[3]:,.0f} | {r[4]:,.0f} |" for r in rows],
-        "",
-        f"- cache build: {prep:,.0f} pairs/s ({info['seconds']:.0f} s, read + tokenize + write, {size} MB on disk)",
-        f"- plain Python reading the same two files: {plain:,.0f} pairs/s; reading and encoding them with "
-        f"SentencePiece in one process, no cache: {encode:,.0f} pairs/s (first 200k pairs)",
-        f"- command: `python benchmarks/data_scale.py --pairs {a.pairs} --workers {a.workers} --steps {a.steps}`",
-    ]) + "\n"  # fmt: skip
+    print(
+        f"cache: {info['pairs']} pairs in {info['seconds']:.0f} s ({prep:,.0f} pairs/s, "
+        f"{a.workers} workers), "
+        f"{size} MB on disk; plain Python: reading {plain:,.0f} pairs/s, + encoding {encode:,.0f}"
+    )
+    body = (
+        "\n".join(
+            [
+                f"{a.pairs:,} synthetic pairs, {a.workers} workers; {machine()}.",
+                "",
+                "| run | wall s | peak RSS MB (tree) | peak anonymous MB | train tgt tok/s |",
+                "|---|---|---|---|---|",
+                *[
+                    f"| {r[0]} | {r[1]:.0f} | {r[2]:,.0f} | {r[3]:,.0f} | {r[4]:,.0f} |"
+                    for r in rows
+                ],
+                "",
+                f"- cache build: {prep:,.0f} pairs/s ({info['seconds']:.0f} s, read + tokenize + "
+                f"write, {size} MB on disk)",
+                f"- plain Python reading the same two files: {plain:,.0f} pairs/s; reading and "
+                "encoding them with "
+                f"SentencePiece in one process, no cache: {encode:,.0f} pairs/s (first 200k pairs)",
+                f"- command: `python benchmarks/data_scale.py --pairs {a.pairs} --workers "
+                f"{a.workers} --steps {a.steps}`",
+            ]
+        )
+        + "\n"
+    )
     append_section("data_scale.py", body)
     if a.docs:
         copy_newest("data_scale.py", "data-scale")

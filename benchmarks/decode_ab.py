@@ -51,11 +51,23 @@ json.dump({"seconds": time.perf_counter() - start, "out": out}, open(result, "w"
 """
 
 
-def timed_run(tree: Path, args: argparse.Namespace, beam: int, result: Path) -> tuple[float, float, list[str]]:
+def timed_run(
+    tree: Path, args: argparse.Namespace, beam: int, result: Path
+) -> tuple[float, float, list[str]]:
     """(decoding seconds, whole-process seconds, output lines) of one run in its own process."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    cmd = [sys.executable, "-c", CHILD, str(args.checkpoint.resolve()), str(args.src_file.resolve()), str(args.n),
-           str(beam), str(args.threads), str(result), args.precision]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-c",
+        CHILD,
+        str(args.checkpoint.resolve()),
+        str(args.src_file.resolve()),
+        str(args.n),
+        str(beam),
+        str(args.threads),
+        str(result),
+        args.precision,
+    ]
     start = time.perf_counter()
     subprocess.run(cmd, cwd=tree, env=env, check=True)  # cwd first on sys.path: this tree's mt_cli
     whole = time.perf_counter() - start
@@ -66,14 +78,22 @@ def timed_run(tree: Path, args: argparse.Namespace, beam: int, result: Path) -> 
 def label(tree: Path) -> str:
     """The tree and the commit it holds (+ if it has uncommitted changes)."""
     git = ["git", "-C", str(tree)]
-    rev = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run([*git, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True)
+    rev = subprocess.run(
+        [*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    dirty = subprocess.run(
+        [*git, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True
+    )
     return f"{tree} ({rev or 'no git'}{'+' if dirty.stdout.strip() else ''})"
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--tree", type=Path, action="append", required=True, help="a source tree (give two)")
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--tree", type=Path, action="append", required=True, help="a source tree (give two)"
+    )
     p.add_argument("--checkpoint", type=Path, required=True)
     p.add_argument("--src-file", type=Path, required=True)
     p.add_argument("--n", type=int, default=1000)
@@ -92,16 +112,32 @@ def main() -> None:
                 for tree in trees:
                     seconds, whole, out = timed_run(tree, args, beam, Path(tmp) / "result.json")
                     old = best.get(tree)
-                    best[tree] = (min(seconds, old[0]) if old else seconds, min(whole, old[1]) if old else whole, out)
+                    best[tree] = (
+                        min(seconds, old[0]) if old else seconds,
+                        min(whole, old[1]) if old else whole,
+                        out,
+                    )
             same = len({tuple(out) for _, _, out in best.values()}) == 1
             for tree, (seconds, whole, _) in best.items():
                 rows.append((beam, tree, args.n / seconds, whole, same))
-                print(f"beam {beam} {tree}: {args.n / seconds:.1f} sent/s, whole process {whole:.1f} s", flush=True)
-    lines = ["| tree | beam | sent/s (decoding) | whole process s | outputs identical |", "|---|---|---|---|---|"]
-    lines += [f"| `{label(t)}` | {b} | {s:.1f} | {w:.1f} | {'yes' if same else 'NO'} |" for b, t, s, w, same in rows]
+                print(
+                    f"beam {beam} {tree}: {args.n / seconds:.1f} sent/s, whole process {whole:.1f} "
+                    "s",
+                    flush=True,
+                )
+    lines = [
+        "| tree | beam | sent/s (decoding) | whole process s | outputs identical |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| `{label(t)}` | {b} | {s:.1f} | {w:.1f} | {'yes' if same else 'NO'} |"
+        for b, t, s, w, same in rows
+    ]
     body = "\n".join(lines) + (
-        f"\n\n{args.n} lines of `{args.src_file}`, `{args.checkpoint}`, {args.precision}, {args.threads} threads, "
-        f"best of {args.rounds} alternating rounds. `python benchmarks/decode_ab.py {' '.join(sys.argv[1:])}`\n"
+        f"\n\n{args.n} lines of `{args.src_file}`, `{args.checkpoint}`, {args.precision}, "
+        f"{args.threads} threads, "
+        f"best of {args.rounds} alternating rounds. `python benchmarks/decode_ab.py "
+        f"{' '.join(sys.argv[1:])}`\n"
     )
     print(body)
     if not args.no_append:

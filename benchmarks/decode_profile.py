@@ -1,7 +1,8 @@
 """Where a decoding run's time goes, and how close it runs to the machine's peak.
 
-    python benchmarks/decode_profile.py --checkpoint RUN/best.pt --src-file ../shared/data/multi30k/test2016.de \\
-        [--beam 5] [--precision fp32|bf16|int8] [--engine eager|compiled] [--no-shortlist] [--n 1000] [--append]
+    python benchmarks/decode_profile.py --checkpoint RUN/best.pt --src-file
+    ../shared/data/multi30k/test2016.de \\ [--beam 5] [--precision fp32|bf16|int8] [--engine
+    eager|compiled] [--no-shortlist] [--n 1000] [--append]
 
 Translates the first --n lines once untimed (warm-up), then:
 - timed with the engine's parts wrapped in clocks (encoder, self-attention, cross-attention,
@@ -55,7 +56,9 @@ class Clocks:
         self.flops: collections.Counter[str] = collections.Counter()
         self.restore: list[tuple[Any, str, Any]] = []
 
-    def wrap(self, owner: Any, name: str, part: str, flops: Callable[..., float] | None = None) -> None:
+    def wrap(
+        self, owner: Any, name: str, part: str, flops: Callable[..., float] | None = None
+    ) -> None:
         real = getattr(owner, name)
 
         @functools.wraps(real)
@@ -81,7 +84,12 @@ def linear_weights(module: torch.nn.Module) -> int:
     for m in module.modules():
         w = getattr(m, "weight_t", None)
         w = getattr(m, "weight", None) if w is None else w
-        if isinstance(w, torch.Tensor) and m is not module and w.dim() == 2 and not isinstance(m, torch.nn.Embedding):
+        if (
+            isinstance(w, torch.Tensor)
+            and m is not module
+            and w.dim() == 2
+            and not isinstance(m, torch.nn.Embedding)
+        ):
             total += w.numel()
     return total
 
@@ -90,7 +98,9 @@ def instrument(tr: Translator) -> Clocks:
     """Clocks on the engine's parts (decode.engine eager) and on search's reorder."""
     eng = tr.engine
     if not isinstance(eng, engine_module.Engine) or eng.compiled is not None:
-        raise SystemExit("decode_profile.py breaks down the uncompiled step of one model: use --engine eager")
+        raise SystemExit(
+            "decode_profile.py breaks down the uncompiled step of one model: use --engine eager"
+        )
     clocks = Clocks()
     d = eng.cfg.d_model
     enc_w = linear_weights(eng.model.encoder)
@@ -99,20 +109,39 @@ def instrument(tr: Translator) -> Clocks:
     cross_w = linear_weights(torch.nn.ModuleList([layer.cross_q, layer.cross_out]))
     ffn_w = linear_weights(torch.nn.ModuleList([layer.fc1, layer.fc2]))
     n_enc = eng.cfg.enc_layers
-    clocks.wrap(type(eng), "encode", "encoder",  # products, and attention's 2 x d x S per token and layer
-                lambda self, src, mask: 2.0 * src.numel() * (enc_w + n_enc * 2 * d * src.size(1)))  # fmt: skip
+    clocks.wrap(
+        type(eng),
+        "encode",
+        "encoder",  # products, and attention's 2 x d x S per token and layer
+        lambda self, src, mask: 2.0 * src.numel() * (enc_w + n_enc * 2 * d * src.size(1)),
+    )
     S = engine_module.StepLayer
-    clocks.wrap(S, "_self_attention", "self-attention",
-                lambda self, h, keys, values: 2.0 * h.size(0) * (self_w + 2 * d * keys.size(0)))  # fmt: skip
-    clocks.wrap(S, "_cross_attention", "cross-attention",
-                lambda self, h, keys, values, mask: 2.0 * h.size(0) * (cross_w + 2 * d * keys.size(2)))  # fmt: skip
-    clocks.wrap(S, "cross_keys_values", "cross keys/values", lambda self, memory: 2.0 * memory.numel() * 2 * d)
+    clocks.wrap(
+        S,
+        "_self_attention",
+        "self-attention",
+        lambda self, h, keys, values: 2.0 * h.size(0) * (self_w + 2 * d * keys.size(0)),
+    )
+    clocks.wrap(
+        S,
+        "_cross_attention",
+        "cross-attention",
+        lambda self, h, keys, values, mask: 2.0 * h.size(0) * (cross_w + 2 * d * keys.size(2)),
+    )
+    clocks.wrap(
+        S,
+        "cross_keys_values",
+        "cross keys/values",
+        lambda self, memory: 2.0 * memory.numel() * 2 * d,
+    )
     # The step's own: every layer's feed-forward and the output layer over the batch's vocabulary.
     clocks.wrap(
         type(eng),
         "step",
         "decoder step",
-        lambda self, tokens, cache: 2.0 * tokens.numel() * (n_layers * ffn_w + cache.output[0].numel()),
+        lambda self, tokens, cache: (
+            2.0 * tokens.numel() * (n_layers * ffn_w + cache.output[0].numel())
+        ),
     )
     clocks.wrap(step_cache_module.StepCache, "reorder", "cache reorder")
     clocks.wrap(search_module, "step_log_probs", "log-softmax and processors")
@@ -137,9 +166,13 @@ def breakdown(tr: Translator, lines: list[str]) -> tuple[list[str], float]:
         "feed-forward, layer norms, embeddings, output layer": step - inside,
         "cache reorder": sec["cache reorder"],
         "log-softmax and processors": sec["log-softmax and processors"],
-        "search's own work (top-k, finished hypotheses, batching, text)": wall - step - sec["encoder"]
-        - sec["cache reorder"] - sec["log-softmax and processors"] - sec["cross keys/values"],
-    }  # fmt: skip
+        "search's own work (top-k, finished hypotheses, batching, text)": wall
+        - step
+        - sec["encoder"]
+        - sec["cache reorder"]
+        - sec["log-softmax and processors"]
+        - sec["cross keys/values"],
+    }
     total = sum(fl.values())
     out = ["| part | seconds | share |", "|---|---|---|"]
     out += [f"| {k} | {v:.2f} | {100 * v / wall:.0f}% |" for k, v in parts.items()]
@@ -148,7 +181,9 @@ def breakdown(tr: Translator, lines: list[str]) -> tuple[list[str], float]:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--checkpoint", type=Path, required=True)
     p.add_argument("--src-file", type=Path, required=True)
     p.add_argument("--n", type=int, default=1000)
@@ -160,8 +195,15 @@ def main() -> None:
     p.add_argument("--append", action="store_true")
     args = p.parse_args()
     lines = args.src_file.read_text(encoding="utf-8").splitlines()[: args.n]
-    tr = Translator.load(args.checkpoint, "cpu", beam=args.beam, batch_size=64, precision=args.precision,
-                         shortlist=not args.no_shortlist, engine=args.engine)  # fmt: skip
+    tr = Translator.load(
+        args.checkpoint,
+        "cpu",
+        beam=args.beam,
+        batch_size=64,
+        precision=args.precision,
+        shortlist=not args.no_shortlist,
+        engine=args.engine,
+    )
     tr.translate(lines)
     start = time.perf_counter()
     tr.translate(lines)
@@ -169,25 +211,39 @@ def main() -> None:
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}.get(args.precision)
     peak = matmul_peak(dtype) if dtype is not None else int8_peak()
     table, rate = breakdown(tr, lines) if tr.cfg.engine == "eager" else ([], 0.0)
-    what = (f"{len(lines)} lines of {args.src_file.name}, beam {args.beam}, {args.precision}, engine {args.engine}, "
-            f"shortlist {not args.no_shortlist}: {len(lines) / plain:.1f} sent/s")  # fmt: skip
+    what = (
+        f"{len(lines)} lines of {args.src_file.name}, beam {args.beam}, {args.precision}, engine "
+        f"{args.engine}, "
+        f"shortlist {not args.no_shortlist}: {len(lines) / plain:.1f} sent/s"
+    )
     head = [what]
     if table:
-        head.append(f"products counted from their shapes: {rate / 1e9:.1f} GFLOP/s, {100 * rate / peak:.1f}% of a "
-                    f"2048x2048 {args.precision} product's {peak / 1e9:.0f} G/s timed here; {machine()}")  # fmt: skip
+        head.append(
+            f"products counted from their shapes: {rate / 1e9:.1f} GFLOP/s, "
+            f"{100 * rate / peak:.1f}% of a "
+            f"2048x2048 {args.precision} product's {peak / 1e9:.0f} G/s timed here; {machine()}"
+        )
     print("\n".join(head + [""] + table))
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         start = time.perf_counter()
         tr.translate(lines)
         wall = time.perf_counter() - start
     events = prof.key_averages()
-    inside = sum(e.self_cpu_time_total for e in events) / 1e6  # top-level self times: all time in operators
-    print(f"\nprofiled wall {wall:.2f} s, in operators {inside:.2f} s ({100 * inside / wall:.0f}%), outside "
-          f"(Python) {100 * (1 - inside / wall):.0f}%")  # fmt: skip
+    inside = (
+        sum(e.self_cpu_time_total for e in events) / 1e6
+    )  # top-level self times: all time in operators
+    print(
+        f"\nprofiled wall {wall:.2f} s, in operators {inside:.2f} s ({100 * inside / wall:.0f}%), "
+        "outside "
+        f"(Python) {100 * (1 - inside / wall):.0f}%"
+    )
     print(events.table(sort_by="self_cpu_time_total", row_limit=args.rows))
     if args.append and table:
-        cmd = f"`python benchmarks/decode_profile.py --checkpoint {args.checkpoint} --precision {args.precision} " \
-              f"--beam {args.beam} --append`"  # fmt: skip
+        cmd = (
+            f"`python benchmarks/decode_profile.py --checkpoint {args.checkpoint} --precision "
+            f"{args.precision} "
+            f"--beam {args.beam} --append`"
+        )
         body = "\n".join([*head, "", *table, "", cmd])
         append_section("Decoding profile", body)
 

@@ -25,7 +25,8 @@ imported = time.perf_counter() - t
 codes = sys.argv[1:]
 t = time.perf_counter()
 if codes:
-    builder = LanguageDetectorBuilder.from_iso_codes_639_1(*[getattr(IsoCode639_1, c.upper()) for c in codes])
+    isos = [getattr(IsoCode639_1, c.upper()) for c in codes]
+    builder = LanguageDetectorBuilder.from_iso_codes_639_1(*isos)
 else:
     builder = LanguageDetectorBuilder.from_all_languages()
 detector = builder.build()
@@ -39,14 +40,24 @@ print(json.dumps({"import": imported, "first": first, "next": time.perf_counter(
 
 
 def main() -> None:
-    from importlib.metadata import version  # lingua itself is imported only in the measuring processes
+    from importlib.metadata import (
+        version,
+    )  # lingua itself is imported only in the measuring processes
 
-    rows = ["| languages | import | detector built + first call | next call | peak memory |", "|---|---|---|---|---|"]
+    rows = [
+        "| languages | import | detector built + first call | next call | peak memory |",
+        "|---|---|---|---|---|",
+    ]
     for codes in (["de", "en"], []):
-        done = subprocess.run([sys.executable, "-c", WORKER, *codes], check=True, capture_output=True, text=True)
+        done = subprocess.run(
+            [sys.executable, "-c", WORKER, *codes], check=True, capture_output=True, text=True
+        )
         r = json.loads(done.stdout)
-        rows.append(f"| {', '.join(codes) or 'all (75)'} | {r['import'] * 1000:.0f} ms | {r['first']:.2f} s | "
-                    f"{r['next'] * 1000:.1f} ms | {r['rss']:.0f} MB |")  # fmt: skip
+        rows.append(
+            f"| {', '.join(codes) or 'all (75)'} | {r['import'] * 1000:.0f} ms | {r['first']:.2f} "
+            "s | "
+            f"{r['next'] * 1000:.1f} ms | {r['rss']:.0f} MB |"
+        )
         print(rows[-1], flush=True)
     body = "\n".join(rows) + (
         f"\n\nlingua-language-detector {version('lingua-language-detector')}; {machine()}. "

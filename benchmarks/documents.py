@@ -45,15 +45,44 @@ from mt_cli.documents.aligned import Aligned
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 LANG = "de"  # the sources' language, whose rules split sentences (a checkpoint may record none)
 SETS = {
-    "WMT newstest2014": ("wmt/newstest2014/newstest2014.de-en.de", "wmt/newstest2014/newstest2014.de-en.en"),
+    "WMT newstest2014": (
+        "wmt/newstest2014/newstest2014.de-en.de",
+        "wmt/newstest2014/newstest2014.de-en.en",
+    ),
     "Multi30k test2016": ("multi30k/test2016.de", "multi30k/test2016.en"),
 }
-NOUNS = {"Mann": "man", "Frau": "woman", "Hund": "dog", "Junge": "boy", "Mädchen": "girl", "Straße": "street",
-         "Wasser": "water", "Ball": "ball", "Gebäude": "building", "Hemd": "shirt", "Gruppe": "group", "Auto": "car",
-         "Strand": "beach", "Baum": "tree", "Hut": "hat", "Kamera": "camera", "Gitarre": "guitar", "Bühne": "stage",
-         "Schnee": "snow", "Frauen": "women", "Männer": "men", "Hunde": "dogs", "Kinder": "children",
-         "Pferd": "horse", "Boot": "boat", "Fahrrad": "bike", "Kind": "child", "Menge": "crowd", "Jacke": "jacket",
-         "Brille": "glasses"}  # fmt: skip
+NOUNS = {
+    "Mann": "man",
+    "Frau": "woman",
+    "Hund": "dog",
+    "Junge": "boy",
+    "Mädchen": "girl",
+    "Straße": "street",
+    "Wasser": "water",
+    "Ball": "ball",
+    "Gebäude": "building",
+    "Hemd": "shirt",
+    "Gruppe": "group",
+    "Auto": "car",
+    "Strand": "beach",
+    "Baum": "tree",
+    "Hut": "hat",
+    "Kamera": "camera",
+    "Gitarre": "guitar",
+    "Bühne": "stage",
+    "Schnee": "snow",
+    "Frauen": "women",
+    "Männer": "men",
+    "Hunde": "dogs",
+    "Kinder": "children",
+    "Pferd": "horse",
+    "Boot": "boat",
+    "Fahrrad": "bike",
+    "Kind": "child",
+    "Menge": "crowd",
+    "Jacke": "jacket",
+    "Brille": "glasses",
+}
 
 
 TITLE = "Documents: paragraphs, tag placement, throughput per type"
@@ -61,8 +90,14 @@ TITLE = "Documents: paragraphs, tag placement, throughput per type"
 
 def paragraphs(name: str, n: int, seed: int) -> list[tuple[list[str], list[str]]]:
     src, ref = (DATA / p for p in SETS[name])
-    pairs = [(s.strip(), r.strip()) for s, r in zip(src.read_text(encoding="utf-8").splitlines(),
-             ref.read_text(encoding="utf-8").splitlines()) if s.strip() and r.strip()]  # fmt: skip
+    pairs = [
+        (s.strip(), r.strip())
+        for s, r in zip(
+            src.read_text(encoding="utf-8").splitlines(),
+            ref.read_text(encoding="utf-8").splitlines(),
+        )
+        if s.strip() and r.strip()
+    ]
     rng, out, at = random.Random(seed), [], 0
     while len(out) < n and at < len(pairs):
         k = rng.randint(3, 8)
@@ -81,8 +116,12 @@ def paragraph_rows(tr: Translator, name: str, n: int, seed: int) -> list[str]:
     paras = paragraphs(name, n, seed)
     refs = [" ".join(r) for _, r in paras]
     flat = [s for src, _ in paras for s in src]
-    # Line by line as `mt translate` does it (protected spans carried the same way as in paragraphs).
-    found, ways = iter(tr.translate_document("\n".join(flat), "lines", source_lang=LANG).split("\n")), {}
+    # Line by line as `mt translate` does it (protected spans carried the same way as in
+    # paragraphs).
+    found, ways = (
+        iter(tr.translate_document("\n".join(flat), "lines", source_lang=LANG).split("\n")),
+        {},
+    )
     ways["line by line"] = [" ".join(next(found) for _ in src) for src, _ in paras]
     ways["paragraph, split into sentences"] = [
         tr.translate_document(" ".join(src), "text", source_lang=LANG) for src, _ in paras
@@ -93,9 +132,13 @@ def paragraph_rows(tr: Translator, name: str, n: int, seed: int) -> list[str]:
     same = sum(a == b for a, b, ok in pairs if ok) / max(sum(found_all), 1)
     rows = []
     for way, hyps in ways.items():
-        bleu, chrf = sacrebleu.corpus_bleu(hyps, [refs]).score, sacrebleu.corpus_chrf(hyps, [refs]).score
+        bleu, chrf = (
+            sacrebleu.corpus_bleu(hyps, [refs]).score,
+            sacrebleu.corpus_chrf(hyps, [refs]).score,
+        )
         note = (
-            f"all segments found in {sum(found_all)} paragraphs; of those, {same:.0%} identical to line by line"
+            f"all segments found in {sum(found_all)} paragraphs; of those, {same:.0%} identical to "
+            "line by line"
             if way.startswith("paragraph, split")
             else ""
         )
@@ -126,7 +169,10 @@ def tag_rows(tr: Translator, limit: int) -> list[str]:
         if hit and len(cases) < limit:
             cases.append((re.sub(rf"\b{hit}\b", f"<b>{hit}</b>", line, count=1), NOUNS[hit]))
     rows = []
-    for way, engine in (("alignment", tr), ("proportional (alignment withheld)", WithoutAlignment(tr))):
+    for way, engine in (
+        ("alignment", tr),
+        ("proportional (alignment withheld)", WithoutAlignment(tr)),
+    ):
         doc = "\n".join(f"<p>{c}</p>" for c, _ in cases)
         out = translate_document(engine, doc, "html", DocumentConfig(), LANG).split("\n")
         held = exact = inside = 0
@@ -138,7 +184,10 @@ def tag_rows(tr: Translator, limit: int) -> list[str]:
             bold = " ".join(re.findall(r"<b>(.*?)</b>", got)).lower()
             exact += re.sub(r"[^\w ]", "", bold).strip() == word
             inside += bool(re.search(rf"\b{word}\b", bold))
-        rows.append(f"| {way} | {len(cases)} | {held} | {exact / max(held, 1):.1%} | {inside / max(held, 1):.1%} |")
+        rows.append(
+            f"| {way} | {len(cases)} | {held} | {exact / max(held, 1):.1%} | "
+            f"{inside / max(held, 1):.1%} |"
+        )
         print(rows[-1], flush=True)
     return rows
 
@@ -160,7 +209,8 @@ def as_types(paras: list[list[str]]) -> dict[str, str]:
         "markdown": "\n\n".join(stars) + "\n",
         "srt": "\n".join(f"{k + 1}\n{cue(k, ',')}\n{s}\n" for k, s in enumerate(flat)),
         "vtt": "WEBVTT\n\n" + "\n".join(f"{cue(k, '.')}\n{s}\n" for k, s in enumerate(flat)),
-        "po": po + "\n".join(f'msgid "{s.replace(chr(34), chr(92) + chr(34))}"\nmsgstr ""\n' for s in flat),
+        "po": po
+        + "\n".join(f'msgid "{s.replace(chr(34), chr(92) + chr(34))}"\nmsgstr ""\n' for s in flat),
     }
 
 
@@ -178,28 +228,45 @@ def speed_rows(tr: Translator, checkpoint: Path, n: int, seed: int, rounds: int)
         for kind, suffix in (("lines", ".txt"), ("html", ".html")):
             path = Path(tmp) / f"doc{suffix}"
             path.write_text(docs[kind], encoding="utf-8")
-            cmd = ["mt", "translate", str(path), "--checkpoint", str(checkpoint), "--output", str(path) + ".out",
-                   "--source-lang", LANG]  # fmt: skip
+            cmd = [
+                "mt",
+                "translate",
+                str(path),
+                "--checkpoint",
+                str(checkpoint),
+                "--output",
+                str(path) + ".out",
+                "--source-lang",
+                LANG,
+            ]
             took = []
             for _ in range(2):
                 start = time.perf_counter()
                 subprocess.run(cmd, check=True, stderr=subprocess.DEVNULL)
                 took.append(time.perf_counter() - start)
-            rows.append(f"| `mt translate doc{suffix}` (whole process) | {words / min(took):,.0f} | |")
+            rows.append(
+                f"| `mt translate doc{suffix}` (whole process) | {words / min(took):,.0f} | |"
+            )
     for row in rows:
         print(row, flush=True)
     return rows
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--checkpoint", type=Path)
     p.add_argument("--paragraphs", type=int, default=200)
     p.add_argument("--tag-sentences", type=int, default=500)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--no-append", action="store_true")
-    p.add_argument("--docs", action="store_true", help="only put the newest recorded run into docs/documents.md")
+    p.add_argument(
+        "--docs",
+        action="store_true",
+        help="only put the newest recorded run into docs/documents.md",
+    )
     args = p.parse_args()
     if args.docs:
         return copy_newest(TITLE, "documents-table")
@@ -209,19 +276,29 @@ def main() -> None:
     para = ["| test set | input | BLEU | chrF | |", "|---|---|---|---|---|"]
     for name in SETS:
         para += paragraph_rows(tr, name, args.paragraphs, args.seed)
-    tags = ["| placement | sentences | translations holding the word | <b> is the word | <b> holds the word |",
-            "|---|---|---|---|---|", *tag_rows(tr, args.tag_sentences)]  # fmt: skip
-    speed = ["| document type | source words/s | time against lines |", "|---|---|---|",
-             *speed_rows(tr, args.checkpoint, args.paragraphs, args.seed, args.rounds)]  # fmt: skip
+    tags = [
+        "| placement | sentences | translations holding the word | <b> is the word | <b> holds the "
+        "word |",
+        "|---|---|---|---|---|",
+        *tag_rows(tr, args.tag_sentences),
+    ]
+    speed = [
+        "| document type | source words/s | time against lines |",
+        "|---|---|---|",
+        *speed_rows(tr, args.checkpoint, args.paragraphs, args.seed, args.rounds),
+    ]
     body = (
         "\n".join(para)
-        + f"\n\n{args.paragraphs} paragraphs of 3-8 segments per test set (seed {args.seed}), decoded without\n"
-        "the shortlist (built per batch, it makes a translation depend on the sentences beside it).\n\n"
+        + f"\n\n{args.paragraphs} paragraphs of 3-8 segments per test set (seed {args.seed}), "
+        "decoded without\n"
+        "the shortlist (built per batch, it makes a translation depend on the sentences beside "
+        "it).\n\n"
         + "\n".join(tags)
         + f"\n\nMulti30k test2016 sentences with one of {len(NOUNS)} nouns in <b>.\n\n"
         + "\n".join(speed)
         + f"\n\nThe {args.paragraphs} Multi30k paragraphs as each type; best of {args.rounds} "
-        f"rounds. `{args.checkpoint}` ({tr.cfg.search_method}, beam {tr.cfg.beam}); {machine()}; torch threads: "
+        f"rounds. `{args.checkpoint}` ({tr.cfg.search_method}, beam {tr.cfg.beam}); {machine()}; "
+        "torch threads: "
         f"default. `{' '.join([Path(sys.argv[0]).name, *sys.argv[1:]])}`\n"
     )
     print(body)

@@ -46,17 +46,34 @@ def bleu(hyp: list[str], ref: Path) -> float:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--checkpoint", type=Path, required=True, help="the model to treat as pretrained")
-    p.add_argument("--data", type=Path, required=True, help="the shared data folder (multi30k/, wmt/)")
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--checkpoint", type=Path, required=True, help="the model to treat as pretrained"
+    )
+    p.add_argument(
+        "--data", type=Path, required=True, help="the shared data folder (multi30k/, wmt/)"
+    )
     p.add_argument("--minutes", type=float, default=5.0)
     p.add_argument("--no-append", action="store_true")
     args = p.parse_args()
     m30k, wmt = args.data / "multi30k", args.data / "wmt"
     news = wmt / "newstest2014" / "newstest2014.de-en"
-    valid = ["--valid-src", wmt / "newstest2021/newstest2021.de-en.src.de",
-             "--valid-tgt", wmt / "newstest2021/newstest2021.de-en.ref.A.en"]  # fmt: skip
-    schedule = ["--max-minutes", args.minutes, "--set", "train.valid_every=200", "--set", "train.warmup_steps=100"]
+    valid = [
+        "--valid-src",
+        wmt / "newstest2021/newstest2021.de-en.src.de",
+        "--valid-tgt",
+        wmt / "newstest2021/newstest2021.de-en.ref.A.en",
+    ]
+    schedule = [
+        "--max-minutes",
+        args.minutes,
+        "--set",
+        "train.valid_every=200",
+        "--set",
+        "train.warmup_steps=100",
+    ]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         t = Path(tmp)
@@ -77,7 +94,10 @@ def main() -> None:
         tune = ["--init", t / "imported.pt", "--set", "train.lr=3e-4"]
         trials = (
             (f"`mt train --init` on the 1,000 news lines, {args.minutes:g} min", tune),
-            (f"`mt train` from scratch on the 1,000 news lines, {args.minutes:g} min", ["--preset", "small"]),
+            (
+                f"`mt train` from scratch on the 1,000 news lines, {args.minutes:g} min",
+                ["--preset", "small"],
+            ),
         )
         for name, extra in trials:
             out = t / f"run{len(runs)}"
@@ -87,15 +107,22 @@ def main() -> None:
             runs[name] = out / "best.pt"
         for name, ckpt in runs.items():
             news_bleu = bleu(translate(ckpt, split["de"][1], t / "news.txt"), split["en"][1])
-            m30k_bleu = bleu(translate(ckpt, m30k / "test2016.de", t / "m.txt"), m30k / "test2016.en")
+            m30k_bleu = bleu(
+                translate(ckpt, m30k / "test2016.de", t / "m.txt"), m30k / "test2016.en"
+            )
             took = f" ({minutes[name]:.1f} min as a whole command)" if name in minutes else ""
             rows.append(f"| {name}{took} | {news_bleu:.2f} | {m30k_bleu:.2f} |")
     body = (
-        "| model | newstest2014 de→en, lines 1,001-3,003 | Multi30k test2016 de→en |\n|---|---|---|\n"
+        "| model | newstest2014 de→en, lines 1,001-3,003 | Multi30k test2016 de→en "
+        "|\n|---|---|---|\n"
         + "\n".join(rows)
-        + f"\n\nThe pretrained model: `{args.checkpoint}`. The imported checkpoint translates {same} of test2016's "
-        f"{len(original)} lines exactly as the original. Fine-tuning: lr 3e-4 (the recipe's peak is 1e-3), warmup "
-        f"100, validation on newstest2021 every 200 steps; best.pt is translated with its stored beam 5.\n\n"
+        + f"\n\nThe pretrained model: `{args.checkpoint}`. The imported checkpoint translates "
+        f"{same} "
+        "of test2016's "
+        f"{len(original)} lines exactly as the original. Fine-tuning: lr 3e-4 (the recipe's peak "
+        "is 1e-3), warmup "
+        "100, validation on newstest2021 every 200 steps; best.pt is translated with its stored "
+        "beam 5.\n\n"
         f"`python benchmarks/finetune.py --checkpoint {args.checkpoint} --data {args.data} "
         f"--minutes {args.minutes:g}`\n"
     )

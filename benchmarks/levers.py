@@ -1,6 +1,7 @@
 """Decoding levers one at a time: the same model, sentences and batches, one change per row.
 
-    python benchmarks/levers.py --checkpoint RUN/best.pt --src-file ../shared/data/multi30k/test2016.de
+    python benchmarks/levers.py --checkpoint RUN/best.pt --src-file
+    ../shared/data/multi30k/test2016.de
 
 Every variant runs in this process (PyTorch only; speed.py keeps other toolkits in their own
 processes), the variants take turns for --rounds rounds and each keeps its fastest run. The
@@ -59,7 +60,9 @@ class UnionOnly(Shortlist):
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--checkpoint", type=Path, required=True)
     p.add_argument("--src-file", type=Path, required=True)
     p.add_argument("--n", type=int, default=1000)
@@ -75,7 +78,9 @@ def main() -> None:
     results: dict[str, dict[int, float]] = {name: {} for name in table}
     for beam in (5, 1):
         for tr in table.values():
-            search_ids(tr.engine, ids[:BATCH], dataclasses.replace(tr.cfg, beam=beam), tr.plan.shortlist)  # warm-up
+            search_ids(
+                tr.engine, ids[:BATCH], dataclasses.replace(tr.cfg, beam=beam), tr.plan.shortlist
+            )  # warm-up
         for _ in range(args.rounds):
             for name, tr in table.items():
                 cfg = dataclasses.replace(tr.cfg, beam=beam)
@@ -85,9 +90,13 @@ def main() -> None:
                 results[name][beam] = max(results[name].get(beam, 0.0), speed)
     rows = ["| variant | beam 5 sent/s | greedy sent/s |", "|---|---|---|"]
     rows += [f"| {name} | {r[5]:.1f} | {r[1]:.1f} |" for name, r in results.items()]
-    body = (f"`benchmarks/levers.py`: {args.checkpoint}, the first {len(ids)} lines of {args.src_file.name}, batches "
-            f"of {BATCH}, the checkpoint's shortlist, {args.rounds} rounds taking turns, fastest kept; {machine()}, "
-            f"{args.threads} threads, torch {torch.__version__}.\n\n" + "\n".join(rows))  # fmt: skip
+    body = (
+        f"`benchmarks/levers.py`: {args.checkpoint}, the first {len(ids)} lines of "
+        f"{args.src_file.name}, batches "
+        f"of {BATCH}, the checkpoint's shortlist, {args.rounds} rounds taking turns, fastest kept; "
+        f"{machine()}, "
+        f"{args.threads} threads, torch {torch.__version__}.\n\n" + "\n".join(rows)
+    )
     print(body)
     if args.append:
         append_section("Decoding levers", body)

@@ -1,8 +1,8 @@
 """A/B of mt's training loss: the plain label-smoothed loss on full logits against the fused,
 chunked output-layer loss, two fresh models taking turns, fastest of --rounds each.
 
-    python benchmarks/loss_ab.py --checkpoint checkpoints/speed/de-en-10min/best.pt \\
-        --train-src ../shared/data/multi30k/train.de --train-tgt ../shared/data/multi30k/train.en --precision bf16
+    python benchmarks/loss_ab.py --checkpoint checkpoints/speed/de-en-10min/best.pt \\ --train-src
+    ../shared/data/multi30k/train.de --train-tgt ../shared/data/multi30k/train.en --precision bf16
 
 Prints target tokens/s of each; benchmarks/RESULTS.md "What each lever did" quotes it.
 """
@@ -32,11 +32,15 @@ def plain(model, src, tgt_in, tgt_out, chunk):
 def fused(model, src, tgt_in, tgt_out, chunk):
     keep = tgt_out != PAD
     h = model.hidden(src, tgt_in, keep)
-    return output_layer_loss(h, model.output_projection.weight, tgt_out[keep], 0.1, chunk) / keep.sum()
+    return (
+        output_layer_loss(h, model.output_projection.weight, tgt_out[keep], 0.1, chunk) / keep.sum()
+    )
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--checkpoint", type=Path, required=True)
     p.add_argument("--train-src", type=Path, required=True)
     p.add_argument("--train-tgt", type=Path, required=True)
@@ -68,8 +72,11 @@ def main() -> None:
                     seconds += time.perf_counter() - start
                     tokens += int((tgt_out != PAD).sum())
             best[name] = max(best.get(name, 0.0), tokens / seconds)
-    print(f"{args.precision}, chunk {args.chunk}: plain {best['plain']:.0f}, fused {best['fused']:.0f} tgt tok/s "
-          f"({100 * (best['fused'] / best['plain'] - 1):+.1f}%)")  # fmt: skip
+    print(
+        f"{args.precision}, chunk {args.chunk}: plain {best['plain']:.0f}, fused "
+        f"{best['fused']:.0f} tgt tok/s "
+        f"({100 * (best['fused'] / best['plain'] - 1):+.1f}%)"
+    )
 
 
 if __name__ == "__main__":

@@ -64,8 +64,13 @@ def spm_model(lines: list[str]) -> bytes:
     import sentencepiece
 
     model = io.BytesIO()
-    sentencepiece.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_writer=model, vocab_size=8000,
-                                             model_type="bpe", minloglevel=2)  # fmt: skip
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(lines),
+        model_writer=model,
+        vocab_size=8000,
+        model_type="bpe",
+        minloglevel=2,
+    )
     return model.getvalue()
 
 
@@ -86,39 +91,64 @@ def tokenizer_files(folder: Path, flavour: str, size: int, spm: bytes) -> None:
         for i in range(size - 100 - 8 - len(vocab)):  # then 100 __xx__ tokens and 8 made-up words
             vocab[f"▁filler{i}"] = len(vocab)
         (folder / "vocab.json").write_text(json.dumps(vocab), encoding="utf-8")
-        tok = transformers.M2M100Tokenizer(str(folder / "vocab.json"), str(folder / "sentencepiece.bpe.model"))
+        tok = transformers.M2M100Tokenizer(
+            str(folder / "vocab.json"), str(folder / "sentencepiece.bpe.model")
+        )
         tok.save_pretrained(folder)
         return
     from transformers.models.nllb.tokenization_nllb import FAIRSEQ_LANGUAGE_CODES
 
     (folder / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "NllbTokenizer"}))
-    transformers.NllbTokenizer.from_pretrained(folder, extra_special_tokens=FAIRSEQ_LANGUAGE_CODES).save_pretrained(
-        folder
-    )
+    transformers.NllbTokenizer.from_pretrained(
+        folder, extra_special_tokens=FAIRSEQ_LANGUAGE_CODES
+    ).save_pretrained(folder)
     data = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
-    used = len(data["model"]["vocab"]) + sum(t["id"] >= len(data["model"]["vocab"]) for t in data["added_tokens"])
+    used = len(data["model"]["vocab"]) + sum(
+        t["id"] >= len(data["model"]["vocab"]) for t in data["added_tokens"]
+    )
     for i in range(size - 2 - used):  # NLLB's model has 2 rows more than its tokenizer
         data["model"]["vocab"][f"▁filler{i}"] = used + i
     (folder / "tokenizer.json").write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
 
 
-def model_folder(folder: Path, shape: str, train_lines: list[str], small: bool = False, seed: int = 0) -> None:
+def model_folder(
+    folder: Path, shape: str, train_lines: list[str], small: bool = False, seed: int = 0
+) -> None:
     import transformers
 
     size, flavour, _, _ = SHAPES[shape]
     tokenizer_files(folder, flavour, size, spm_model(train_lines))
     d, layers = (256, 2) if small else (1024, 12)
     cfg = transformers.M2M100Config(
-        vocab_size=size, d_model=d, encoder_layers=layers, decoder_layers=layers, encoder_attention_heads=d // 64,
-        decoder_attention_heads=d // 64, encoder_ffn_dim=4 * d, decoder_ffn_dim=4 * d, max_position_embeddings=1024,
-        activation_function="relu", scale_embedding=True, pad_token_id=1, bos_token_id=0, eos_token_id=2,
-        decoder_start_token_id=2, **({"tokenizer_class": "NllbTokenizer"} if flavour == "nllb" else {}),
-    )  # fmt: skip
+        vocab_size=size,
+        d_model=d,
+        encoder_layers=layers,
+        decoder_layers=layers,
+        encoder_attention_heads=d // 64,
+        decoder_attention_heads=d // 64,
+        encoder_ffn_dim=4 * d,
+        decoder_ffn_dim=4 * d,
+        max_position_embeddings=1024,
+        activation_function="relu",
+        scale_embedding=True,
+        pad_token_id=1,
+        bos_token_id=0,
+        eos_token_id=2,
+        decoder_start_token_id=2,
+        **({"tokenizer_class": "NllbTokenizer"} if flavour == "nllb" else {}),
+    )
     torch.manual_seed(seed)
     model = transformers.M2M100ForConditionalGeneration(cfg).eval()
-    with torch.no_grad():  # </s>'s logit = 100 * -100: never chosen, so every system runs --steps steps
-        model.model.decoder.layer_norm.weight[0], model.model.decoder.layer_norm.bias[0] = 0.0, 100.0
-        model.model.shared.weight[2, 0] = -100.0  # the one matrix of embeddings and output layer (tied)
+    with (
+        torch.no_grad()
+    ):  # </s>'s logit = 100 * -100: never chosen, so every system runs --steps steps
+        model.model.decoder.layer_norm.weight[0], model.model.decoder.layer_norm.bias[0] = (
+            0.0,
+            100.0,
+        )
+        model.model.shared.weight[
+            2, 0
+        ] = -100.0  # the one matrix of embeddings and output layer (tied)
     model.save_pretrained(folder)
 
 
@@ -134,25 +164,43 @@ def prepare(work: Path, shape: str, train_lines: list[str], small: bool) -> None
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--data", type=Path, default=Path("../shared/data"))
     p.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=list(SHAPES))
-    # One batch of 32, 12 pieces each: a 600M-parameter model's beam-4 run takes minutes per system on 2 cores.
+    # One batch of 32, 12 pieces each: a 600M-parameter model's beam-4 run takes minutes per system
+    # on 2 cores.
     p.add_argument("--n", type=int, default=32, help="test2016 English sentences to translate")
-    p.add_argument("--steps", type=int, default=12, help="pieces written per sentence, the same for every system")
+    p.add_argument(
+        "--steps",
+        type=int,
+        default=12,
+        help="pieces written per sentence, the same for every system",
+    )
     p.add_argument("--rounds", type=int, default=2, help="timed runs per system, the fastest kept")
     p.add_argument("--threads", type=int, default=os.cpu_count())
-    p.add_argument("--no-append", action="store_true", help="print only; leave RESULTS.md and docs alone")
-    p.add_argument("--small", action="store_true", help="2+2 layers of 256 (the same vocabulary): to try the script")
+    p.add_argument(
+        "--no-append", action="store_true", help="print only; leave RESULTS.md and docs alone"
+    )
+    p.add_argument(
+        "--small",
+        action="store_true",
+        help="2+2 layers of 256 (the same vocabulary): to try the script",
+    )
     args = p.parse_args()
     if args.small and not args.no_append:
-        sys.exit("--small is for trying the script: add --no-append (its figures are not the shapes')")
+        sys.exit(
+            "--small is for trying the script: add --no-append (its figures are not the shapes')"
+        )
     multi30k = args.data / "multi30k"
     if not (multi30k / "test2016.en").exists():
         sys.exit(f"{multi30k}: no Multi30k here (test2016.en, train.en, train.de); pass --data")
     measured_commit = commit()
     lines = (multi30k / "test2016.en").read_text(encoding="utf-8").splitlines()[: args.n]
-    sides = [(multi30k / f).read_text(encoding="utf-8").splitlines() for f in ("train.en", "train.de")]
+    sides = [
+        (multi30k / f).read_text(encoding="utf-8").splitlines() for f in ("train.en", "train.de")
+    ]
     train = [line for side in sides for line in side[::2]]
     bodies = []
     for shape in args.shapes:
@@ -164,15 +212,24 @@ def main() -> None:
             extra = {"languages": list(codes), "language_tokens": list(tokens)}
             rows = run_systems(args, lines, SYSTEMS, "hf/sentencepiece.bpe.model", extra)
         where = f"{machine()}, {args.threads} threads, torch {torch.__version__}"
-        bodies.append("\n".join([
-            f"`benchmarks/m2m_speed.py`: a random-weight M2M100ForConditionalGeneration shaped as {shape} (d1024, "
-            f"12+12, 16 heads, FFN 4096, ReLU, pre-norm, {size:,} pieces), en -> de: as mt imports it, as "
-            f"transformers runs it (forced_bos_token_id) and as `mt export --format ct2` writes it for CTranslate2; "
-            f"the first {args.n} lines of test2016.en in length-sorted batches of 32, the target language and then "
-            f"{args.steps} pieces each (</s> kept from winning), length penalty 0, {args.rounds} rounds taking "
-            f"turns, each system in a fresh process of its own, fastest kept; {where}.\n",
-            *table(rows),
-        ]))  # fmt: skip
+        bodies.append(
+            "\n".join(
+                [
+                    "`benchmarks/m2m_speed.py`: a random-weight M2M100ForConditionalGeneration "
+                    f"shaped as {shape} (d1024, "
+                    f"12+12, 16 heads, FFN 4096, ReLU, pre-norm, {size:,} pieces), en -> de: as mt "
+                    "imports it, as "
+                    "transformers runs it (forced_bos_token_id) and as `mt export --format ct2` "
+                    "writes it for CTranslate2; "
+                    f"the first {args.n} lines of test2016.en in length-sorted batches of 32, the "
+                    "target language and then "
+                    f"{args.steps} pieces each (</s> kept from winning), length penalty 0, "
+                    f"{args.rounds} rounds taking "
+                    f"turns, each system in a fresh process of its own, fastest kept; {where}.\n",
+                    *table(rows),
+                ]
+            )
+        )
         print(bodies[-1], flush=True)
     if not args.no_append:
         body = "\n\n".join(bodies)

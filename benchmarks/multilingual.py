@@ -48,9 +48,19 @@ def config(work: Path, name: str, pairs: list[tuple[str, str]], d: Path, minutes
     cfg = yaml.safe_load(RECIPE.read_text(encoding="utf-8"))
     cfg["train"]["max_minutes"] = minutes
     if len(pairs) > 1:
-        files = [{"src": d / f"train.{s}", "tgt": d / f"train.{t}", "valid_src": d / f"val.{s}",
-                  "valid_tgt": d / f"val.{t}"} for s, t in pairs]  # fmt: skip
-        cfg["data"] = {"temperature": 5, "pairs": [{k: str(v) for k, v in f.items()} for f in files]}
+        files = [
+            {
+                "src": d / f"train.{s}",
+                "tgt": d / f"train.{t}",
+                "valid_src": d / f"val.{s}",
+                "valid_tgt": d / f"val.{t}",
+            }
+            for s, t in pairs
+        ]
+        cfg["data"] = {
+            "temperature": 5,
+            "pairs": [{k: str(v) for k, v in f.items()} for f in files],
+        }
     path = work / f"{name}.yaml"
     path.write_text(yaml.safe_dump(cfg, sort_keys=False), encoding="utf-8")
     return path
@@ -63,8 +73,16 @@ def train(work: Path, name: str, pairs: list[tuple[str, str]], d: Path, minutes:
     args = ["train", "--config", config(work, name, pairs, d, minutes), "--out", run]
     if len(pairs) == 1:
         s, t = pairs[0]
-        args += ["--train-src", d / f"train.{s}", "--train-tgt", d / f"train.{t}", "--valid-src", d / f"val.{s}",
-                 "--valid-tgt", d / f"val.{t}"]  # fmt: skip
+        args += [
+            "--train-src",
+            d / f"train.{s}",
+            "--train-tgt",
+            d / f"train.{t}",
+            "--valid-src",
+            d / f"val.{s}",
+            "--valid-tgt",
+            d / f"val.{t}",
+        ]
     mt(*args)
     return run / "best.pt"
 
@@ -80,11 +98,15 @@ def test_bleu(work: Path, ckpt: Path, src: str, tgt: str, d: Path, multi: bool) 
     target = ["--target-lang", tgt] if multi else []
     mt("translate", "--checkpoint", ckpt, d / f"test2016.{src}", "--output", out, *target)
     hyp = out.read_text(encoding="utf-8").splitlines()
-    return sacrebleu.corpus_bleu(hyp, [(d / f"test2016.{tgt}").read_text(encoding="utf-8").splitlines()]).score
+    return sacrebleu.corpus_bleu(
+        hyp, [(d / f"test2016.{tgt}").read_text(encoding="utf-8").splitlines()]
+    ).score
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--data", type=Path, default=Path("../shared/data"))
     p.add_argument("--minutes", type=float, default=10.0, help="training minutes per direction")
     p.add_argument("--work", type=Path, required=True, help="where runs are kept (a rerun resumes)")
@@ -94,27 +116,40 @@ def main() -> None:
     d = args.data / "multi30k"
     args.work.mkdir(parents=True, exist_ok=True)
     measured_commit = commit()
-    rows = ["| variant | direction | one model per pair | multilingual model | difference |", "|---|---|---|---|---|"]
+    rows = [
+        "| variant | direction | one model per pair | multilingual model | difference |",
+        "|---|---|---|---|---|",
+    ]
     for variant in args.variants:
         pairs = VARIANTS[variant]
         budget = f"{args.minutes:g}min"  # runs of another budget are other runs, never reused
         multi = train(args.work, f"{variant}-{budget}", pairs, d, args.minutes * len(pairs))
         for s, t in pairs:
             single = train(args.work, f"single-{s}-{t}-{budget}", [(s, t)], d, args.minutes)
-            a, b = test_bleu(args.work, single, s, t, d, False), test_bleu(args.work, multi, s, t, d, True)
+            a, b = (
+                test_bleu(args.work, single, s, t, d, False),
+                test_bleu(args.work, multi, s, t, d, True),
+            )
             rows.append(f"| {variant} | {s}->{t} | {a:.2f} | {b:.2f} | {b - a:+.2f} |")
             print(rows[-1], flush=True)
-        if variant == "many-to-many":  # never trained on de -> fr: only the <2fr> tag on German input
+        if (
+            variant == "many-to-many"
+        ):  # never trained on de -> fr: only the <2fr> tag on German input
             zero = test_bleu(args.work, multi, "de", "fr", d, True)
             rows.append(f"| many-to-many | de->fr (zero-shot) | - | {zero:.2f} | - |")
             print(rows[-1], flush=True)
-    body = "\n".join([
-        f"`benchmarks/multilingual.py --minutes {args.minutes:g}`: Multi30k, configs/multi30k.yaml's recipe, "
-        f"{args.minutes:g} training minutes per direction (a multilingual model gets the sum of its pairs'), "
-        f"data.temperature 5; test2016 BLEU (sacreBLEU) of `mt translate` with each model's tuned decoding; "
-        f"{machine()}.\n",
-        *rows,
-    ])  # fmt: skip
+    body = "\n".join(
+        [
+            f"`benchmarks/multilingual.py --minutes {args.minutes:g}`: Multi30k, "
+            "configs/multi30k.yaml's recipe, "
+            f"{args.minutes:g} training minutes per direction (a multilingual model gets the sum "
+            "of its pairs'), "
+            "data.temperature 5; test2016 BLEU (sacreBLEU) of `mt translate` with each model's "
+            "tuned decoding; "
+            f"{machine()}.\n",
+            *rows,
+        ]
+    )
     print(body)
     if not args.no_append:
         when = append_section("Multilingual models", body, measured_commit)

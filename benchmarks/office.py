@@ -42,7 +42,14 @@ from mt_cli.config import DocumentConfig
 from mt_cli.documents import translate_document
 
 TITLE = "Office files and e-books: throughput, bold runs, LibreOffice"
-SUFFIX = {"docx": ".docx", "pptx": ".pptx", "xlsx": ".xlsx", "odt": ".odt", "odp": ".odp", "epub": ".epub"}
+SUFFIX = {
+    "docx": ".docx",
+    "pptx": ".pptx",
+    "xlsx": ".xlsx",
+    "odt": ".odt",
+    "odp": ".odp",
+    "epub": ".epub",
+}
 
 
 def built(kind: str, paras: list[str]) -> bytes:
@@ -166,8 +173,13 @@ def tag_rows(tr: Translator, limit: int) -> list[str]:
     source = io.BytesIO()
     d.save(source)
     rows = []
-    for way, engine in (("alignment", tr), ("by position (alignment withheld)", WithoutAlignment(tr))):
-        out = translate_document(engine, source.getvalue(), "docx", DocumentConfig(input_type="docx"), LANG)
+    for way, engine in (
+        ("alignment", tr),
+        ("by position (alignment withheld)", WithoutAlignment(tr)),
+    ):
+        out = translate_document(
+            engine, source.getvalue(), "docx", DocumentConfig(input_type="docx"), LANG
+        )
         assert isinstance(out, bytes)
         held = exact = inside = 0
         for p, word in zip(docx.Document(io.BytesIO(out)).paragraphs, words):
@@ -177,7 +189,10 @@ def tag_rows(tr: Translator, limit: int) -> list[str]:
             bold = " ".join(r.text for r in p.runs if r.bold).lower()
             exact += re.sub(r"[^\w ]", "", bold).strip() == word
             inside += bool(re.search(rf"\b{word}\b", bold))
-        rows.append(f"| {way} | {len(words)} | {held} | {exact / max(held, 1):.1%} | {inside / max(held, 1):.1%} |")
+        rows.append(
+            f"| {way} | {len(words)} | {held} | {exact / max(held, 1):.1%} | "
+            f"{inside / max(held, 1):.1%} |"
+        )
         print(rows[-1], flush=True)
     return rows
 
@@ -208,51 +223,88 @@ def libreoffice_rows(outputs: dict[str, bytes]) -> list[str]:
                 continue  # LibreOffice does not read e-books
             path = Path(tmp) / f"out{k}{SUFFIX[kind]}"
             path.write_bytes(data)
-            done = subprocess.run([soffice, "--headless", "--convert-to", "pdf", "--outdir", tmp, str(path)],
-                                  capture_output=True, text=True, timeout=300)  # fmt: skip
+            done = subprocess.run(
+                [soffice, "--headless", "--convert-to", "pdf", "--outdir", tmp, str(path)],
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
             pdf = path.with_suffix(".pdf")
             ok = done.returncode == 0 and pdf.exists() and pdf.stat().st_size > 0
-            rows.append(f"| {name} | {'converted to PDF' if ok else 'FAILED: ' + (done.stderr.strip()[:80] or '?')} |")
+            rows.append(
+                f"| {name} | "
+                f"{'converted to PDF' if ok else 'FAILED: ' + (done.stderr.strip()[:80] or '?')} |"
+            )
             print(rows[-1], flush=True)
     return rows
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--checkpoint", type=Path, required=True)
     p.add_argument("--paragraphs", type=int, default=200)
     p.add_argument("--tag-sentences", type=int, default=500)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--libreoffice-only", action="store_true", help="only the LibreOffice check of the test files")
+    p.add_argument(
+        "--libreoffice-only",
+        action="store_true",
+        help="only the LibreOffice check of the test files",
+    )
     p.add_argument("--no-append", action="store_true")
     args = p.parse_args()
     tr = Translator.load(args.checkpoint, device="cpu")
     if args.libreoffice_only:
         rows = libreoffice_rows(formatted(tr))
         command = " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])
-        body = "\n".join(["| output | LibreOffice 7 headless |", "|---|---|", *rows, "",
-                          f"`{args.checkpoint}`; {machine()}. `{command}`"])  # fmt: skip
+        body = "\n".join(
+            [
+                "| output | LibreOffice 7 headless |",
+                "|---|---|",
+                *rows,
+                "",
+                f"`{args.checkpoint}`; {machine()}. `{command}`",
+            ]
+        )
         print(body)
         if not args.no_append:
             append_section("Office files: LibreOffice opens the translated test files", body)
         return
-    paras = [" ".join(src) for src, _ in paragraphs("Multi30k test2016", args.paragraphs, args.seed)]
+    paras = [
+        " ".join(src) for src, _ in paragraphs("Multi30k test2016", args.paragraphs, args.seed)
+    ]
     speed, outputs = speed_rows(tr, paras, args.rounds)
     tags = tag_rows(tr, args.tag_sentences)
     office = libreoffice_rows({**outputs, **formatted(tr)})
-    body = "\n".join([
-        "| document type | source words/s | time against plain text | output size / input size |",
-        "|---|---|---|---|", *speed, "",
-        f"The same {len(paras)} Multi30k test2016 paragraphs as each type (seed {args.seed}); best of {args.rounds} "
-        "rounds, types taking turns, one Translator.", "",
-        "| placement | sentences | translations holding the word | bold runs are the word | bold runs hold it |",
-        "|---|---|---|---|---|", *tags, "",
-        f"Multi30k test2016 sentences with one of {len(NOUNS)} nouns in a bold run of a DOCX paragraph.", "",
-        "| output | LibreOffice 7 headless |", "|---|---|", *office, "",
-        f"`{args.checkpoint}` ({tr.cfg.search_method}, beam {tr.cfg.beam}); {machine()}. "
-        f"`{' '.join([Path(sys.argv[0]).name, *sys.argv[1:]])}`",
-    ])  # fmt: skip
+    body = "\n".join(
+        [
+            "| document type | source words/s | time against plain text | output size / input size "
+            "|",
+            "|---|---|---|---|",
+            *speed,
+            "",
+            f"The same {len(paras)} Multi30k test2016 paragraphs as each type (seed {args.seed}); "
+            f"best of {args.rounds} "
+            "rounds, types taking turns, one Translator.",
+            "",
+            "| placement | sentences | translations holding the word | bold runs are the word | "
+            "bold runs hold it |",
+            "|---|---|---|---|---|",
+            *tags,
+            "",
+            f"Multi30k test2016 sentences with one of {len(NOUNS)} nouns in a bold run of a DOCX "
+            "paragraph.",
+            "",
+            "| output | LibreOffice 7 headless |",
+            "|---|---|",
+            *office,
+            "",
+            f"`{args.checkpoint}` ({tr.cfg.search_method}, beam {tr.cfg.beam}); {machine()}. "
+            f"`{' '.join([Path(sys.argv[0]).name, *sys.argv[1:]])}`",
+        ]
+    )
     print(body)
     if not args.no_append:
         append_section(TITLE, body)

@@ -1,7 +1,8 @@
 """Why `mt serve` decodes on one thread: one-line searches in a process that also holds an idle
 thread which once ran a parallel PyTorch operator.
 
-    python benchmarks/openmp_teams.py --checkpoint RUN/best.pt --src-file ../shared/data/multi30k/test2016.de
+    python benchmarks/openmp_teams.py --checkpoint RUN/best.pt --src-file
+    ../shared/data/multi30k/test2016.de
 
 Each thread that runs a parallel operator keeps a team of OpenMP threads for its life. The script
 loads the model in a thread that ends (as the server does), times --lines one-line translations
@@ -64,12 +65,19 @@ def child(checkpoint: str, src_file: str, lines: int) -> None:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--checkpoint", type=Path, required=True)
     p.add_argument("--src-file", type=Path, required=True)
     p.add_argument("--lines", type=int, default=60)
     p.add_argument("--rounds", type=int, default=2)
-    p.add_argument("--wait-policy", nargs="*", default=["", "ACTIVE"], help="OMP_WAIT_POLICY values ('': unset)")
+    p.add_argument(
+        "--wait-policy",
+        nargs="*",
+        default=["", "ACTIVE"],
+        help="OMP_WAIT_POLICY values ('': unset)",
+    )
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--no-append", action="store_true")
     args = p.parse_args()
@@ -81,20 +89,37 @@ def main() -> None:
             env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
             if policy:
                 env["OMP_WAIT_POLICY"] = policy
-            cmd = [sys.executable, __file__, "--child", "--checkpoint", str(args.checkpoint), "--src-file",
-                   str(args.src_file), "--lines", str(args.lines)]  # fmt: skip
-            out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout.split()
+            cmd = [
+                sys.executable,
+                __file__,
+                "--child",
+                "--checkpoint",
+                str(args.checkpoint),
+                "--src-file",
+                str(args.src_file),
+                "--lines",
+                str(args.lines),
+            ]
+            out = subprocess.run(
+                cmd, env=env, capture_output=True, text=True, check=True
+            ).stdout.split()
             alone, beside = float(out[-2]), float(out[-1])
             print(policy or "unset", alone, beside, flush=True)
             if policy not in best or alone + beside < sum(best[policy]):
                 best[policy] = (alone, beside)
-    rows = ["| OMP_WAIT_POLICY | one line alone: median ms | beside an idle team: median ms | x |", "|---|---|---|---|"]
+    rows = [
+        "| OMP_WAIT_POLICY | one line alone: median ms | beside an idle team: median ms | x |",
+        "|---|---|---|---|",
+    ]
     for policy, (alone, beside) in best.items():
         rows.append(f"| {policy or 'unset'} | {alone:.1f} | {beside:.1f} | {beside / alone:.1f} |")
     body = "\n".join(rows) + (
-        f"\n\n`benchmarks/openmp_teams.py --checkpoint {args.checkpoint.parent.name}/{args.checkpoint.name}`: "
-        f"{args.lines} lines of {args.src_file.name} translated one at a time (the checkpoint's own decoding "
-        f"settings), in a fresh process per round, {args.rounds} rounds, fastest kept; {machine()}.\n"
+        "\n\n`benchmarks/openmp_teams.py --checkpoint "
+        f"{args.checkpoint.parent.name}/{args.checkpoint.name}`: "
+        f"{args.lines} lines of {args.src_file.name} translated one at a time (the checkpoint's "
+        "own decoding "
+        f"settings), in a fresh process per round, {args.rounds} rounds, fastest kept; "
+        f"{machine()}.\n"
     )
     print(body)
     if not args.no_append:

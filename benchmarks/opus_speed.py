@@ -51,8 +51,9 @@ from mt_cli.tools.shortlist import add_shortlist
 
 VOCAB = 58_101  # opus-mt-en-de's vocab_size
 BATCH = 32
-# name -> (worker family, folder or checkpoint under the work folder, mt precision, CTranslate2 vmap,
-# mt's decode.engine). mt's default (auto) runs the compiled step, which prepare() builds as `mt compile` does.
+# name -> (worker family, folder or checkpoint under the work folder, mt precision, CTranslate2
+# vmap, mt's decode.engine). mt's default (auto) runs the compiled step, which prepare() builds as
+# `mt compile` does.
 SYSTEMS = {
     "mt fp32": ("mt", "imported.pt", "fp32", False, "auto"),
     "mt int8": ("mt", "imported.pt", "int8", False, "auto"),
@@ -79,26 +80,49 @@ def opus_folder(folder: Path, train_lines: list[str], seed: int = 0) -> None:
     import sentencepiece
 
     sp = sentencepiece.SentencePieceProcessor(model_proto=spm)
-    pieces = [sp.id_to_piece(i) for i in range(sp.get_piece_size()) if not (sp.is_control(i) or sp.is_unknown(i))]
+    pieces = [
+        sp.id_to_piece(i)
+        for i in range(sp.get_piece_size())
+        if not (sp.is_control(i) or sp.is_unknown(i))
+    ]
     vocab = ["</s>", "<unk>", *pieces]
     vocab += [f"▁filler{i}" for i in range(VOCAB - 1 - len(vocab))] + ["<pad>"]
     cfg = transformers.MarianConfig(
-        vocab_size=VOCAB, decoder_vocab_size=VOCAB, d_model=512, encoder_layers=6, decoder_layers=6,
-        encoder_attention_heads=8, decoder_attention_heads=8, encoder_ffn_dim=2048, decoder_ffn_dim=2048,
-        max_position_embeddings=512, activation_function="swish", pad_token_id=VOCAB - 1, eos_token_id=0,
-        decoder_start_token_id=VOCAB - 1, forced_eos_token_id=0, scale_embedding=True, dropout=0.1,
+        vocab_size=VOCAB,
+        decoder_vocab_size=VOCAB,
+        d_model=512,
+        encoder_layers=6,
+        decoder_layers=6,
+        encoder_attention_heads=8,
+        decoder_attention_heads=8,
+        encoder_ffn_dim=2048,
+        decoder_ffn_dim=2048,
+        max_position_embeddings=512,
+        activation_function="swish",
+        pad_token_id=VOCAB - 1,
+        eos_token_id=0,
+        decoder_start_token_id=VOCAB - 1,
+        forced_eos_token_id=0,
+        scale_embedding=True,
+        dropout=0.1,
         share_encoder_decoder_embeddings=True,
-    )  # fmt: skip
+    )
     torch.manual_seed(seed)
     model = transformers.MarianMTModel(cfg).eval()
     with torch.no_grad():
         model.final_logits_bias.normal_(0.0, 0.5)
-        model.final_logits_bias[0, VOCAB - 1] = float("-inf")  # <pad>, as OPUS-MT's converter writes it
-        model.final_logits_bias[0, 0] = -1e4  # </s>: never chosen, so every system runs --steps steps
+        model.final_logits_bias[0, VOCAB - 1] = float(
+            "-inf"
+        )  # <pad>, as OPUS-MT's converter writes it
+        model.final_logits_bias[
+            0, 0
+        ] = -1e4  # </s>: never chosen, so every system runs --steps steps
     model.save_pretrained(folder)
     (folder / "source.spm").write_bytes(spm)
     (folder / "target.spm").write_bytes(spm)
-    (folder / "vocab.json").write_text(json.dumps({p: i for i, p in enumerate(vocab)}), encoding="utf-8")
+    (folder / "vocab.json").write_text(
+        json.dumps({p: i for i, p in enumerate(vocab)}), encoding="utf-8"
+    )
     tc = {"unk_token": "<unk>", "eos_token": "</s>", "pad_token": "<pad>", "separate_vocabs": False}
     (folder / "tokenizer_config.json").write_text(json.dumps(tc), encoding="utf-8")
 
@@ -108,25 +132,52 @@ def prepare(work: Path, train_lines: list[str], multi30k: Path) -> None:
     of it (its converter, run as an OPUS-MT user runs it), with the shortlist as their vmap.txt."""
     opus_folder(work / "opus", train_lines)
     import_hf(work / "opus", work / "imported.pt")
-    add_shortlist(work / "imported.pt", multi30k / "train.en", multi30k / "train.de", work / "listed.pt",
-                  TrainConfig.shortlist_per_source, TrainConfig.shortlist_frequent, log=lambda _: None)  # fmt: skip
+    add_shortlist(
+        work / "imported.pt",
+        multi30k / "train.en",
+        multi30k / "train.de",
+        work / "listed.pt",
+        TrainConfig.shortlist_per_source,
+        TrainConfig.shortlist_frequent,
+        log=lambda _: None,
+    )
     vmap = vocabulary_map(checkpoint.load(work / "listed.pt"))
     for name in ("imported.pt", "listed.pt"):
-        for q in ("fp32", "int8"):  # what `mt compile` builds once; not timed, as a user's runs are not
+        for q in (
+            "fp32",
+            "int8",
+        ):  # what `mt compile` builds once; not timed, as a user's runs are not
             compile_checkpoint(work / name, q)
     converter = Path(sys.executable).parent / "ct2-transformers-converter"
     for q in ("fp32", "int8"):
-        cmd = [str(converter), "--model", str(work / "opus"), "--output_dir", str(work / f"ct2-{q}")]
-        done = subprocess.run(cmd + ([] if q == "fp32" else ["--quantization", "int8"]), capture_output=True, text=True)
+        cmd = [
+            str(converter),
+            "--model",
+            str(work / "opus"),
+            "--output_dir",
+            str(work / f"ct2-{q}"),
+        ]
+        done = subprocess.run(
+            cmd + ([] if q == "fp32" else ["--quantization", "int8"]),
+            capture_output=True,
+            text=True,
+        )
         if done.returncode != 0:
             sys.exit(f"ct2-transformers-converter failed:\n{done.stderr[-3000:]}")
         for name in ("source.spm", "target.spm"):  # the worker reads them from the model folder
             (work / f"ct2-{q}" / name).write_bytes((work / "opus" / name).read_bytes())
-        (work / f"ct2-{q}" / "vmap.txt").write_text(vmap, encoding="utf-8")  # read only with use_vmap
+        (work / f"ct2-{q}" / "vmap.txt").write_text(
+            vmap, encoding="utf-8"
+        )  # read only with use_vmap
 
 
-def run_systems(args, lines: list[str], systems: dict = SYSTEMS, spm: str = "opus/source.spm",
-                extra: dict | None = None) -> list[dict]:  # fmt: skip
+def run_systems(
+    args,
+    lines: list[str],
+    systems: dict = SYSTEMS,
+    spm: str = "opus/source.spm",
+    extra: dict | None = None,
+) -> list[dict]:
     """Every system on the same length-sorted batches of BATCH, taking turns over rounds; `extra`:
     more fields for every job (an M2M100 model's languages). Where the target language is forced
     first (`extra` has languages), mt's limit is one more: every system then writes the language
@@ -143,11 +194,22 @@ def run_systems(args, lines: list[str], systems: dict = SYSTEMS, spm: str = "opu
         best: dict[str, tuple[float, list[list[str]]]] = {}
         for _ in range(args.rounds):
             for name, (family, model, precision, vmap, engine) in systems.items():
-                job = {"kind": "decode", "family": family, "beam": beam, "batch": BATCH, "threads": args.threads,
-                       "batches": batches, "limits": [args.steps] * len(batches), "model": str(args.work / model),
-                       "precision": precision, "length_penalty": 0.0, "pieces": True, "vmap": vmap,
-                       "mt": {"max_len_ratio": 1e-9, "max_len_offset": offset, "engine": engine},
-                       **(extra or {})}  # fmt: skip
+                job = {
+                    "kind": "decode",
+                    "family": family,
+                    "beam": beam,
+                    "batch": BATCH,
+                    "threads": args.threads,
+                    "batches": batches,
+                    "limits": [args.steps] * len(batches),
+                    "model": str(args.work / model),
+                    "precision": precision,
+                    "length_penalty": 0.0,
+                    "pieces": True,
+                    "vmap": vmap,
+                    "mt": {"max_len_ratio": 1e-9, "max_len_offset": offset, "engine": engine},
+                    **(extra or {}),
+                }
                 got = in_worker(args, job)
                 out = [p for batch in got["out"] for p in batch]
                 if name not in best or got["seconds"] < best[name][0]:
@@ -156,38 +218,69 @@ def run_systems(args, lines: list[str], systems: dict = SYSTEMS, spm: str = "opu
         for name, (seconds, out) in best.items():
             same = sum(a == b for x, y in zip(out, ref) for a, b in zip(x, y))
             compared = sum(min(len(x), len(y)) for x, y in zip(out, ref))
-            rows.append({"system": name, "beam": beam, "sent/s": len(lines) / seconds,
-                         "steps/s": len(lines) * args.steps / seconds,
-                         "pieces": sum(map(len, out)) / len(out), "same": same / compared})  # fmt: skip
+            rows.append(
+                {
+                    "system": name,
+                    "beam": beam,
+                    "sent/s": len(lines) / seconds,
+                    "steps/s": len(lines) * args.steps / seconds,
+                    "pieces": sum(map(len, out)) / len(out),
+                    "same": same / compared,
+                }
+            )
             print(f"  beam {beam} {name}: {len(lines) / seconds:.1f} sent/s", flush=True)
     return rows
 
 
 def table(rows: list[dict]) -> list[str]:
-    lines = ["| system | beam | sent/s | decoder steps/s (x sentences) | pieces out per sentence "
-             "| pieces = mt fp32's | x HF generate | x CTranslate2 same precision |",
-             "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        "| system | beam | sent/s | decoder steps/s (x sentences) | pieces out per sentence "
+        "| pieces = mt fp32's | x HF generate | x CTranslate2 same precision |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         same_beam = {x["system"]: x for x in rows if x["beam"] == r["beam"]}
-        # Against CTranslate2 at the same precision: with its whole vocabulary, or for a shortlist row
-        # with the same shortlist as its vmap.
-        peer_name = r["system"].replace("mt ", "CTranslate2 ").replace("shortlist", "vmap").replace(", eager", "")
+        # Against CTranslate2 at the same precision: with its whole vocabulary, or for a shortlist
+        # row with the same shortlist as its vmap.
+        peer_name = (
+            r["system"]
+            .replace("mt ", "CTranslate2 ")
+            .replace("shortlist", "vmap")
+            .replace(", eager", "")
+        )
         peer = same_beam.get(peer_name)
-        vs_ct2 = f"{r['sent/s'] / peer['sent/s']:.2f}" if peer and r["system"].startswith("mt ") else "-"
-        lines.append(f"| {r['system']} | {r['beam']} | {r['sent/s']:.1f} | {r['steps/s']:.0f} | {r['pieces']:.1f} "
-                     f"| {100 * r['same']:.1f}% | {r['sent/s'] / same_beam['HF generate fp32']['sent/s']:.2f} "
-                     f"| {vs_ct2} |")  # fmt: skip
+        vs_ct2 = (
+            f"{r['sent/s'] / peer['sent/s']:.2f}" if peer and r["system"].startswith("mt ") else "-"
+        )
+        lines.append(
+            f"| {r['system']} | {r['beam']} | {r['sent/s']:.1f} | {r['steps/s']:.0f} | "
+            f"{r['pieces']:.1f} "
+            f"| {100 * r['same']:.1f}% | "
+            f"{r['sent/s'] / same_beam['HF generate fp32']['sent/s']:.2f} "
+            f"| {vs_ct2} |"
+        )
     return lines
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--data", type=Path, default=Path("../shared/data"))
     p.add_argument("--n", type=int, default=500, help="test2016 English sentences to translate")
-    p.add_argument("--steps", type=int, default=32, help="decoder steps per sentence, the same for every system")
+    p.add_argument(
+        "--steps",
+        type=int,
+        default=32,
+        help="decoder steps per sentence, the same for every system",
+    )
     p.add_argument("--rounds", type=int, default=2, help="timed runs per system, the fastest kept")
     p.add_argument("--threads", type=int, default=os.cpu_count())
-    p.add_argument("--no-append", action="store_true", help="print only; leave RESULTS.md and docs/speed.md alone")
+    p.add_argument(
+        "--no-append",
+        action="store_true",
+        help="print only; leave RESULTS.md and docs/speed.md alone",
+    )
     args = p.parse_args()
     multi30k = args.data / "multi30k"
     if not (multi30k / "test2016.en").exists():
@@ -195,21 +288,29 @@ def main() -> None:
     measured_commit = commit()
     lines = (multi30k / "test2016.en").read_text(encoding="utf-8").splitlines()[: args.n]
     # Every other line of each side: text enough for 8k pieces, and quicker to train on.
-    sides = [(multi30k / f).read_text(encoding="utf-8").splitlines() for f in ("train.en", "train.de")]
+    sides = [
+        (multi30k / f).read_text(encoding="utf-8").splitlines() for f in ("train.en", "train.de")
+    ]
     train = [line for side in sides for line in side[::2]]
     with tempfile.TemporaryDirectory() as tmp:
         args.work = Path(tmp)
         prepare(args.work, train, multi30k)
         rows = run_systems(args, lines)
     where = f"{machine()}, {args.threads} threads, torch {torch.__version__}"
-    body = "\n".join([
-        f"`benchmarks/opus_speed.py`: a random-weight MarianMTModel shaped as opus-mt-en-de (d512, 6+6, FFN "
-        f"2048, swish, {VOCAB:,} pieces), as mt imports it, as transformers runs it and as CTranslate2's converter "
-        f"writes it; the first {args.n} lines of test2016.en in length-sorted batches of {BATCH}, {args.steps} "
-        f"decoder steps each (</s> biased away), length penalty 0, {args.rounds} rounds taking turns, each system "
-        f"in a fresh process of its own, fastest kept; {where}.\n",
-        *table(rows),
-    ])  # fmt: skip
+    body = "\n".join(
+        [
+            "`benchmarks/opus_speed.py`: a random-weight MarianMTModel shaped as opus-mt-en-de "
+            "(d512, 6+6, FFN "
+            f"2048, swish, {VOCAB:,} pieces), as mt imports it, as transformers runs it and as "
+            "CTranslate2's converter "
+            f"writes it; the first {args.n} lines of test2016.en in length-sorted batches of "
+            f"{BATCH}, {args.steps} "
+            f"decoder steps each (</s> biased away), length penalty 0, {args.rounds} rounds taking "
+            "turns, each system "
+            f"in a fresh process of its own, fastest kept; {where}.\n",
+            *table(rows),
+        ]
+    )
     print(body)
     if not args.no_append:
         when = append_section("OPUS-MT-shaped decoding", body, measured_commit)

@@ -24,7 +24,9 @@ from mt_cli.metrics import score
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--checkpoint", type=Path, required=True)
     p.add_argument("--data", type=Path, required=True)
     p.add_argument("--src", default="de")
@@ -34,11 +36,17 @@ def main() -> None:
     p.add_argument("--no-append", action="store_true")
     args = p.parse_args()
     precisions = ["fp32", "bf16", "int8"] if cpu_has_bf16() else ["fp32", "int8"]
-    rows = ["| precision, engine | " + " | ".join(f"{s} BLEU (vs fp32) | {s} chrF" for s in args.sets) + " |",
-            "|---|" + "---|---|" * len(args.sets)]  # fmt: skip
+    rows = [
+        "| precision, engine | "
+        + " | ".join(f"{s} BLEU (vs fp32) | {s} chrF" for s in args.sets)
+        + " |",
+        "|---|" + "---|---|" * len(args.sets),
+    ]
     fp32: dict[str, float] = {}
     for precision, engine in [(p, e) for p in precisions for e in ("eager", "compiled")]:
-        tr = Translator.load(args.checkpoint, "cpu", beam=args.beam, precision=precision, engine=engine)
+        tr = Translator.load(
+            args.checkpoint, "cpu", beam=args.beam, precision=precision, engine=engine
+        )
         cells = []
         for name in args.sets:
             src = (args.data / f"{name}.{args.src}").read_text(encoding="utf-8").splitlines()
@@ -47,9 +55,11 @@ def main() -> None:
             fp32.setdefault(name, got["bleu"])
             cells.append(f"{got['bleu']:.2f} ({got['bleu'] - fp32[name]:+.2f}) | {got['chrf']:.2f}")
         rows.append(f"| {precision}, {engine} | " + " | ".join(cells) + " |")
-    body = (f"`{args.checkpoint}`, {args.src}→{args.tgt}, beam {args.beam}; {machine()}. "
-            f"`python benchmarks/precision_bleu.py --checkpoint {args.checkpoint} --data {args.data}`\n\n"
-            + "\n".join(rows))  # fmt: skip
+    body = (
+        f"`{args.checkpoint}`, {args.src}→{args.tgt}, beam {args.beam}; {machine()}. "
+        f"`python benchmarks/precision_bleu.py --checkpoint {args.checkpoint} --data "
+        f"{args.data}`\n\n" + "\n".join(rows)
+    )
     print(body)
     if not args.no_append:
         append_section("Quality of each decoding precision", body + "\n")

@@ -32,9 +32,21 @@ from mt_cli.data.tokenizer import UNK
 from mt_cli.documents.protect import Protector, marker_regex
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "multi30k"
-SPANS = ["%s", "%d", "%(name)s", "{count}", "{0}", "{user_name}", "https://example.org/docs?id=42",
-         "www.example.com", "anna.schmidt@example.de", "support@mt.example", "%1$s"]  # fmt: skip
-WAYS = {  # name: (protector style or None for no protection, ask beam search to write the placeholders)
+SPANS = [
+    "%s",
+    "%d",
+    "%(name)s",
+    "{count}",
+    "{0}",
+    "{user_name}",
+    "https://example.org/docs?id=42",
+    "www.example.com",
+    "anna.schmidt@example.de",
+    "support@mt.example",
+    "%1$s",
+]
+# name: (protector style or None for no protection, ask beam search to write the placeholders)
+WAYS = {
     "no protection": (None, False),
     "span as its own placeholder": ("verbatim", False),
     "span as its own placeholder, forced": ("verbatim", True),
@@ -69,7 +81,9 @@ def _spellable(tr: Translator, markers: tuple[str, ...]) -> list[str]:
     return [m for m in markers if UNK not in tr.tokenizer.encode_tgt([m])[0]]
 
 
-def run_way(tr: Translator, sources: list[str], style: str | None, forced: bool) -> dict[str, float]:
+def run_way(
+    tr: Translator, sources: list[str], style: str | None, forced: bool
+) -> dict[str, float]:
     start = time.perf_counter()
     if style is None:
         raw = [a.text for a in tr.translate_aligned(sources)]
@@ -85,18 +99,27 @@ def run_way(tr: Translator, sources: list[str], style: str | None, forced: bool)
     total = sum(len(m) for m in markers)
     kept = sum(len(marker_regex(x).findall(t)) == 1 for t, ms in zip(raw, markers) for x in ms)
     whole = sum(
-        final_line.count(s) == src.count(s) for final_line, src in zip(final, sources) for s in SPANS if s in src
+        final_line.count(s) == src.count(s)
+        for final_line, src in zip(final, sources)
+        for s in SPANS
+        if s in src
     )
     return {"kept": kept / total, "whole": whole / total, "seconds": seconds, "final": final}  # type: ignore[dict-item]
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--checkpoint", type=Path)
     p.add_argument("--lines", type=int, default=500)
     p.add_argument("--seed", type=int, default=3)
     p.add_argument("--no-append", action="store_true")
-    p.add_argument("--docs", action="store_true", help="only put the newest recorded run into docs/documents.md")
+    p.add_argument(
+        "--docs",
+        action="store_true",
+        help="only put the newest recorded run into docs/documents.md",
+    )
     args = p.parse_args()
     if args.docs:
         return copy_newest(TITLE, "protect-table")
@@ -106,19 +129,27 @@ def main() -> None:
     sources = with_spans(plain, args.seed)
     tr = Translator.load(args.checkpoint, device="cpu")
     ceiling = tr.translate(plain)
-    rows = ["| way | spans the model wrote exactly once | after repair | BLEU of the rest vs no spans | s |",
-            "|---|---|---|---|---|"]  # fmt: skip
+    rows = [
+        "| way | spans the model wrote exactly once | after repair | BLEU of the rest vs no spans "
+        "| s |",
+        "|---|---|---|---|---|",
+    ]
     for name, (style, forced) in WAYS.items():
         r = run_way(tr, sources, style, forced)
         rest = [strip_spans(t) for t in r["final"]]  # type: ignore[union-attr]
         bleu = sacrebleu.corpus_bleu(rest, [[strip_spans(c) for c in ceiling]]).score
-        rows.append(f"| {name} | {r['kept']:.1%} | {r['whole']:.1%} | {bleu:.1f} | {r['seconds']:.1f} |")
+        rows.append(
+            f"| {name} | {r['kept']:.1%} | {r['whole']:.1%} | {bleu:.1f} | {r['seconds']:.1f} |"
+        )
         print(rows[-1], flush=True)
     spans = sum(len(re.findall("|".join(map(re.escape, SPANS)), s)) for s in sources)
     body = "\n".join(rows) + (
-        f"\n\n{args.lines} Multi30k test2016 German sentences with {spans} spans put in (seed {args.seed}); "
-        f'`{args.checkpoint.name}` ({tr.cfg.search_method}, beam {tr.cfg.beam}); "forced": the placeholders '
-        "asked of beam search as terms. BLEU compares each translation, spans taken out, with the same "
+        f"\n\n{args.lines} Multi30k test2016 German sentences with {spans} spans put in (seed "
+        f"{args.seed}); "
+        f'`{args.checkpoint.name}` ({tr.cfg.search_method}, beam {tr.cfg.beam}); "forced": the '
+        "placeholders "
+        "asked of beam search as terms. BLEU compares each translation, spans taken out, with the "
+        "same "
         f"sentence translated without spans. {machine()}. "
         f"`python benchmarks/protect.py --checkpoint {args.checkpoint}`\n"
     )

@@ -1,8 +1,8 @@
 """Run a training recipe end to end and append its test scores to benchmarks/RESULTS.md.
 
     python benchmarks/quality.py --recipe configs/multi30k.yaml --corpus multi30k --src en --tgt de
-    python benchmarks/quality.py --recipe configs/tatoeba-zh-en.yaml --corpus zh-en --src zh --tgt en
-    python benchmarks/quality.py --docs        # only regenerate docs/quality.md's table
+    python benchmarks/quality.py --recipe configs/tatoeba-zh-en.yaml --corpus zh-en --src zh --tgt
+    en python benchmarks/quality.py --docs        # only regenerate docs/quality.md's table
 
 It does what a user does: `mt train` with the recipe (which trains its own tokenizer and, at the
 end, leaves RUN/best.pt as the validated choice, the averaged checkpoint or the best step, with
@@ -39,9 +39,20 @@ CORPORA = {
     "zh-en": ("zh-en", "train", "dev", ["test"]),
 }
 COLUMNS = [
-    "date", "commit", "recipe", "pair", "test", "BLEU", "chrF", "checkpoint",
-    "steps", "train min", "wall min", "machine", "signature",
-]  # fmt: skip
+    "date",
+    "commit",
+    "recipe",
+    "pair",
+    "test",
+    "BLEU",
+    "chrF",
+    "checkpoint",
+    "steps",
+    "train min",
+    "wall min",
+    "machine",
+    "signature",
+]
 
 
 def run_recipe(args: argparse.Namespace) -> list[dict[str, str]]:
@@ -49,7 +60,10 @@ def run_recipe(args: argparse.Namespace) -> list[dict[str, str]]:
     data = args.data / folder
     cfg = build_config(None, args.recipe, None, args.set)
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    out = args.out or ROOT / "checkpoints" / "quality" / f"{args.recipe.stem}-{args.src}-{args.tgt}-{stamp}"
+    out = (
+        args.out
+        or ROOT / "checkpoints" / "quality" / f"{args.recipe.stem}-{args.src}-{args.tgt}-{stamp}"
+    )
     if (out / "last.pt").exists():
         sys.exit(f"{out} already holds a run; choose a new --out")
     started, code = time.time(), commit()  # the code that trains, even if the tree changes later
@@ -80,7 +94,10 @@ def run_recipe(args: argparse.Namespace) -> list[dict[str, str]]:
                 "steps": str(state.step),
                 "train min": f"{state.elapsed_s / 60:.1f}",
                 "wall min": f"{(time.time() - started) / 60:.1f}",
-                "machine": f"{platform.machine()} {torch.get_num_threads()} threads, torch {torch.__version__}",
+                "machine": (
+                    f"{platform.machine()} {torch.get_num_threads()} threads, torch "
+                    f"{torch.__version__}"
+                ),
                 # Markdown tables split cells on "|", so the signature's bars are escaped.
                 "signature": "`" + result["signature"]["bleu"].replace("|", "\\|") + "`",
             }
@@ -102,11 +119,11 @@ def append_results(rows: list[dict[str, str]], path: Path = RESULTS) -> None:
     text = path.read_text(encoding="utf-8") if path.is_file() else ""
     if "| date |" not in text:
         text += (
-            "# Quality results\n\nWritten by `benchmarks/quality.py`; one row per test set of each run.\n\n"
-            + "| " + " | ".join(COLUMNS) + " |\n"
-            + "|" + "---|" * len(COLUMNS) + "\n"
-        )  # fmt: skip
-    # New rows go right after the table's last row: other scripts (speed.py) append sections below it.
+            "# Quality results\n\nWritten by `benchmarks/quality.py`; one row per test set of each "
+            "run.\n\n" + "| " + " | ".join(COLUMNS) + " |\n" + "|" + "---|" * len(COLUMNS) + "\n"
+        )
+    # New rows go right after the table's last row: other scripts (speed.py) append sections below
+    # it.
     lines = text.splitlines(keepends=True)
     end = next(i for i, line in enumerate(lines) if line.startswith("| date |"))
     while end < len(lines) and lines[end].startswith("|"):
@@ -121,7 +138,11 @@ def read_results(path: Path = RESULTS) -> list[dict[str, str]]:
     rows = []
     for line in path.read_text(encoding="utf-8").splitlines():
         cells = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip().strip("|"))]
-        if len(cells) == len(COLUMNS) and cells[0] not in ("date",) and not cells[0].startswith("-"):
+        if (
+            len(cells) == len(COLUMNS)
+            and cells[0] not in ("date",)
+            and not cells[0].startswith("-")
+        ):
             rows.append(dict(zip(COLUMNS, cells)))
     return rows
 
@@ -153,19 +174,34 @@ def update_docs(page: Path = QUALITY_PAGE, results: Path = RESULTS) -> None:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--recipe", type=Path, help="YAML recipe in configs/")
     p.add_argument("--corpus", choices=sorted(CORPORA), default="multi30k")
     p.add_argument("--src", default="de")
     p.add_argument("--tgt", default="en")
-    p.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data", help="folder holding the corpora")
-    p.add_argument("--out", type=Path, help="run folder (default: checkpoints/quality/<recipe>-<pair>-<time>)")
     p.add_argument(
-        "--set", action="append", help="override a config field, as in `mt train --set` (recorded in the row)"
+        "--data",
+        type=Path,
+        default=ROOT.parent / "shared" / "data",
+        help="folder holding the corpora",
+    )
+    p.add_argument(
+        "--out", type=Path, help="run folder (default: checkpoints/quality/<recipe>-<pair>-<time>)"
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        help="override a config field, as in `mt train --set` (recorded in the row)",
     )
     p.add_argument("--results", type=Path, default=RESULTS)
     p.add_argument(
-        "--docs", "--readme", dest="docs", action="store_true", help="only regenerate docs/quality.md's table"
+        "--docs",
+        "--readme",
+        dest="docs",
+        action="store_true",
+        help="only regenerate docs/quality.md's table",
     )
     args = p.parse_args()
     if not args.docs:
@@ -174,7 +210,10 @@ def main() -> None:
         rows = run_recipe(args)
         append_results(rows, args.results)
         for row in rows:
-            print(f"{row['pair']} {row['test']}: BLEU {row['BLEU']}, chrF {row['chrF']} ({row['checkpoint']})")
+            print(
+                f"{row['pair']} {row['test']}: BLEU {row['BLEU']}, chrF {row['chrF']} "
+                f"({row['checkpoint']})"
+            )
     if args.results == RESULTS:
         update_docs()
 

@@ -41,26 +41,33 @@ PAGES = {
 
 def commit() -> str:
     def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+        return subprocess.run(
+            ["git", *args], cwd=ROOT, capture_output=True, text=True
+        ).stdout.strip()
 
     head = git("rev-parse", "--short", "HEAD") or "unknown"
     return head + ("-dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
 
 
 def append_section(title: str, body: str, measured_commit: str | None = None) -> str:
-    """A "## TITLE, DATE, commit C" section with `body` at the end of RESULTS.md, written atomically;
-    returns its "DATE, commit C". `measured_commit`: the commit read before the run (the tree may
-    change while it runs)."""
+    """A "## TITLE, DATE, commit C" section with `body` at the end of RESULTS.md, written
+    atomically; returns its "DATE, commit C". `measured_commit`: the commit read before the run (the
+    tree may change while it runs)."""
     when = f"{datetime.date.today()}, commit {measured_commit or commit()}"
     body = body if body.endswith("\n") else body + "\n"
-    atomic_write_text(RESULTS, RESULTS.read_text(encoding="utf-8") + f"\n## {title}, {when}\n\n{body}")
+    atomic_write_text(
+        RESULTS, RESULTS.read_text(encoding="utf-8") + f"\n## {title}, {when}\n\n{body}"
+    )
     return when
 
 
 def newest_run(when: str, body: str) -> str:
     """A RESULTS.md run as a docs page shows it: its date and body. The commit stays in RESULTS.md
     (the user guide names no commits)."""
-    return f"Newest run ({when.split(', commit ')[0]}; every run: `benchmarks/RESULTS.md`):\n\n{body.strip()}"
+    return (
+        f"Newest run ({when.split(', commit ')[0]}; every run: "
+        f"`benchmarks/RESULTS.md`):\n\n{body.strip()}"
+    )
 
 
 def write_table(marker: str, body: str) -> None:

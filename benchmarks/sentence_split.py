@@ -31,7 +31,9 @@ SETS = {
 
 
 def paragraphs(lang: str, n: int, seed: int) -> list[list[str]]:
-    lines = [x.strip() for x in (WMT / SETS[lang]).read_text(encoding="utf-8").splitlines() if x.strip()]
+    lines = [
+        x.strip() for x in (WMT / SETS[lang]).read_text(encoding="utf-8").splitlines() if x.strip()
+    ]
     rng, out, at = random.Random(seed), [], 0
     while len(out) < n and at < len(lines):
         k = rng.randint(3, 8)
@@ -45,10 +47,15 @@ def splitters(lang: str) -> dict[str, Callable[[str], list[str]]]:
     import sentencex
 
     seg = pysbd.Segmenter(language=lang, clean=False)
-    return {"pysbd 0.3.4": seg.segment, "sentencex 1.0.32": lambda text: list(sentencex.segment(lang, text))}
+    return {
+        "pysbd 0.3.4": seg.segment,
+        "sentencex 1.0.32": lambda text: list(sentencex.segment(lang, text)),
+    }
 
 
-def score(split: Callable[[str], list[str]], paras: list[list[str]], joiner: str) -> dict[str, float]:
+def score(
+    split: Callable[[str], list[str]], paras: list[list[str]], joiner: str
+) -> dict[str, float]:
     found = recall = extra = exact = segments = 0
     for para in paras:
         text = joiner.join(para)
@@ -71,7 +78,9 @@ def score(split: Callable[[str], list[str]], paras: list[list[str]], joiner: str
     return {"recall": found / recall, "extra": 100 * extra / segments, "exact": exact / len(paras)}
 
 
-def speed(split: Callable[[str], list[str]], paras: list[list[str]], joiner: str, rounds: int) -> float:
+def speed(
+    split: Callable[[str], list[str]], paras: list[list[str]], joiner: str, rounds: int
+) -> float:
     texts = [joiner.join(p) for p in paras]
     best = float("inf")
     for _ in range(rounds):
@@ -83,28 +92,38 @@ def speed(split: Callable[[str], list[str]], paras: list[list[str]], joiner: str
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--paragraphs", type=int, default=200)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--no-append", action="store_true")
     args = p.parse_args()
-    rows = ["| language | splitter | joins found | extra splits per 100 segments | paragraphs exact | segments/s |",
-            "|---|---|---|---|---|---|"]  # fmt: skip
+    rows = [
+        "| language | splitter | joins found | extra splits per 100 segments | paragraphs exact | "
+        "segments/s |",
+        "|---|---|---|---|---|---|",
+    ]
     for lang in SETS:
         paras = paragraphs(lang, args.paragraphs, args.seed)
         joiner = "" if lang == "zh" else " "
         for name, split in splitters(lang).items():
             s = score(split, paras, joiner)
             rate = speed(split, paras, joiner, args.rounds)
-            rows.append(f"| {lang} | {name} | {s['recall']:.3f} | {s['extra']:.1f} | {s['exact']:.3f} | {rate:,.0f} |")
+            rows.append(
+                f"| {lang} | {name} | {s['recall']:.3f} | {s['extra']:.1f} | {s['exact']:.3f} | "
+                f"{rate:,.0f} |"
+            )
             print(rows[-1], flush=True)
     import platform
 
     body = "\n".join(rows) + (
-        f"\n\n{args.paragraphs} paragraphs of 3-8 consecutive segments per language ({', '.join(SETS.values())}), "
+        f"\n\n{args.paragraphs} paragraphs of 3-8 consecutive segments per language "
+        f"({', '.join(SETS.values())}), "
         "joined with a space (zh: nothing); best of "
-        f"{args.rounds} rounds for speed; {platform.processor() or platform.machine()}. minisbd could not run: it "
+        f"{args.rounds} rounds for speed; {platform.processor() or platform.machine()}. minisbd "
+        "could not run: it "
         "downloads its ONNX models at run time (no network here, and nothing a wheel ships). "
         "`python benchmarks/sentence_split.py`\n"
     )

@@ -1,6 +1,7 @@
 """Load on `mt serve`: throughput and latency against offline decoding, overload, and a soak.
 
-    python benchmarks/serve_load.py --checkpoint RUN/best.pt --src-file ../shared/data/multi30k/test2016.de
+    python benchmarks/serve_load.py --checkpoint RUN/best.pt --src-file
+    ../shared/data/multi30k/test2016.de
 
 The server is `mt serve` as a user starts it (its own process, 127.0.0.1, a free port). This
 process only sends requests: it imports the standard library alone, so that no torch thread pool
@@ -63,10 +64,15 @@ class Server:
 
     def __init__(self, checkpoint: Path, *options: str) -> None:
         mt = str(Path(sys.executable).parent / "mt")
-        given = ["--models" if checkpoint.is_dir() else "--checkpoint", str(checkpoint)]  # a folder: many models
+        given = [
+            "--models" if checkpoint.is_dir() else "--checkpoint",
+            str(checkpoint),
+        ]  # a folder: many models
         cmd = [mt, "serve", *given, "--port", "0", "--device", "cpu", *self.options, *options]
         env = {**os.environ, **self.env}
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+        self.proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env
+        )
         first = self.proc.stdout.readline()  # type: ignore[union-attr]
         found = re.search(r"http://127\.0\.0\.1:(\d+)", first)
         if not found:
@@ -80,12 +86,18 @@ class Server:
 
     def rss_mb(self) -> float:
         status = Path(f"/proc/{self.proc.pid}/status").read_text()
-        return next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")) / 1024
+        return (
+            next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:"))
+            / 1024
+        )
 
     def batch_lines(self) -> tuple[float, float]:
         """(sum, count) of the server's lines-per-batch histogram."""
         text = request(self.port, "GET", "/metrics")[2]
-        value = {m.group(1): float(m.group(2)) for m in re.finditer(r"^mt_batch_lines_(sum|count) (\S+)$", text, re.M)}
+        value = {
+            m.group(1): float(m.group(2))
+            for m in re.finditer(r"^mt_batch_lines_(sum|count) (\S+)$", text, re.M)
+        }
         return value.get("sum", 0.0), value.get("count", 0.0)
 
     def stop(self) -> None:
@@ -103,8 +115,14 @@ def connect(port: int, timeout: float = 60) -> http.client.HTTPConnection:
     return conn
 
 
-def request(port: int, method: str, path: str, body: object = None, conn: http.client.HTTPConnection | None = None,
-            timeout: float = 60) -> tuple[int, dict[str, str], str]:  # fmt: skip
+def request(
+    port: int,
+    method: str,
+    path: str,
+    body: object = None,
+    conn: http.client.HTTPConnection | None = None,
+    timeout: float = 60,
+) -> tuple[int, dict[str, str], str]:
     own = conn is None
     conn = conn or connect(port, timeout)
     try:
@@ -151,7 +169,11 @@ def load(port: int, lines: list[str], clients: int, max_s: float) -> dict:
 
 
 def pct(values: list[float], q: float) -> float:
-    return statistics.quantiles(values, n=100)[q - 1] if len(values) > 1 else (values[0] if values else 0.0)
+    return (
+        statistics.quantiles(values, n=100)[q - 1]
+        if len(values) > 1
+        else (values[0] if values else 0.0)
+    )
 
 
 def offline_rate(args, lines: list[str], chunk: int = 0) -> float:
@@ -180,13 +202,25 @@ def throughput_rows(args, lines: list[str], offline: float) -> list[dict]:
                 rate = len(ok) / got["seconds"]
                 if best is None or rate > best["lines/s"]:
                     batches = (after[0] - before[0]) / max(after[1] - before[1], 1)
-                    best = {"clients": clients, "lines": len(ok), "lines/s": rate, "p50": pct(ok, 50),
-                            "p99": pct(ok, 99), "batch": batches, "errors": len(got["results"]) - len(ok)}  # fmt: skip
+                    best = {
+                        "clients": clients,
+                        "lines": len(ok),
+                        "lines/s": rate,
+                        "p50": pct(ok, 50),
+                        "p99": pct(ok, 99),
+                        "batch": batches,
+                        "errors": len(got["results"]) - len(ok),
+                    }
             rows.append(best)
-            print(f"  {clients} clients: {best['lines/s']:.1f} lines/s ({best['lines/s'] / offline:.2f}x offline)")
+            print(
+                f"  {clients} clients: {best['lines/s']:.1f} lines/s "
+                f"({best['lines/s'] / offline:.2f}x offline)"
+            )
     finally:
         server.stop()
-    for row in rows:  # offline decoding with the batches this server formed: what batching itself costs
+    for (
+        row
+    ) in rows:  # offline decoding with the batches this server formed: what batching itself costs
         row["same batches"] = offline_rate(args, lines, max(1, round(row["batch"])))
     return rows
 
@@ -199,11 +233,16 @@ def overload_row(args, lines: list[str]) -> dict:
     finally:
         server.stop()
     refused = [(lat, ra) for status, lat, ra in got["results"] if status == 503]
-    return {"clients": args.overload_clients, "queue": args.overload_queue, "requests": len(got["results"]),
-            "ok": sum(r[0] == 200 for r in got["results"]), "refused": len(refused),
-            "with Retry-After": sum(ra is not None for _, ra in refused),
-            "refusal p99": pct([lat for lat, _ in refused], 99),
-            "failed": sum(r[0] == -1 for r in got["results"])}  # fmt: skip
+    return {
+        "clients": args.overload_clients,
+        "queue": args.overload_queue,
+        "requests": len(got["results"]),
+        "ok": sum(r[0] == 200 for r in got["results"]),
+        "refused": len(refused),
+        "with Retry-After": sum(ra is not None for _, ra in refused),
+        "refusal p99": pct([lat for lat, _ in refused], 99),
+        "failed": sum(r[0] == -1 for r in got["results"]),
+    }
 
 
 def soak_row(args, lines: list[str]) -> dict:
@@ -217,50 +256,87 @@ def soak_row(args, lines: list[str]) -> dict:
             samples.append((time.monotonic() - start, server.rss_mb()))
     finally:
         server.stop()
-    settled = [mb for t, mb in samples if t >= 60] or [mb for _, mb in samples]  # after the first minute's warm-up
-    return {"minutes": args.soak_minutes, "clients": args.soak_clients, "requests": requests,
-            "first": settled[0], "last": settled[-1], "max": max(settled)}  # fmt: skip
+    settled = [mb for t, mb in samples if t >= 60] or [
+        mb for _, mb in samples
+    ]  # after the first minute's warm-up
+    return {
+        "minutes": args.soak_minutes,
+        "clients": args.soak_clients,
+        "requests": requests,
+        "first": settled[0],
+        "last": settled[-1],
+        "max": max(settled),
+    }
 
 
 def machine() -> str:
-    """The CPU and its flags as speed.py names them, asked of a child process: this one imports no torch."""
-    code = f"import sys; sys.path.insert(0, {str(HERE)!r}); from speed import machine; print(machine())"
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    """The CPU and its flags as speed.py names them, asked of a child process: this one imports no
+    torch."""
+    code = (
+        f"import sys; sys.path.insert(0, {str(HERE)!r}); from speed import machine; "
+        "print(machine())"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.strip()
 
 
 def report(args, offline: float, rows: list[dict], over: dict | None, soak: dict | None) -> str:
-    served = f"{args.checkpoint.parent.name}/{args.checkpoint.name}" + "".join(f" {o}" for o in args.serve_option)
+    served = f"{args.checkpoint.parent.name}/{args.checkpoint.name}" + "".join(
+        f" {o}" for o in args.serve_option
+    )
     env = "".join(f"{kv} " for kv in args.serve_env)
-    out = [f"`benchmarks/serve_load.py`: `{env}mt serve --checkpoint {served}` "
-           f"(its stored decoding settings), single lines of the first {len(args.lines)} of {args.src_file.name}, "
-           f"clients on keep-alive connections in another process, {args.rounds} rounds per level, best kept; "
-           f"offline `Translator.translate` on the same lines in a process of its own: {offline:.1f} lines/s; "
-           f"{machine()}.\n",
-           "| clients | lines | lines/s | x offline | p50 ms | p99 ms | mean lines per batch "
-           "| offline in such batches, lines/s | x that | errors |",
-           "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    out = [
+        f"`benchmarks/serve_load.py`: `{env}mt serve --checkpoint {served}` "
+        f"(its stored decoding settings), single lines of the first {len(args.lines)} of "
+        f"{args.src_file.name}, "
+        f"clients on keep-alive connections in another process, {args.rounds} rounds per level, "
+        "best kept; "
+        f"offline `Translator.translate` on the same lines in a process of its own: {offline:.1f} "
+        "lines/s; "
+        f"{machine()}.\n",
+        "| clients | lines | lines/s | x offline | p50 ms | p99 ms | mean lines per batch "
+        "| offline in such batches, lines/s | x that | errors |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
-        out.append(f"| {r['clients']} | {r['lines']} | {r['lines/s']:.1f} | {r['lines/s'] / offline:.2f} "
-                   f"| {1000 * r['p50']:.0f} | {1000 * r['p99']:.0f} | {r['batch']:.1f} | {r['same batches']:.1f} "
-                   f"| {r['lines/s'] / r['same batches']:.2f} | {r['errors']} |")  # fmt: skip
+        out.append(
+            f"| {r['clients']} | {r['lines']} | {r['lines/s']:.1f} | {r['lines/s'] / offline:.2f} "
+            f"| {1000 * r['p50']:.0f} | {1000 * r['p99']:.0f} | {r['batch']:.1f} | "
+            f"{r['same batches']:.1f} "
+            f"| {r['lines/s'] / r['same batches']:.2f} | {r['errors']} |"
+        )
     out.append(
-        '\n"Offline in such batches": `Translator.translate` on the same lines in arrival-order chunks of the '
-        "server's mean batch size, one call each: the most a server could reach with batches that size."
+        '\n"Offline in such batches": `Translator.translate` on the same lines in arrival-order '
+        "chunks of the "
+        "server's mean batch size, one call each: the most a server could reach with batches that "
+        "size."
     )
     if over:
-        out += [f"\nOverload: {over['clients']} clients against a queue of {over['queue']} lines: {over['requests']} "
-                f"requests, {over['ok']} answered, {over['refused']} refused with 503 ({over['with Retry-After']} "
-                f"with Retry-After; p99 of a refusal {1000 * over['refusal p99']:.0f} ms), {over['failed']} "
-                "timed out or failed."]  # fmt: skip
+        out += [
+            f"\nOverload: {over['clients']} clients against a queue of {over['queue']} lines: "
+            f"{over['requests']} "
+            f"requests, {over['ok']} answered, {over['refused']} refused with 503 "
+            f"({over['with Retry-After']} "
+            f"with Retry-After; p99 of a refusal {1000 * over['refusal p99']:.0f} ms), "
+            f"{over['failed']} "
+            "timed out or failed."
+        ]
     if soak:
-        out += [f"\nSoak: {soak['clients']} clients for {soak['minutes']:g} minutes, {soak['requests']} requests; "
-                f"server RSS after the first minute {soak['first']:.0f} MB, at the end {soak['last']:.0f} MB, "
-                f"highest {soak['max']:.0f} MB."]  # fmt: skip
+        out += [
+            f"\nSoak: {soak['clients']} clients for {soak['minutes']:g} minutes, "
+            f"{soak['requests']} requests; "
+            f"server RSS after the first minute {soak['first']:.0f} MB, at the end "
+            f"{soak['last']:.0f} MB, "
+            f"highest {soak['max']:.0f} MB."
+        ]
     return "\n".join(out) + "\n"
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--checkpoint", type=Path, required=True)
     p.add_argument("--src-file", type=Path, required=True)
     p.add_argument("--n", type=int, default=500, help="lines sent at each level")
@@ -273,9 +349,17 @@ def main() -> None:
     p.add_argument("--soak-clients", type=int, default=16)
     p.add_argument("--soak-every", type=float, default=30, help="seconds between memory samples")
     p.add_argument(
-        "--serve-option", action="append", default=[], help="an option for mt serve, e.g. --serve-option=--threads=1"
+        "--serve-option",
+        action="append",
+        default=[],
+        help="an option for mt serve, e.g. --serve-option=--threads=1",
     )
-    p.add_argument("--serve-env", action="append", default=[], help="NAME=VALUE in mt serve's environment (repeat)")
+    p.add_argument(
+        "--serve-env",
+        action="append",
+        default=[],
+        help="NAME=VALUE in mt serve's environment (repeat)",
+    )
     p.add_argument("--no-append", action="store_true")
     args = p.parse_args()
     args.checkpoint = args.checkpoint.resolve()

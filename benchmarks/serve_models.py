@@ -44,27 +44,45 @@ def singles(port: int, lines: list[str], pair: tuple[str, str]) -> list[float]:
 
 def translate(port: int, lines: list[str], pair: tuple[str, str]) -> None:
     status, _, body = request(
-        port, "POST", "/translate", {"text": lines, "source_lang": pair[0], "target_lang": pair[1]}, timeout=600
+        port,
+        "POST",
+        "/translate",
+        {"text": lines, "source_lang": pair[0], "target_lang": pair[1]},
+        timeout=600,
     )
     if status != 200:
         raise SystemExit(f"the server answered {status}: {body}")
 
 
-def measure(folder: Path, data: Path, singles_n: int, lines_n: int, env: dict[str, str]) -> list[dict]:
+def measure(
+    folder: Path, data: Path, singles_n: int, lines_n: int, env: dict[str, str]
+) -> list[dict]:
     """One server: a row per number of models loaded."""
     Server.env = env
     server = Server(folder)
     try:
         models = request(server.port, "GET", "/health")[2]
         pairs = [(m["source"][0], m["target"][0]) for m in json.loads(models)["models"]]
-        text = {lang: (data / f"test2016.{lang}").read_text(encoding="utf-8").splitlines() for lang, _ in pairs}
+        text = {
+            lang: (data / f"test2016.{lang}").read_text(encoding="utf-8").splitlines()
+            for lang, _ in pairs
+        }
         first = pairs[0]
         rows = []
         for k, pair in enumerate(pairs):
-            translate(server.port, text[pair[0]][:lines_n] if k else text[pair[0]][:1], pair)  # loads it
+            translate(
+                server.port, text[pair[0]][:lines_n] if k else text[pair[0]][:1], pair
+            )  # loads it
             times = singles(server.port, text[first[0]][:singles_n], first)
-            rows.append({"loaded": k + 1, "pair": pair, "rss": server.rss_mb(), "p50": statistics.median(times),
-                         "p90": statistics.quantiles(times, n=10)[-1]})  # fmt: skip
+            rows.append(
+                {
+                    "loaded": k + 1,
+                    "pair": pair,
+                    "rss": server.rss_mb(),
+                    "p50": statistics.median(times),
+                    "p90": statistics.quantiles(times, n=10)[-1],
+                }
+            )
             print(env.get("PYTHONPATH", "this tree"), rows[-1], flush=True)
         return rows
     finally:
@@ -73,11 +91,17 @@ def measure(folder: Path, data: Path, singles_n: int, lines_n: int, env: dict[st
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--models", type=Path, required=True)
     p.add_argument("--data", type=Path, default=Path("../shared/data/multi30k"))
-    p.add_argument("--singles", type=int, default=100, help="one-line requests timed after each load")
-    p.add_argument("--lines", type=int, default=200, help="lines each further model translates as it loads")
+    p.add_argument(
+        "--singles", type=int, default=100, help="one-line requests timed after each load"
+    )
+    p.add_argument(
+        "--lines", type=int, default=200, help="lines each further model translates as it loads"
+    )
     p.add_argument("--against", help="a commit whose server runs too, for comparison")
     p.add_argument("--name", default="this tree", help="what the table calls this tree's server")
     p.add_argument("--against-name", help="what it calls --against's (default: commit REV)")
@@ -89,7 +113,11 @@ def main() -> None:
         servers: dict[str, dict[str, str]] = {args.name: {}}
         if args.against:
             tree = Path(tmp) / "against"
-            subprocess.run(["git", "worktree", "add", "--detach", "-q", str(tree), args.against], cwd=ROOT, check=True)
+            subprocess.run(
+                ["git", "worktree", "add", "--detach", "-q", str(tree), args.against],
+                cwd=ROOT,
+                check=True,
+            )
             servers[args.against_name or f"commit {args.against}"] = {"PYTHONPATH": str(tree)}
         try:
             best: dict[str, list[dict]] = {}
@@ -102,21 +130,33 @@ def main() -> None:
                             kept[i] = row
         finally:
             if args.against:
-                subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, check=False)
-    out = ["| server | models loaded (the last) | resident MB | first model's one line: median ms | p90 ms |",
-           "|---|---|---|---|---|"]  # fmt: skip
+                subprocess.run(
+                    ["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, check=False
+                )
+    out = [
+        "| server | models loaded (the last) | resident MB | first model's one line: median ms | "
+        "p90 ms |",
+        "|---|---|---|---|---|",
+    ]
     for name, rows in best.items():
         for r in rows:
-            out.append(f"| {name} | {r['loaded']} ({r['pair'][0]}->{r['pair'][1]}) | {r['rss']:.0f} "
-                       f"| {1000 * r['p50']:.0f} | {1000 * r['p90']:.0f} |")  # fmt: skip
-    body = "\n".join([
-        f"`benchmarks/serve_models.py --models {args.models.name}{' --against ' + args.against if args.against else ''}"
-        f"`: `mt serve --models` of {len(rows)} models "
-        f"(started with none loaded; each further model loaded by a request of {args.lines} lines), then "
-        f"{args.singles} one-line requests to the first model, one after another; each server in its own "
-        f"process, {args.rounds} rounds taking turns, fastest kept; {machine()}.\n",
-        *out,
-    ])  # fmt: skip
+            out.append(
+                f"| {name} | {r['loaded']} ({r['pair'][0]}->{r['pair'][1]}) | {r['rss']:.0f} "
+                f"| {1000 * r['p50']:.0f} | {1000 * r['p90']:.0f} |"
+            )
+    body = "\n".join(
+        [
+            "`benchmarks/serve_models.py --models "
+            f"{args.models.name}{' --against ' + args.against if args.against else ''}"
+            f"`: `mt serve --models` of {len(rows)} models "
+            f"(started with none loaded; each further model loaded by a request of {args.lines} "
+            "lines), then "
+            f"{args.singles} one-line requests to the first model, one after another; each server "
+            "in its own "
+            f"process, {args.rounds} rounds taking turns, fastest kept; {machine()}.\n",
+            *out,
+        ]
+    )
     print(body)
     if not args.no_append:
         append_section(TITLE, body, measured_commit)

@@ -4,7 +4,8 @@ as the server did before slicing), with slicing (a large request decoded in slic
 the others), and with an express lane (requests up to --express-cost decoded between two steps of
 the large request's search).
 
-    python benchmarks/serve_neighbour.py --checkpoint RUN/best.pt --src-file ../shared/data/multi30k/test2016.de
+    python benchmarks/serve_neighbour.py --checkpoint RUN/best.pt --src-file
+    ../shared/data/multi30k/test2016.de
 
 For each server (its own process, 127.0.0.1): --clients clients send single lines for --seconds
 alone (unloaded), then again while one more client sends --heavy-lines-line requests at beam
@@ -42,16 +43,21 @@ def heavy(port: int, lines: list[str], beam: int, stop: threading.Event, done: l
     conn = connect(port, timeout=600)
     while not stop.is_set():
         start = time.monotonic()
-        status = request(port, "POST", "/translate", {"text": lines, "beam": beam}, conn, timeout=600)[0]
+        status = request(
+            port, "POST", "/translate", {"text": lines, "beam": beam}, conn, timeout=600
+        )[0]
         if status == 200:
             done.append(time.monotonic() - start)
     conn.close()
 
 
-def measure(server: Server, light: list[str], clients: int, seconds: float, big: list[str] | None,
-            beam: int) -> dict:  # fmt: skip
+def measure(
+    server: Server, light: list[str], clients: int, seconds: float, big: list[str] | None, beam: int
+) -> dict:
     stop, done = threading.Event(), []
-    neighbour = threading.Thread(target=heavy, args=(server.port, big, beam, stop, done)) if big else None
+    neighbour = (
+        threading.Thread(target=heavy, args=(server.port, big, beam, stop, done)) if big else None
+    )
     if neighbour:
         neighbour.start()
         time.sleep(1.0)  # its first request is being decoded
@@ -60,11 +66,18 @@ def measure(server: Server, light: list[str], clients: int, seconds: float, big:
     if neighbour:
         neighbour.join(600)
     ok = [t for status, t, _ in found["results"] if status == 200]
-    return {"n": len(ok), "p50": pct(ok, 50), "p99": pct(ok, 99), "heavy": min(done) if done else float("nan")}
+    return {
+        "n": len(ok),
+        "p50": pct(ok, 50),
+        "p99": pct(ok, 99),
+        "heavy": min(done) if done else float("nan"),
+    }
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--checkpoint", type=Path)
     p.add_argument("--src-file", type=Path)
     p.add_argument("--clients", type=int, default=4)
@@ -72,16 +85,23 @@ def main() -> None:
     p.add_argument("--heavy-lines", type=int, default=1000)
     p.add_argument("--heavy-beam", type=int, default=8)
     p.add_argument("--rounds", type=int, default=2)
-    p.add_argument("--slice-costs", type=int, nargs="+", default=[0, DEFAULT, 4096], help="servers to compare")
+    p.add_argument(
+        "--slice-costs", type=int, nargs="+", default=[0, DEFAULT, 4096], help="servers to compare"
+    )
     p.add_argument(
         "--express-costs",
         type=int,
         nargs="*",
         default=[],
-        help="more servers: slices of --slice-costs' first and an express lane for requests up to this cost",
+        help=(
+            "more servers: slices of --slice-costs' first and an express lane for requests "
+            "up to this cost"
+        ),
     )
     p.add_argument("--no-append", action="store_true")
-    p.add_argument("--docs", action="store_true", help="only put the newest recorded run into docs/serving.md")
+    p.add_argument(
+        "--docs", action="store_true", help="only put the newest recorded run into docs/serving.md"
+    )
     args = p.parse_args()
     if args.docs:
         return copy_newest(TITLE, "neighbour-table")
@@ -89,34 +109,59 @@ def main() -> None:
         p.error("--checkpoint and --src-file are required unless --docs is given")
     servers = {_name(c): ("--slice-cost", str(c), "--express-cost", "0") for c in args.slice_costs}
     first = args.slice_costs[0]
-    servers |= {_name(first, e): ("--slice-cost", str(first), "--express-cost", str(e)) for e in args.express_costs}
+    servers |= {
+        _name(first, e): ("--slice-cost", str(first), "--express-cost", str(e))
+        for e in args.express_costs
+    }
     lines = args.src_file.read_text(encoding="utf-8").splitlines()
-    big, light = lines[: args.heavy_lines], lines[args.heavy_lines : args.heavy_lines + 50] or lines[:50]
+    big, light = (
+        lines[: args.heavy_lines],
+        lines[args.heavy_lines : args.heavy_lines + 50] or lines[:50],
+    )
     best: dict[tuple[str, bool], dict] = {}
     for _ in range(args.rounds):
         for name, options in servers.items():
             server = Server(args.checkpoint.resolve(), *options)
             try:
                 for loaded in (False, True):
-                    r = measure(server, light, args.clients, args.seconds, big if loaded else None, args.heavy_beam)
+                    r = measure(
+                        server,
+                        light,
+                        args.clients,
+                        args.seconds,
+                        big if loaded else None,
+                        args.heavy_beam,
+                    )
                     if (name, loaded) not in best or r["p99"] < best[name, loaded]["p99"]:
                         best[name, loaded] = r
                     print(name, "loaded" if loaded else "alone", r, flush=True)
             finally:
                 server.stop()
-    rows = ["| server | neighbour | single lines answered | p50 ms | p99 ms | loaded p99 / alone p99 | "
-            "the large request, s |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+    rows = [
+        "| server | neighbour | single lines answered | p50 ms | p99 ms | loaded p99 / alone p99 | "
+        "the large request, s |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for name in servers:
         alone, loaded = best[name, False], best[name, True]
-        for r, label in ((alone, "none"), (loaded, f"{args.heavy_lines} lines at beam {args.heavy_beam}")):
+        for r, label in (
+            (alone, "none"),
+            (loaded, f"{args.heavy_lines} lines at beam {args.heavy_beam}"),
+        ):
             ratio = f"{r['p99'] / alone['p99']:.1f}" if r is loaded else ""
             heavy_s = f"{r['heavy']:.1f}" if r is loaded else ""
-            rows.append(f"| {name} | {label} | {r['n']} | {1000 * r['p50']:.0f} | {1000 * r['p99']:.0f} | {ratio} "
-                        f"| {heavy_s} |")  # fmt: skip
+            rows.append(
+                f"| {name} | {label} | {r['n']} | {1000 * r['p50']:.0f} | {1000 * r['p99']:.0f} | "
+                f"{ratio} "
+                f"| {heavy_s} |"
+            )
     body = "\n".join(rows) + (
-        f"\n\n{args.clients} clients sending single lines of {args.src_file.name} for {args.seconds:g} s per "
-        f"measurement; best p99 of {args.rounds} rounds; `mt serve --checkpoint {args.checkpoint.name}` (its own "
-        f"decoding settings), each server in its own process; the large request's time is the fastest of those "
+        f"\n\n{args.clients} clients sending single lines of {args.src_file.name} for "
+        f"{args.seconds:g} s per "
+        f"measurement; best p99 of {args.rounds} rounds; `mt serve --checkpoint "
+        f"{args.checkpoint.name}` (its own "
+        "decoding settings), each server in its own process; the large request's time is the "
+        "fastest of those "
         f"sent; {machine()}. `python benchmarks/serve_neighbour.py {' '.join(sys.argv[1:])}`\n"
     )
     print(body)

@@ -57,9 +57,13 @@ def singles(port: int, lines: list[str]) -> list[float]:
     conn, times = connect(port), []
     for line in lines:
         start = time.monotonic()
-        status = request(port, "POST", "/translate", {"text": [line], "source_lang": "de", "target_lang": "fr"}, conn)[
-            0
-        ]
+        status = request(
+            port,
+            "POST",
+            "/translate",
+            {"text": [line], "source_lang": "de", "target_lang": "fr"},
+            conn,
+        )[0]
         if status == 200:
             times.append(time.monotonic() - start)
     conn.close()
@@ -67,7 +71,9 @@ def singles(port: int, lines: list[str]) -> list[float]:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--data", type=Path, default=Path("../shared/data"))
     p.add_argument("--minutes", type=float, default=10.0, help="training minutes per model")
     p.add_argument("--work", type=Path, required=True, help="where runs are kept (a rerun resumes)")
@@ -100,24 +106,39 @@ def main() -> None:
                 times = singles(server.port, src[: args.singles])
             finally:
                 server.stop()
-            found = {"hyp": hyp, "seconds": seconds, "p50": statistics.median(times),
-                     "p90": statistics.quantiles(times, n=10)[-1]}  # fmt: skip
+            found = {
+                "hyp": hyp,
+                "seconds": seconds,
+                "p50": statistics.median(times),
+                "p90": statistics.quantiles(times, n=10)[-1],
+            }
             print(name, {k: v for k, v in found.items() if k != "hyp"}, flush=True)
             if name not in best or seconds < best[name]["seconds"]:
                 best[name] = found
-    rows = ["| route | BLEU | chrF | test2016 lines/s | one line: median ms | p90 ms |", "|---|---|---|---|---|---|"]
+    rows = [
+        "| route | BLEU | chrF | test2016 lines/s | one line: median ms | p90 ms |",
+        "|---|---|---|---|---|---|",
+    ]
     for name, r in best.items():
         bleu = sacrebleu.corpus_bleu(r["hyp"], [ref]).score
         chrf = sacrebleu.corpus_chrf(r["hyp"], [ref]).score
-        rows.append(f"| {name} | {bleu:.2f} | {chrf:.2f} | {len(src) / r['seconds']:.1f} | {1000 * r['p50']:.0f} "
-                    f"| {1000 * r['p90']:.0f} |")  # fmt: skip
-    body = "\n".join([
-        f"`benchmarks/serve_pivot.py --minutes {args.minutes:g}`: Multi30k test2016 de->fr through `mt serve "
-        f"--models` (JSON API, requests of {CHUNK} lines; then {args.singles} one-line requests one after another), "
-        f"configs/multi30k.yaml's recipe for each model, {args.minutes:g} training minutes each, each server in its "
-        f"own process, {args.rounds} rounds taking turns, fastest kept; {machine()}.\n",
-        *rows,
-    ])  # fmt: skip
+        rows.append(
+            f"| {name} | {bleu:.2f} | {chrf:.2f} | {len(src) / r['seconds']:.1f} | "
+            f"{1000 * r['p50']:.0f} "
+            f"| {1000 * r['p90']:.0f} |"
+        )
+    body = "\n".join(
+        [
+            f"`benchmarks/serve_pivot.py --minutes {args.minutes:g}`: Multi30k test2016 de->fr "
+            "through `mt serve "
+            f"--models` (JSON API, requests of {CHUNK} lines; then {args.singles} one-line "
+            "requests one after another), "
+            f"configs/multi30k.yaml's recipe for each model, {args.minutes:g} training minutes "
+            "each, each server in its "
+            f"own process, {args.rounds} rounds taking turns, fastest kept; {machine()}.\n",
+            *rows,
+        ]
+    )
     print(body)
     if not args.no_append:
         when = append_section("Pivoting through English", body, measured_commit)

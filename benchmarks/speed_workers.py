@@ -43,13 +43,20 @@ def mt_decoder(job: dict) -> Callable[[Batch, int], list]:
 
     torch.set_num_threads(job["threads"])
     translator = Translator.load(
-        job["model"], "cpu", beam=job["beam"], batch_size=job["batch"], length_penalty=job.get("length_penalty", 1.0),
-        precision=job["precision"], **job.get("mt", {}),
-    )  # fmt: skip
+        job["model"],
+        "cpu",
+        beam=job["beam"],
+        batch_size=job["batch"],
+        length_penalty=job.get("length_penalty", 1.0),
+        precision=job["precision"],
+        **job.get("mt", {}),
+    )
     if job.get("languages"):  # an M2M100 or NLLB model: (source, target) codes
         translator = translator.for_languages(*job["languages"])
     if job.get("pieces"):
-        return lambda lines, limit: [translator.tokenizer.tgt_pieces(h[0].tokens) for h in translator.search(lines)]
+        return lambda lines, limit: [
+            translator.tokenizer.tgt_pieces(h[0].tokens) for h in translator.search(lines)
+        ]
     return lambda lines, limit: translator.translate(lines)
 
 
@@ -69,18 +76,28 @@ def hf_decoder(job: dict) -> Callable[[Batch, int], list]:
         tok = transformers.MarianTokenizer.from_pretrained(job["model"])
         model = transformers.MarianMTModel.from_pretrained(job["model"]).eval()
         forced = {}
-    skip = 2 if m2m else 1  # the decoder start (</s> or <pad>), then M2M100's forced target language
+    skip = (
+        2 if m2m else 1
+    )  # the decoder start (</s> or <pad>), then M2M100's forced target language
 
     def run(lines: Batch, limit: int) -> list:
         enc = tok(lines, return_tensors="pt", padding=True)
         with torch.inference_mode():
             ids = model.generate(
-                **enc, num_beams=job["beam"], do_sample=False, early_stopping=True,
-                length_penalty=job.get("length_penalty", 1.0), max_new_tokens=limit + skip - 1, **forced,
-            )  # fmt: skip
+                **enc,
+                num_beams=job["beam"],
+                do_sample=False,
+                early_stopping=True,
+                length_penalty=job.get("length_penalty", 1.0),
+                max_new_tokens=limit + skip - 1,
+                **forced,
+            )
         if job.get("pieces"):  # tokenizers skip the decoder start too
             drop = {tok.pad_token_id, tok.eos_token_id}
-            return [tok.convert_ids_to_tokens([i for i in row.tolist()[skip:] if i not in drop]) for row in ids]
+            return [
+                tok.convert_ids_to_tokens([i for i in row.tolist()[skip:] if i not in drop])
+                for row in ids
+            ]
         return [" ".join(text.split()) for text in tok.batch_decode(ids, skip_special_tokens=True)]
 
     return run
@@ -99,17 +116,23 @@ def ct2_decoder(job: dict) -> Callable[[Batch, int], list]:
     source_token, target_token = job.get("language_tokens") or ("", "")
     names = ("sentencepiece.bpe.model",) * 2 if target_token else ("source.spm", "target.spm")
     src, tgt = (spm.SentencePieceProcessor(model_file=os.path.join(folder, n)) for n in names)
-    translator = ctranslate2.Translator(folder, device="cpu", intra_threads=job["threads"], inter_threads=1)
+    translator = ctranslate2.Translator(
+        folder, device="cpu", intra_threads=job["threads"], inter_threads=1
+    )
     prefix = [target_token] if target_token else []
 
     def run(lines: Batch, limit: int) -> list:
         before = [source_token] if source_token else []
         pieces = [before + src.encode(line, out_type=str) + ["</s>"] for line in lines]
         results = translator.translate_batch(
-            pieces, beam_size=job["beam"], length_penalty=job.get("length_penalty", 1.0),
-            max_decoding_length=limit + len(prefix), max_batch_size=len(lines), use_vmap=job.get("vmap", False),
+            pieces,
+            beam_size=job["beam"],
+            length_penalty=job.get("length_penalty", 1.0),
+            max_decoding_length=limit + len(prefix),
+            max_batch_size=len(lines),
+            use_vmap=job.get("vmap", False),
             target_prefix=[prefix] * len(lines) if prefix else None,
-        )  # fmt: skip
+        )
         out = [r.hypotheses[0][len(prefix) :] for r in results]
         if job.get("pieces"):
             return out
@@ -152,7 +175,8 @@ def mt_trainer(job: dict) -> tuple[Any, Callable]:
 
 
 def marian_trainer(job: dict) -> tuple[Any, Callable]:
-    """MarianMTModel as Seq2SeqTrainer trains it: its own forward, LabelSmoother(0.1) on the logits."""
+    """MarianMTModel as Seq2SeqTrainer trains it: its own forward, LabelSmoother(0.1) on the
+    logits."""
     import torch
     import transformers
     from transformers.trainer_pt_utils import LabelSmoother
@@ -160,7 +184,11 @@ def marian_trainer(job: dict) -> tuple[Any, Callable]:
     torch.manual_seed(0)
     config = transformers.MarianConfig(**job["marian_config"], attn_implementation=job["attention"])
     model = transformers.MarianMTModel(config).train()
-    smoother, vocab, pad = LabelSmoother(epsilon=0.1), job["marian_config"]["vocab_size"], job["pad"]
+    smoother, vocab, pad = (
+        LabelSmoother(epsilon=0.1),
+        job["marian_config"]["vocab_size"],
+        job["pad"],
+    )
 
     def loss(src, tgt_in, tgt_out):
         # mt ids -> Marian ids (every id one down, PAD last: interop.marian.to_marian_id), so both

@@ -29,9 +29,13 @@ try:
     runpy.run_module("mt_cli", run_name="__main__")
 except SystemExit:
     pass
-translating = ("mt_cli.tools", "mt_cli.tools.translate_files", "mt_cli.tools.line_inputs", "mt_cli.tools.progress")
-heavy = sorted(m for m in sys.modules if m.startswith(("mt_cli.train", "mt_cli.tools")) and m not in translating or
-               m.split(".")[0] in ("datasets", "matplotlib", "transformers"))
+tools = ("translate_files", "line_inputs", "progress")
+translating = ("mt_cli.tools", *("mt_cli.tools." + name for name in tools))
+heavy = sorted(
+    m for m in sys.modules
+    if m.startswith(("mt_cli.train", "mt_cli.tools")) and m not in translating
+    or m.split(".")[0] in ("datasets", "matplotlib", "transformers")
+)
 print("HEAVY:" + ",".join(heavy), file=sys.stderr)
 """
 
@@ -44,12 +48,16 @@ ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 def seconds(cmd: list[str], cwd: Path) -> float:
     start = time.perf_counter()
-    subprocess.run(cmd, cwd=cwd, env=ENV, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        cmd, cwd=cwd, env=ENV, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     return time.perf_counter() - start
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--checkpoint", type=Path, required=True)
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--no-append", action="store_true")
@@ -59,7 +67,10 @@ def main() -> None:
         line = Path(tmp) / "one.txt"
         line.write_text("Ein Mann fährt Fahrrad.\n", encoding="utf-8")
         py = sys.executable
-        api = f"from mt_cli import Translator; Translator.load({ckpt!r}, 'cpu').translate(['Ein Mann fährt Fahrrad.'])"
+        api = (
+            f"from mt_cli import Translator; Translator.load({ckpt!r}, "
+            "'cpu').translate(['Ein Mann fährt Fahrrad.'])"
+        )
         commands = {
             'python -c "import torch"': [py, "-c", "import torch"],
             "mt --version": [py, "-m", "mt_cli", "--version"],
@@ -73,7 +84,7 @@ def main() -> None:
                 str(line),
                 "--device",
                 "cpu",
-            ],  # fmt: skip
+            ],
             "Translator.load + translate (1 line)": [py, "-c", api],
         }
         best = {name: float("inf") for name in commands}
@@ -82,14 +93,20 @@ def main() -> None:
         for _ in range(args.rounds):
             for name, cmd in commands.items():
                 best[name] = min(best[name], seconds(cmd, Path(tmp)))
-        probe = subprocess.run([py, "-c", PROBE, "translate", "--checkpoint", ckpt, str(line), "--device", "cpu"],
-                               cwd=tmp, capture_output=True, text=True, check=True)  # fmt: skip
+        probe = subprocess.run(
+            [py, "-c", PROBE, "translate", "--checkpoint", ckpt, str(line), "--device", "cpu"],
+            cwd=tmp,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
     heavy = next(x for x in probe.stderr.splitlines() if x.startswith("HEAVY:"))[len("HEAVY:") :]
     torch_s = best['python -c "import torch"']
     rows = ["| process | best s | over `import torch` |", "|---|---|---|"]
     rows += [f"| {name} | {s:.2f} | {s - torch_s:+.2f} |" for name, s in best.items()]
     body = "\n".join(rows) + (
-        f"\n\nBest of {args.rounds} alternating rounds, each a fresh process; `{args.checkpoint}`. Modules of "
+        f"\n\nBest of {args.rounds} alternating rounds, each a fresh process; `{args.checkpoint}`. "
+        "Modules of "
         f"training, plotting or `datasets` that `mt translate` imported: {heavy or 'none'}. "
         f"`python benchmarks/startup.py {' '.join(sys.argv[1:])}`\n"
     )

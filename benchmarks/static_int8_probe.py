@@ -30,7 +30,9 @@ from mt_cli.decode.translator import Translator
 from mt_cli.metrics import score
 
 
-def static_int8(engine: Engine, translator: Translator, calibration: list[str], package: Path) -> None:
+def static_int8(
+    engine: Engine, translator: Translator, calibration: list[str], package: Path
+) -> None:
     """Quantize engine's fp32 step statically, calibrating on `calibration`, into `package`."""
     import torch._inductor
     from torchao.quantization.pt2e import allow_exported_model_train_eval
@@ -42,28 +44,39 @@ def static_int8(engine: Engine, translator: Translator, calibration: list[str], 
 
     example, dims = compiled._example(engine)
     with torch.no_grad():
-        graph = torch.export.export(engine.step_fn, example, dynamic_shapes=dims, strict=False).module()
-        quantizer = X86InductorQuantizer().set_global(get_default_x86_inductor_quantization_config(is_dynamic=False))
+        graph = torch.export.export(
+            engine.step_fn, example, dynamic_shapes=dims, strict=False
+        ).module()
+        quantizer = X86InductorQuantizer().set_global(
+            get_default_x86_inductor_quantization_config(is_dynamic=False)
+        )
         prepared = prepare_pt2e(graph, quantizer)
         allow_exported_model_train_eval(prepared)  # search puts its model in eval mode
         n = engine.cfg.dec_layers
 
-        def observed(flat: list) -> torch.Tensor:  # the engine's flat inputs, as the prepared graph takes them
+        def observed(
+            flat: list,
+        ) -> torch.Tensor:  # the engine's flat inputs, as the prepared graph takes them
             rest = flat[2 + 4 * n :]
             layers = [flat[2 + i * n : 2 + (i + 1) * n] for i in range(4)]
-            return prepared(flat[0], flat[1], *layers, rest[0], rest[1], rest[2] if len(rest) > 2 else None)
+            return prepared(
+                flat[0], flat[1], *layers, rest[0], rest[1], rest[2] if len(rest) > 2 else None
+            )
 
         engine.compiled = observed  # the observers see real decoding's activations
         translator.translate(calibration)
         engine.compiled = None
         quantized = convert_pt2e(prepared)
         program = torch.export.export(quantized, example, dynamic_shapes=dims, strict=False)
-        torch._inductor.aoti_compile_and_package(program, package_path=str(package),
-                                                 inductor_configs={"freezing": True})  # fmt: skip
+        torch._inductor.aoti_compile_and_package(
+            program, package_path=str(package), inductor_configs={"freezing": True}
+        )
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--checkpoint", type=Path, required=True)
     p.add_argument("--data", type=Path, required=True)
     p.add_argument("--src", default="de")
@@ -74,7 +87,9 @@ def main() -> None:
     args = p.parse_args()
     lines = (args.data / f"test2016.{args.src}").read_text(encoding="utf-8").splitlines()[: args.n]
     refs = (args.data / f"test2016.{args.tgt}").read_text(encoding="utf-8").splitlines()[: args.n]
-    calibration = (args.data / f"val.{args.src}").read_text(encoding="utf-8").splitlines()[: args.calibrate]
+    calibration = (
+        (args.data / f"val.{args.src}").read_text(encoding="utf-8").splitlines()[: args.calibrate]
+    )
     fp32 = Translator.load(args.checkpoint, "cpu", engine="step")
     per_row = Translator.load(args.checkpoint, "cpu", precision="int8", engine="compiled")
     variants = {"int8, a scale per input row (mt's), compiled": per_row}
@@ -85,7 +100,9 @@ def main() -> None:
         print(f"static int8: calibrated and compiled in {time.perf_counter() - start:.0f} s")
         static = Translator.load(args.checkpoint, "cpu", engine="step")
         static.engine.compiled = compiled.load(package)
-        variants["int8 static (x86 Inductor quantizer, one calibrated scale per tensor), compiled"] = static
+        variants[
+            "int8 static (x86 Inductor quantizer, one calibrated scale per tensor), compiled"
+        ] = static
         best: dict[tuple[str, int], float] = {}
         bleu: dict[tuple[str, int], float] = {}
         for beam in (5, 1):
@@ -97,11 +114,16 @@ def main() -> None:
                     speed = len(lines) / (time.perf_counter() - start)
                     best[name, beam] = max(best.get((name, beam), 0.0), speed)
                     bleu[name, beam] = score(out, [refs], ("bleu",))["bleu"]
-    print(f"\n{args.checkpoint}, the first {len(lines)} lines of test2016.{args.src}; {machine()}, "
-          f"{torch.get_num_threads()} threads, torch {torch.__version__}\n")  # fmt: skip
+    print(
+        f"\n{args.checkpoint}, the first {len(lines)} lines of test2016.{args.src}; {machine()}, "
+        f"{torch.get_num_threads()} threads, torch {torch.__version__}\n"
+    )
     print("| int8 step | beam 5 sent/s | BLEU | greedy sent/s | BLEU |\n|---|---|---|---|---|")
     for name in variants:
-        print(f"| {name} | {best[name, 5]:.1f} | {bleu[name, 5]:.2f} | {best[name, 1]:.1f} | {bleu[name, 1]:.2f} |")
+        print(
+            f"| {name} | {best[name, 5]:.1f} | {bleu[name, 5]:.2f} | {best[name, 1]:.1f} | "
+            f"{bleu[name, 1]:.2f} |"
+        )
 
 
 if __name__ == "__main__":

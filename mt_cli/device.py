@@ -48,13 +48,16 @@ def amp_dtype(amp: str, device: torch.device) -> torch.dtype | None:
     if amp == "bf16":
         if device.type == "cuda" and not torch.cuda.is_bf16_supported():
             raise MtError(
-                f"train.amp bf16: {torch.cuda.get_device_name(device)} has no bf16; set train.amp to fp16 "
+                f"train.amp bf16: {torch.cuda.get_device_name(device)} has no bf16; set train.amp "
+                "to fp16 "
                 "(trains with a gradient scaler) or off"
             )
         if device.type == "cpu" and not cpu_has_bf16():
             raise MtError(
-                f"train.amp bf16: this CPU ({torch.backends.cpu.get_cpu_capability()}) has no bf16 arithmetic "
-                "(AVX512-BF16 or AMX), so bf16 products run many times slower than fp32; set train.amp to off"
+                f"train.amp bf16: this CPU ({torch.backends.cpu.get_cpu_capability()}) has no bf16 "
+                "arithmetic "
+                "(AVX512-BF16 or AMX), so bf16 products run many times slower than fp32; set "
+                "train.amp to off"
             )
         return torch.bfloat16 if device.type in ("cuda", "cpu") else None
     if amp == "auto" and device.type == "cuda" and torch.cuda.is_bf16_supported():
@@ -63,9 +66,9 @@ def amp_dtype(amp: str, device: torch.device) -> torch.dtype | None:
 
 
 def decode_precision(precision: str, device: torch.device) -> str:
-    """decode.precision as it runs on `device`: `auto` picks int8 on a CPU (the fastest path measured
-    on every CPU tried, BLEU within 0.15 of fp32), bf16 on a GPU that has it, else fp32. A forced
-    bf16 on a CPU without bf16 arithmetic runs, emulated, and says so in one line."""
+    """decode.precision as it runs on `device`: `auto` picks int8 on a CPU (the fastest path
+    measured on every CPU tried, BLEU within 0.15 of fp32), bf16 on a GPU that has it, else fp32. A
+    forced bf16 on a CPU without bf16 arithmetic runs, emulated, and says so in one line."""
     if precision == "auto":
         if device.type == "cpu":
             return "int8"
@@ -73,7 +76,8 @@ def decode_precision(precision: str, device: torch.device) -> str:
         return "bf16" if bf16 else "fp32"
     if precision == "bf16" and device.type == "cpu" and not cpu_has_bf16():
         log.warning(
-            "decode.precision bf16: this CPU (%s) has no bf16 arithmetic (AVX512-BF16 or AMX), so bf16 runs"
+            "decode.precision bf16: this CPU (%s) has no bf16 arithmetic (AVX512-BF16 or AMX), so "
+            "bf16 runs"
             " emulated, many times slower than fp32; int8 or fp32 are faster here",
             torch.backends.cpu.get_cpu_capability(),
         )
@@ -86,7 +90,9 @@ def cpu_has_bf16() -> bool:
     return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
 
 
-def autocast(dtype: torch.dtype | bool | None, device: torch.device) -> contextlib.AbstractContextManager:
+def autocast(
+    dtype: torch.dtype | bool | None, device: torch.device
+) -> contextlib.AbstractContextManager:
     """Autocast to `dtype` (True: bf16); None or False: a no-op."""
     if not dtype:
         return contextlib.nullcontext()

@@ -33,7 +33,8 @@ DIR_MODE = 0o777 & ~_umask()
 
 
 def temp_dir(parent: Path, prefix: str) -> Path:
-    """A new folder in `parent` to fill and then rename into place, with a new folder's permissions."""
+    """A new folder in `parent` to fill and then rename into place, with a new folder's
+    permissions."""
     tmp = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
     os.chmod(tmp, DIR_MODE)
     return tmp
@@ -50,7 +51,10 @@ def check_readable(path: Path, what: str) -> None:
     if not path.is_file():
         raise MtError(f"{path}: not a regular file (a pipe or a device); give the {what} as a file")
     if not os.access(path, os.R_OK):
-        raise MtError(f"{path}: the {what} is not readable (permission denied); chmod u+r it or run as its owner")
+        raise MtError(
+            f"{path}: the {what} is not readable (permission denied); chmod u+r it or run as its "
+            "owner"
+        )
 
 
 def check_writable(path: Path) -> None:
@@ -65,7 +69,10 @@ def check_writable(path: Path) -> None:
     if not parent.is_dir():
         raise MtError(f"{path}: cannot write here: {parent} is a file, not a folder")
     if not os.access(parent, os.W_OK | os.X_OK):
-        raise MtError(f"{path}: cannot write in {parent} (permission denied); write somewhere else or chmod u+w it")
+        raise MtError(
+            f"{path}: cannot write in {parent} (permission denied); write somewhere else or chmod "
+            "u+w it"
+        )
 
 
 @contextlib.contextmanager
@@ -82,8 +89,11 @@ def atomic_open(path: Path, mode: str = "w") -> Iterator[IO]:
         raise MtError(f"{path}: cannot write here ({e.strerror})") from None
     try:
         encoding = None if "b" in mode else "utf-8"
-        with os.fdopen(fd, mode, encoding=encoding, newline=None if encoding is None else "\n") as f:
-            # Held until the rename below: another run's _remove_stale_temps leaves a locked file alone.
+        with os.fdopen(
+            fd, mode, encoding=encoding, newline=None if encoding is None else "\n"
+        ) as f:
+            # Held until the rename below: another run's _remove_stale_temps leaves a locked file
+            # alone.
             fcntl.flock(f.fileno(), fcntl.LOCK_EX)
             _remove_stale_temps(path, Path(tmp))
             os.fchmod(f.fileno(), keep)
@@ -93,7 +103,9 @@ def atomic_open(path: Path, mode: str = "w") -> Iterator[IO]:
             os.replace(tmp, path)
     except OSError as e:
         Path(tmp).unlink(missing_ok=True)
-        raise MtError(f"{path}: write failed ({e.strerror}); the previous file is unchanged") from None
+        raise MtError(
+            f"{path}: write failed ({e.strerror}); the previous file is unchanged"
+        ) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -109,10 +121,15 @@ def _remove_stale_temps(path: Path, own: Path) -> None:
         if entry.name == own.name or not pattern.fullmatch(entry.name):
             continue
         try:
-            if not entry.is_file(follow_symlinks=False) or entry.stat(follow_symlinks=False).st_mtime_ns >= own_time:
+            if (
+                not entry.is_file(follow_symlinks=False)
+                or entry.stat(follow_symlinks=False).st_mtime_ns >= own_time
+            ):
                 continue
             with open(entry.path, "rb") as f:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError: a live run is writing it
+                fcntl.flock(
+                    f, fcntl.LOCK_EX | fcntl.LOCK_NB
+                )  # BlockingIOError: a live run is writing it
                 os.unlink(entry.path)
         except OSError:
             continue  # being written, already gone, or not ours to remove: left as it is

@@ -21,7 +21,10 @@ def bleu_tokenizer(refs: list[str]) -> str:
 
 
 def score(
-    hyps: list[str], refs: list[list[str]], metrics: tuple[str, ...] = DEFAULT_METRICS, tokenize: str | None = None
+    hyps: list[str],
+    refs: list[list[str]],
+    metrics: tuple[str, ...] = DEFAULT_METRICS,
+    tokenize: str | None = None,
 ) -> dict[str, Any]:
     """Score hypotheses against one or more reference streams, each as long as `hyps`."""
     unknown = set(metrics) - set(METRICS)
@@ -46,7 +49,10 @@ def format_report(result: dict[str, Any]) -> str:
 
 
 def paired_bootstrap(
-    hyps: list[tuple[str, list[str]]], refs: list[list[str]], tokenize: str | None = None, samples: int = 1000
+    hyps: list[tuple[str, list[str]]],
+    refs: list[list[str]],
+    tokenize: str | None = None,
+    samples: int = 1000,
 ) -> dict[str, Any]:
     """BLEU of each system (`hyps`: its name and hypotheses) against the first (the baseline), with
     sacrebleu's paired bootstrap resampling: p is the chance that the difference is luck, given
@@ -57,7 +63,9 @@ def paired_bootstrap(
         raise MtError("a paired test compares systems: give a baseline and at least one other")
     metric = BLEU(tokenize=tokenize or bleu_tokenizer(refs[0]))
     named: list[tuple[str, Sequence[str]]] = list(hyps)
-    signatures, scores = PairedTest(named, {"BLEU": metric}, refs, test_type="bs", n_samples=samples)()
+    signatures, scores = PairedTest(
+        named, {"BLEU": metric}, refs, test_type="bs", n_samples=samples
+    )()
     results: list[Any] = list(scores["BLEU"])  # sacrebleu's Result objects, baseline first
     base, *others = results
     systems = [
@@ -82,7 +90,8 @@ def format_significance(result: dict[str, Any]) -> str:
     b = result["baseline"]
     lines = [f"baseline {b['system']}: BLEU {b['bleu']:.2f} (mean {b['mean']:.2f} ± {b['ci']:.2f})"]
     for s in result["systems"]:
-        # sacrebleu's p for two identical outputs is 1/(samples+1), not 1: equal scores are never a win.
+        # sacrebleu's p for two identical outputs is 1/(samples+1), not 1: equal scores are never a
+        # win.
         if s["better"]:
             verdict = "better than the baseline"
         elif s["p_value"] < 0.05 and s["bleu"] < b["bleu"]:
@@ -90,7 +99,8 @@ def format_significance(result: dict[str, Any]) -> str:
         else:
             verdict = "not significantly different from the baseline"
         lines.append(
-            f"{s['system']}: BLEU {s['bleu']:.2f} (mean {s['mean']:.2f} ± {s['ci']:.2f}), p = {s['p_value']:.4f}: "
+            f"{s['system']}: BLEU {s['bleu']:.2f} (mean {s['mean']:.2f} ± {s['ci']:.2f}), p = "
+            f"{s['p_value']:.4f}: "
             f"{verdict} (paired bootstrap; significant at p < 0.05)"
         )
     return "\n".join(lines + [f"({result['signature']})"])

@@ -1,4 +1,5 @@
-"""Tiny corpora and models made inside the tests: nothing is downloaded, everything runs on a CPU."""
+"""Tiny corpora and models made inside the tests: nothing is downloaded, everything runs on a
+CPU."""
 
 from __future__ import annotations
 
@@ -33,7 +34,9 @@ def pytest_collection_modifyitems(config, items) -> None:
     """Tests marked `cuda` run where a GPU is; elsewhere they are skipped and say why."""
     if torch.cuda.is_available():
         return
-    skip = pytest.mark.skip(reason="no CUDA device here (benchmarks/gpu_check.sh runs these on a GPU machine)")
+    skip = pytest.mark.skip(
+        reason="no CUDA device here (benchmarks/gpu_check.sh runs these on a GPU machine)"
+    )
     for item in items:
         if "cuda" in item.keywords:
             item.add_marker(skip)
@@ -41,10 +44,25 @@ def pytest_collection_modifyitems(config, items) -> None:
 
 # A toy language pair: word-for-word German-like to English, so a tiny model can learn it.
 LEXICON = {
-    "ein": "a", "hund": "dog", "mann": "man", "frau": "woman", "kind": "child", "sieht": "sees",
-    "hat": "has", "rot": "red", "blau": "blue", "gross": "big", "klein": "small", "ball": "ball",
-    "haus": "house", "und": "and", "der": "the", "läuft": "runs", "schnell": "fast", "baum": "tree",
-}  # fmt: skip
+    "ein": "a",
+    "hund": "dog",
+    "mann": "man",
+    "frau": "woman",
+    "kind": "child",
+    "sieht": "sees",
+    "hat": "has",
+    "rot": "red",
+    "blau": "blue",
+    "gross": "big",
+    "klein": "small",
+    "ball": "ball",
+    "haus": "house",
+    "und": "and",
+    "der": "the",
+    "läuft": "runs",
+    "schnell": "fast",
+    "baum": "tree",
+}
 
 
 def make_pairs(n: int, seed: int = 0) -> tuple[list[str], list[str]]:
@@ -116,7 +134,10 @@ def trained(tmp_path_factory, corpus_files):
     f = corpus_files
     cfg = build_config(
         "tiny",
-        options={"tokenizer": {"vocab_size": 100}, "train": {"max_steps": 300, "batch_tokens": 500}},
+        options={
+            "tokenizer": {"vocab_size": 100},
+            "train": {"max_steps": 300, "batch_tokens": 500},
+        },
         sets=[
             "train.valid_every=300",
             "model.d_model=64",
@@ -126,7 +147,10 @@ def trained(tmp_path_factory, corpus_files):
             "train.lr=3e-3",
         ],
     )
-    paths = (DataSpec.text_files(f["train_src"], f["train_tgt"], f["valid_src"], f["valid_tgt"]), d / "run")
+    paths = (
+        DataSpec.text_files(f["train_src"], f["train_tgt"], f["valid_src"], f["valid_tgt"]),
+        d / "run",
+    )
     train(*paths, cfg, log=lambda *_: None)
     return checkpoint.load(d / "run" / "best.pt"), d
 
@@ -142,7 +166,8 @@ class PrefixCache:
 
 class ScriptedModel:
     """Stands in for a Transformer through the decoding contract (start_token, encode, decode,
-    cache.reorder): `probs` gives the next-token probabilities after each prefix, written by hand."""
+    cache.reorder): `probs` gives the next-token probabilities after each prefix, written by hand.
+    """
 
     start_token = 0
 

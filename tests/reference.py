@@ -37,13 +37,21 @@ class Reference(nn.Module):
     def encode(self, src: Tensor, src_mask: Tensor) -> Tensor:
         return self.model.encode(src, src_mask)
 
-    def decode(self, tgt: Tensor, memory: Tensor | None, src_mask: Tensor | None, cache: ReferenceCache | None = None,
-               vocab: Tensor | None = None) -> tuple[Tensor, ReferenceCache]:  # fmt: skip
+    def decode(
+        self,
+        tgt: Tensor,
+        memory: Tensor | None,
+        src_mask: Tensor | None,
+        cache: ReferenceCache | None = None,
+        vocab: Tensor | None = None,
+    ) -> tuple[Tensor, ReferenceCache]:
         if cache is None:
             assert memory is not None and src_mask is not None
             cache = ReferenceCache(memory, src_mask, tgt.size(0))
         cache.tokens = torch.cat([cache.tokens, tgt], dim=1)
-        group = cache.tokens.size(0) // cache.memory.size(0)  # the beams of each sentence read its source
+        group = cache.tokens.size(0) // cache.memory.size(
+            0
+        )  # the beams of each sentence read its source
         memory = cache.memory.repeat_interleave(group, dim=0)
         src_mask = cache.src_mask.repeat_interleave(group, dim=0)
         logits = self.model.decode(cache.tokens, memory, src_mask)[:, -tgt.size(1) :].float()

@@ -22,8 +22,12 @@ class Running:
         sock = bind("127.0.0.1", 0)
         self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
         self.app = app
-        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False))
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]}, daemon=True)
+        self.server = uvicorn.Server(
+            uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False)
+        )
+        self.thread = threading.Thread(
+            target=self.server.run, kwargs={"sockets": [sock]}, daemon=True
+        )
         self.thread.start()
         deadline = time.monotonic() + 60
         while not self.server.started:  # listening
@@ -38,14 +42,27 @@ class Running:
         self.thread.join(15)
 
 
-def call(url: str, method: str, path: str, body: Any = None, raw: bytes | None = None,
-         timeout: float = 60) -> tuple[int, dict[str, str], Any]:  # fmt: skip
-    """(status, lower-cased headers, JSON body or text) of one request; a JSON body from `body`, or `raw` bytes."""
+def call(
+    url: str,
+    method: str,
+    path: str,
+    body: Any = None,
+    raw: bytes | None = None,
+    timeout: float = 60,
+) -> tuple[int, dict[str, str], Any]:
+    """(status, lower-cased headers, JSON body or text) of one request; a JSON body from `body`, or
+    `raw` bytes."""
     data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
-    req = urllib.request.Request(url + path, data=data, method=method, headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        url + path, data=data, method=method, headers={"Content-Type": "application/json"}
+    )
     try:
         with urllib.request.urlopen(req, timeout=timeout) as r:
-            status, headers, payload = r.status, {k.lower(): v for k, v in r.headers.items()}, r.read()
+            status, headers, payload = (
+                r.status,
+                {k.lower(): v for k, v in r.headers.items()},
+                r.read(),
+            )
     except urllib.error.HTTPError as e:
         status, headers, payload = e.code, {k.lower(): v for k, v in e.headers.items()}, e.read()
     text = payload.decode("utf-8")

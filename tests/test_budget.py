@@ -1,4 +1,5 @@
-"""The run's budget (train/budget.py): one fraction spent, for the schedule, the bar and the stop rule."""
+"""The run's budget (train/budget.py): one fraction spent, for the schedule, the bar and the stop
+rule."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from mt_cli.train.budget import Budget
 
 
 def test_the_fraction_spent_is_the_most_spent_of_the_limits_that_are_set():
-    # The same values schedule.budget_progress gave (tests/test_train.py before the budget had its module).
+    # The same values schedule.budget_progress gave (tests/test_train.py before the budget had its
+    # module).
     assert Budget.of(TrainConfig()).spent(500, 60.0, 1.0) == 0.0
     assert Budget.of(TrainConfig(max_steps=1000)).spent(500, 60.0, 1.0) == 0.5
     assert Budget.of(TrainConfig(max_steps=1000, max_minutes=4)).spent(500, 60.0, 1.0) == 0.5
@@ -17,7 +19,13 @@ def test_the_fraction_spent_is_the_most_spent_of_the_limits_that_are_set():
 
 def test_epochs_count_fractionally_so_the_fraction_grows_within_an_epoch():
     budget = Budget(max_epochs=2)
-    assert [budget.spent(0, 0.0, e) for e in (0.0, 0.25, 1.0, 1.5, 2.0)] == [0.0, 0.125, 0.5, 0.75, 1.0]
+    assert [budget.spent(0, 0.0, e) for e in (0.0, 0.25, 1.0, 1.5, 2.0)] == [
+        0.0,
+        0.125,
+        0.5,
+        0.75,
+        1.0,
+    ]
 
 
 def test_the_stop_rule_is_the_fraction_reaching_one_exactly_at_each_limit():

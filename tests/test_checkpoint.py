@@ -21,7 +21,9 @@ def test_save_then_load_gives_identical_outputs(tiny_model, tokenizer, tmp_path)
     loaded = checkpoint.load(path)
     model = loaded.build_model()
     src = pad(tokenizer.encode_src(["Ein hund läuft.", "Der mann sieht ein haus."]))
-    tgt = pad([[BOS] + ids for ids in tokenizer.encode_tgt(["A dog runs.", "The man sees a house."])])
+    tgt = pad(
+        [[BOS] + ids for ids in tokenizer.encode_tgt(["A dog runs.", "The man sees a house."])]
+    )
     with torch.no_grad():
         assert torch.equal(tiny_model(src, tgt), model(src, tgt))
     assert loaded.config.model == tiny_model.cfg
@@ -59,7 +61,8 @@ def test_a_checkpoint_carrying_a_pickle_payload_is_refused_and_the_payload_never
     with pytest.raises(MtError, match="refused"):
         checkpoint.load(path)
     assert not marker.exists()
-    # The payload is live: a plain unpickler runs it, so the refusal above is what kept it from running.
+    # The payload is live: a plain unpickler runs it, so the refusal above is what kept it from
+    # running.
     torch.load(path, weights_only=False)
     assert marker.exists()
 
@@ -77,13 +80,17 @@ def test_a_missing_checkpoint_is_named(tmp_path):
         checkpoint.load(tmp_path / "nope.pt")
 
 
-def test_saving_over_a_checkpoint_is_atomic_no_temporary_files_remain(tiny_model, tokenizer, tmp_path):
+def test_saving_over_a_checkpoint_is_atomic_no_temporary_files_remain(
+    tiny_model, tokenizer, tmp_path
+):
     _save(tmp_path, tiny_model, tokenizer)
     _save(tmp_path, tiny_model, tokenizer)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model.pt"]
 
 
-def test_a_saved_file_gets_the_permissions_of_any_new_file_not_owner_only(tiny_model, tokenizer, tmp_path):
+def test_a_saved_file_gets_the_permissions_of_any_new_file_not_owner_only(
+    tiny_model, tokenizer, tmp_path
+):
     import os
     import stat
 
@@ -124,7 +131,9 @@ def test_checkpoints_of_different_models_are_not_averaged(tokenizer, tmp_path):
         checkpoint.average([a, b])
 
 
-def test_a_format_1_checkpoint_keeps_decoding_from_bos(tiny_model, tokenizer, tmp_path, monkeypatch):
+def test_a_format_1_checkpoint_keeps_decoding_from_bos(
+    tiny_model, tokenizer, tmp_path, monkeypatch
+):
     """Format-1 models were trained to start from BOS; loading them must not switch them to PAD."""
     monkeypatch.setattr(checkpoint, "FORMAT_VERSION", 1)
     path = _save(tmp_path, tiny_model, tokenizer)
@@ -137,13 +146,17 @@ def test_a_format_1_checkpoint_keeps_decoding_from_bos(tiny_model, tokenizer, tm
     assert loaded.build_model().start_token == BOS
 
 
-def test_decoding_starts_from_a_zero_vector_even_when_the_tied_pad_row_has_learnt_something(tiny_model):
+def test_decoding_starts_from_a_zero_vector_even_when_the_tied_pad_row_has_learnt_something(
+    tiny_model,
+):
     assert tiny_model.cfg.decoder_start == "pad" and tiny_model.start_token == PAD
     emb = tiny_model.decoder.embeddings
     with torch.no_grad():
         emb.token.weight[PAD] = 1.0  # the output layer shares this row, so training may move it
         start = emb(torch.tensor([[PAD]]))
-    torch.testing.assert_close(start[0, 0], emb.positions[0])  # position 0 alone: the token part is zero
+    torch.testing.assert_close(
+        start[0, 0], emb.positions[0]
+    )  # position 0 alone: the token part is zero
 
 
 def test_a_full_disk_during_a_save_gives_a_clear_error_and_the_earlier_checkpoint_survives(
@@ -161,8 +174,12 @@ def test_a_full_disk_during_a_save_gives_a_clear_error_and_the_earlier_checkpoin
 
     monkeypatch.setattr(mt_cli.files.os, "fsync", full)
     with torch.no_grad():
-        tiny_model.output_projection.weight.add_(1.0)  # a different model, so a half-write would show
-    with pytest.raises(MtError, match=r"model\.pt: write failed \(No space left on device\); the previous file"):
+        tiny_model.output_projection.weight.add_(
+            1.0
+        )  # a different model, so a half-write would show
+    with pytest.raises(
+        MtError, match=r"model\.pt: write failed \(No space left on device\); the previous file"
+    ):
         _save(tmp_path, tiny_model, tokenizer)
     assert path.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model.pt"]

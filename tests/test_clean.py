@@ -1,5 +1,5 @@
-"""`mt clean`: each rule on pairs made to break it, the streaming runner on real and generated
-files (the inputs untouched, duplicates found across buckets, memory bounded), and a model's score."""
+"""`mt clean`: each rule on pairs made to break it, the streaming runner on real and generated files
+(the inputs untouched, duplicates found across buckets, memory bounded), and a model's score."""
 
 from __future__ import annotations
 
@@ -47,9 +47,13 @@ def test_a_rule_left_out_of_clean_rules_removes_nothing():
 
 
 def test_chinese_is_measured_in_characters_and_a_latin_name_weighs_one_character():
-    assert units("我用Twitter。") == 3  # two Han characters count as 2 words (2 * 2 + 2) // 3, Twitter 1
+    assert (
+        units("我用Twitter。") == 3
+    )  # two Han characters count as 2 words (2 * 2 + 2) // 3, Twitter 1
     assert script_ratio("Tom游泳。", {"CJK"}) == pytest.approx(2 / 3)
-    assert first_rule(Sides("现在是七点四十五分", "It is a quarter to eight.", "zh", "en"), CFG) == ""
+    assert (
+        first_rule(Sides("现在是七点四十五分", "It is a quarter to eight.", "zh", "en"), CFG) == ""
+    )
 
 
 def test_near_exact_duplicates_share_a_key_and_different_pairs_do_not():
@@ -62,7 +66,10 @@ def test_bad_clean_settings_name_the_field():
         clean_config({}, ["clean.rules=empty,typo"])
     with pytest.raises(MtError, match="takes clean"):
         clean_config({}, ["decode.beam=2"])
-    assert clean_config({"max_words": 20}, ["clean.rules=[empty, duplicate]"]).rules == ("empty", "duplicate")
+    assert clean_config({"max_words": 20}, ["clean.rules=[empty, duplicate]"]).rules == (
+        "empty",
+        "duplicate",
+    )
 
 
 def _digest(*paths: Path) -> list[str]:
@@ -71,15 +78,28 @@ def _digest(*paths: Path) -> list[str]:
 
 def test_clean_writes_kept_pairs_and_removed_line_numbers_and_leaves_the_inputs(tmp_path):
     src = ["Ein Hund läuft.", "", "Ein Hund läuft!", "Er hat 3 Hunde.", "Der Ball ist rot.", "bad"]
-    tgt = ["A dog runs.", "Empty source.", "a dog runs", "He has 4 dogs.", "The ball is red.", "bad"]
+    tgt = [
+        "A dog runs.",
+        "Empty source.",
+        "a dog runs",
+        "He has 4 dogs.",
+        "The ball is red.",
+        "bad",
+    ]
     a, b = write_lines(tmp_path / "c.de", src), write_lines(tmp_path / "c.en", tgt)
     b.write_bytes(b.read_bytes().replace(b"bad\n", b"b\xffd\n"))  # line 6: not UTF-8
     before = _digest(a, b)
     report = clean_corpus(a, b, tmp_path / "out" / "clean", CFG)
     assert _digest(a, b) == before
     out = tmp_path / "out"
-    assert (out / "clean.de").read_text(encoding="utf-8").splitlines() == ["Ein Hund läuft.", "Der Ball ist rot."]
-    assert (out / "clean.en").read_text(encoding="utf-8").splitlines() == ["A dog runs.", "The ball is red."]
+    assert (out / "clean.de").read_text(encoding="utf-8").splitlines() == [
+        "Ein Hund läuft.",
+        "Der Ball ist rot.",
+    ]
+    assert (out / "clean.en").read_text(encoding="utf-8").splitlines() == [
+        "A dog runs.",
+        "The ball is red.",
+    ]
     removed = [line.split("\t") for line in (out / "clean.removed.tsv").read_text().splitlines()]
     assert removed == [["2", "empty"], ["3", "duplicate"], ["4", "numbers"], ["6", "encoding"]]
     assert report.total == 6 and report.kept == 2
@@ -87,7 +107,10 @@ def test_clean_writes_kept_pairs_and_removed_line_numbers_and_leaves_the_inputs(
 
 
 def test_files_of_different_lengths_stop_clean_and_write_nothing(tmp_path):
-    a, b = write_lines(tmp_path / "c.de", ["Ein Hund.", "Ein Ball."]), write_lines(tmp_path / "c.en", ["A dog."])
+    a, b = (
+        write_lines(tmp_path / "c.de", ["Ein Hund.", "Ein Ball."]),
+        write_lines(tmp_path / "c.en", ["A dog."]),
+    )
     with pytest.raises(MtError, match="c.en ends after 1 lines but .*c.de goes on"):
         clean_corpus(a, b, tmp_path / "out", CFG)
     assert not list(tmp_path.glob("out*"))
@@ -116,13 +139,21 @@ def test_multi30k_cleaned_keeps_no_duplicate_and_accounts_for_every_line(tmp_pat
     removed = (tmp_path / "m.removed.tsv").read_text().splitlines()
     assert report.total == 29000 == len(kept[0]) + len(removed) and len(kept[0]) == len(kept[1])
     assert len({pair_key(s, t) for s, t in zip(*kept)}) == len(kept[0])
-    assert report.removed["duplicate"] >= 3  # mt doctor finds 3 exact repeats; normalising finds more
+    assert (
+        report.removed["duplicate"] >= 3
+    )  # mt doctor finds 3 exact repeats; normalising finds more
 
 
 def test_a_swapped_side_is_identified_as_the_wrong_language(tmp_path):
     pytest.importorskip("lingua")
-    src = ["Ein Mann mit einem roten Hut spielt Gitarre auf der Straße.", "A man in a red hat plays the guitar."]
-    tgt = ["A man in a red hat plays the guitar in the street.", "A woman walks her dog along the beach."]
+    src = [
+        "Ein Mann mit einem roten Hut spielt Gitarre auf der Straße.",
+        "A man in a red hat plays the guitar.",
+    ]
+    tgt = [
+        "A man in a red hat plays the guitar in the street.",
+        "A woman walks her dog along the beach.",
+    ]
     a, b = write_lines(tmp_path / "c.de", src), write_lines(tmp_path / "c.en", tgt)
     report = clean_corpus(a, b, tmp_path / "o", CFG)
     assert (tmp_path / "o.removed.tsv").read_text() == "2\tlanguage\n" and report.kept == 1
@@ -134,16 +165,21 @@ def test_a_models_score_removes_mistranslations_and_keeps_translations(trained, 
     wrong = set(range(0, 60, 6))  # every sixth target belongs to another line
     tgt = [tgt[(i + 17) % 60] if i in wrong else t for i, t in enumerate(tgt)]
     a, b = write_lines(tmp_path / "s.de", src), write_lines(tmp_path / "s.en", tgt)
-    cfg = CleanConfig(rules=("score",), score_checkpoint=str(d / "run" / "best.pt"), max_cross_entropy=2.3)
+    cfg = CleanConfig(
+        rules=("score",), score_checkpoint=str(d / "run" / "best.pt"), max_cross_entropy=2.3
+    )
     clean_corpus(a, b, tmp_path / "o", cfg, device="cpu")
-    removed = {int(line.split("\t")[0]) - 1 for line in (tmp_path / "o.removed.tsv").read_text().splitlines()}
+    removed = {
+        int(line.split("\t")[0]) - 1
+        for line in (tmp_path / "o.removed.tsv").read_text().splitlines()
+    }
     assert removed == wrong
 
 
 def test_two_million_pairs_stream_through_in_bounded_memory(tmp_path):
-    """A 2M-line pair (110 MB) cleaned by the command, duplicates and empty lines only: the process's
-    peak memory (VmHWM: a fresh count after exec, unlike ru_maxrss) stays far below what holding the
-    text, or a set of its lines' hashes, would take."""
+    """A 2M-line pair (110 MB) cleaned by the command, duplicates and empty lines only: the
+    process's peak memory (VmHWM: a fresh count after exec, unlike ru_maxrss) stays far below what
+    holding the text, or a set of its lines' hashes, would take."""
     n = 2_000_000
     with open(tmp_path / "big.de", "w") as a, open(tmp_path / "big.en", "w") as b:
         for i in range(n):
@@ -152,14 +188,29 @@ def test_two_million_pairs_stream_through_in_bounded_memory(tmp_path):
             b.write(f"Sentence number {k} is here.\n")
     code = (
         "import sys; from mt_cli.cli import main; sys.argv = ['mt', 'clean', '--src', sys.argv[1],"
-        " '--tgt', sys.argv[2], '--out-prefix', sys.argv[3], '--set', 'clean.rules=empty,duplicate'];\n"
+        " '--tgt', sys.argv[2], '--out-prefix', sys.argv[3], '--set', "
+        "'clean.rules=empty,duplicate'];\n"
         "try: main()\nexcept SystemExit: pass\n"
-        "print('peak', next(int(x.split()[1]) for x in open('/proc/self/status') if x.startswith('VmHWM')) // 1024)"
+        "print('peak', next(int(x.split()[1]) for x in open('/proc/self/status') if "
+        "x.startswith('VmHWM')) // 1024)"
     )
-    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "big.de"), str(tmp_path / "big.en"),
-                           str(tmp_path / "out")], capture_output=True, text=True, timeout=900)  # fmt: skip
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            code,
+            str(tmp_path / "big.de"),
+            str(tmp_path / "big.en"),
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "duplicate       500,000" in done.stdout
     peak_mb = int(done.stdout.split("peak")[-1])
-    assert peak_mb < 120, f"peak memory {peak_mb} MB"  # 2M lines as Python strings alone: over 250 MB
+    assert peak_mb < 120, (
+        f"peak memory {peak_mb} MB"
+    )  # 2M lines as Python strings alone: over 250 MB
     assert sum(1 for _ in open(tmp_path / "out.de")) == 1_500_000

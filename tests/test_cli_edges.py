@@ -32,7 +32,9 @@ ROOT_REASON = "runs as root, which reads and writes whatever the permissions say
 
 
 def _mt(*args: object, checkpoint: Path = MODEL) -> tuple[int, str]:
-    result = runner.invoke(app, ["translate", "--checkpoint", str(checkpoint), "--device", "cpu", *map(str, args)])
+    result = runner.invoke(
+        app, ["translate", "--checkpoint", str(checkpoint), "--device", "cpu", *map(str, args)]
+    )
     # CliRunner keeps an uncaught exception (a traceback for the user) in result.exception.
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     return result.exit_code, result.output
@@ -58,7 +60,9 @@ def reference(tmp_path_factory) -> str:
 # --- the output is the input --------------------------------------------------------------------
 
 
-def test_an_output_that_is_the_input_by_any_name_is_refused_and_the_input_kept(tmp_path, monkeypatch):
+def test_an_output_that_is_the_input_by_any_name_is_refused_and_the_input_kept(
+    tmp_path, monkeypatch
+):
     monkeypatch.chdir(tmp_path)
     Path("a.txt").write_text(SOURCE, encoding="utf-8")
     Path("link.txt").symlink_to("a.txt")
@@ -69,14 +73,18 @@ def test_an_output_that_is_the_input_by_any_name_is_refused_and_the_input_kept(t
     assert sorted(os.listdir()) == ["a.txt", "link.txt"]  # no temporary left either
 
 
-def test_in_place_replaces_the_input_with_its_translation_keeping_its_mode_and_symlinks(tmp_path, reference):
+def test_in_place_replaces_the_input_with_its_translation_keeping_its_mode_and_symlinks(
+    tmp_path, reference
+):
     a, link = tmp_path / "a.txt", tmp_path / "link.txt"
     a.write_text(SOURCE, encoding="utf-8")
     a.chmod(0o640)
     link.symlink_to(a.name)
     code, output = _mt(a, "--in-place")
     assert code == 0 and f"translated 65 lines into {a}" in output
-    assert a.read_text(encoding="utf-8") == reference and oct(a.stat().st_mode & 0o777) == oct(0o640)
+    assert a.read_text(encoding="utf-8") == reference and oct(a.stat().st_mode & 0o777) == oct(
+        0o640
+    )
     a.write_text(SOURCE, encoding="utf-8")
     assert _mt(link, "--output", link, "--in-place")[0] == 0  # through the link: the file it names
     assert link.is_symlink() and a.read_text(encoding="utf-8") == reference
@@ -87,12 +95,17 @@ def test_in_place_refuses_stdin_and_an_output_that_is_not_the_input(tmp_path):
     a = tmp_path / "a.txt"
     a.write_text(SOURCE, encoding="utf-8")
     _one_error(["--in-place"], "--in-place writes over the input file", "stdin")
-    _one_error([a, "--output", tmp_path / "b.txt", "--in-place"], "b.txt: not the input", "drop one")
+    _one_error(
+        [a, "--output", tmp_path / "b.txt", "--in-place"], "b.txt: not the input", "drop one"
+    )
     assert a.read_text(encoding="utf-8") == SOURCE and not (tmp_path / "b.txt").exists()
 
 
-def test_an_interrupted_in_place_run_leaves_the_input_whole_while_streaming_it(tmp_path, monkeypatch):
-    """Chunks of 10 lines: the input is still being read, the temporary half written, when it stops."""
+def test_an_interrupted_in_place_run_leaves_the_input_whole_while_streaming_it(
+    tmp_path, monkeypatch
+):
+    """Chunks of 10 lines: the input is still being read, the temporary half written, when it
+    stops."""
     import mt_cli.tools.translate_files as translate_files
 
     a = tmp_path / "a.txt"
@@ -109,11 +122,16 @@ def test_an_interrupted_in_place_run_leaves_the_input_whole_while_streaming_it(t
     monkeypatch.setattr(Translator, "search_requests", search_then_stop)
     code, output = _mt(a, "--in-place")
     assert code == 130 and "mt: interrupted" in output
-    assert a.read_text(encoding="utf-8") == SOURCE and [p.name for p in tmp_path.iterdir()] == ["a.txt"]
+    assert a.read_text(encoding="utf-8") == SOURCE and [p.name for p in tmp_path.iterdir()] == [
+        "a.txt"
+    ]
 
 
 def test_in_place_translates_a_document_over_itself_as_into_another_file(tmp_path):
-    page = "<html><body><h1>Rot hund.</h1>\r\n<p>Sieht schnell frau. Und rot rot sieht gross.</p></body></html>\r\n"
+    page = (
+        "<html><body><h1>Rot hund.</h1>\r\n<p>Sieht schnell frau. Und rot rot sieht "
+        "gross.</p></body></html>\r\n"
+    )
     a, b = tmp_path / "a.html", tmp_path / "b.html"
     a.write_bytes(page.encode())
     assert _mt(a, "--output", b)[0] == 0
@@ -127,25 +145,52 @@ def test_score_refuses_an_output_that_is_one_of_its_inputs(tmp_path):
     src.write_text("Rot hund.\n", encoding="utf-8")
     tgt.write_text("Red dog.\n", encoding="utf-8")
     for output in (src, tgt):
-        result = runner.invoke(app, ["score", "--checkpoint", str(MODEL), "--src", str(src), "--tgt", str(tgt),
-                                     "--output", str(output), "--device", "cpu"])  # fmt: skip
-        assert result.exit_code == 1 and f"{output}: also an input" in result.output, result.exception
-    assert src.read_text(encoding="utf-8") == "Rot hund.\n" and tgt.read_text(encoding="utf-8") == "Red dog.\n"
+        result = runner.invoke(
+            app,
+            [
+                "score",
+                "--checkpoint",
+                str(MODEL),
+                "--src",
+                str(src),
+                "--tgt",
+                str(tgt),
+                "--output",
+                str(output),
+                "--device",
+                "cpu",
+            ],
+        )
+        assert result.exit_code == 1 and f"{output}: also an input" in result.output, (
+            result.exception
+        )
+    assert (
+        src.read_text(encoding="utf-8") == "Rot hund.\n"
+        and tgt.read_text(encoding="utf-8") == "Red dog.\n"
+    )
 
 
-# --- paths that are no files, or cannot be read or written ------------------------------------------
+# --- paths that are no files, or cannot be read or written
+# ------------------------------------------
 
 
-@pytest.mark.parametrize("option", ["input", "--checkpoint", "--prefix-file", "--glossary", "--constraints-file"])
+@pytest.mark.parametrize(
+    "option", ["input", "--checkpoint", "--prefix-file", "--glossary", "--constraints-file"]
+)
 def test_a_folder_where_a_file_is_expected_is_named_as_a_folder(tmp_path, option):
     folder = tmp_path / "folder"
     folder.mkdir()
     src = tmp_path / "a.txt"
     src.write_text("Rot hund.\n", encoding="utf-8")
     if option == "--checkpoint":
-        _one_error([src], f"{folder}: a folder, not a file; give the checkpoint itself", checkpoint=folder)
+        _one_error(
+            [src], f"{folder}: a folder, not a file; give the checkpoint itself", checkpoint=folder
+        )
     else:
-        _one_error([folder] if option == "input" else [src, option, folder], f"{folder}: a folder, not a file")
+        _one_error(
+            [folder] if option == "input" else [src, option, folder],
+            f"{folder}: a folder, not a file",
+        )
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason=ROOT_REASON)
@@ -163,7 +208,9 @@ def test_a_file_without_read_permission_is_named_with_the_reason(tmp_path):
 def test_an_output_in_a_file_or_a_folder_is_named_before_any_work(tmp_path):
     src = tmp_path / "a.txt"
     src.write_text("Rot hund.\n", encoding="utf-8")
-    _one_error([src, "--output", src / "out.txt"], f"{src / 'out.txt'}: cannot write here: {src} is a file")
+    _one_error(
+        [src, "--output", src / "out.txt"], f"{src / 'out.txt'}: cannot write here: {src} is a file"
+    )
     _one_error([src, "--output", tmp_path], f"{tmp_path}: a folder, not a file")
 
 
@@ -173,7 +220,9 @@ def test_an_output_in_a_folder_without_write_permission_is_named_with_the_reason
     src.write_text("Rot hund.\n", encoding="utf-8")
     locked.mkdir()
     locked.chmod(0o555)
-    _one_error([src, "--output", locked / "out.txt"], f"cannot write in {locked} (permission denied)")
+    _one_error(
+        [src, "--output", locked / "out.txt"], f"cannot write in {locked} (permission denied)"
+    )
 
 
 # --- temporaries a killed run left ----------------------------------------------------------------
@@ -182,7 +231,10 @@ def test_an_output_in_a_folder_without_write_permission_is_named_with_the_reason
 def test_stale_temporaries_of_the_output_are_removed_and_nothing_else(tmp_path, reference):
     out = tmp_path / "out.txt"
     stale, live = tmp_path / ".out.txt.k1ll3d_0.tmp", tmp_path / ".out.txt.wr1t1ng0.tmp"
-    others = [tmp_path / n for n in (".out.txt.gz.abcdefgh.tmp", ".other.txt.abcdefgh.tmp", ".out.txt.x.tmp")]
+    others = [
+        tmp_path / n
+        for n in (".out.txt.gz.abcdefgh.tmp", ".other.txt.abcdefgh.tmp", ".out.txt.x.tmp")
+    ]
     for p in [stale, live, *others]:
         p.write_text("And half a", encoding="utf-8")
         os.utime(p, (1_000_000_000, 1_000_000_000))  # 2001: older than this run
@@ -190,7 +242,9 @@ def test_stale_temporaries_of_the_output_are_removed_and_nothing_else(tmp_path, 
         fcntl.flock(held, fcntl.LOCK_EX)
         assert _mt(FIXTURE / "src.txt", "--output", out)[0] == 0
     assert out.read_text(encoding="utf-8") == reference
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in [out, live, *others])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        p.name for p in [out, live, *others]
+    )
 
 
 def test_the_temporary_a_killed_translation_left_goes_with_the_next_run(tmp_path, reference):
@@ -198,28 +252,52 @@ def test_the_temporary_a_killed_translation_left_goes_with_the_next_run(tmp_path
     kill = (  # SIGKILL (kill_at's) at the rename: the temporary is complete, the output not there
         "import sys; sys.path.insert(0, 'tests'); import kill_at, mt_cli.files as f;"
         "f.os.replace = lambda *a: kill_at._die(); from mt_cli.cli import main;"
-        f"sys.argv = ['mt', 'translate', '--checkpoint', {str(MODEL)!r}, {str(FIXTURE / 'src.txt')!r},"
+        f"sys.argv = ['mt', 'translate', '--checkpoint', {str(MODEL)!r}, "
+        f"{str(FIXTURE / 'src.txt')!r},"
         f" '--output', {str(out)!r}, '--device', 'cpu']; main()"
     )
     root = Path(__file__).resolve().parents[1]
-    proc = subprocess.run([sys.executable, "-c", kill], cwd=root, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", kill], cwd=root, capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == -9, proc.stderr
     left = [p.name for p in tmp_path.iterdir()]
     assert len(left) == 1 and left[0].startswith(".out.txt.") and left[0].endswith(".tmp")
     assert _mt(FIXTURE / "src.txt", "--output", out)[0] == 0
-    assert [p.name for p in tmp_path.iterdir()] == ["out.txt"] and out.read_text(encoding="utf-8") == reference
+    assert [p.name for p in tmp_path.iterdir()] == ["out.txt"] and out.read_text(
+        encoding="utf-8"
+    ) == reference
 
 
 # --- any text in: one line out per line in --------------------------------------------------------
 
-BREAKS = ["\n", "\r\n", "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029", "\ufeff"]
+BREAKS = [
+    "\n",
+    "\r\n",
+    "\r",
+    "\x0b",
+    "\x0c",
+    "\x1c",
+    "\x1d",
+    "\x1e",
+    "\x85",
+    "\u2028",
+    "\u2029",
+    "\ufeff",
+]
 PIECES = st.one_of(
     st.characters(exclude_categories=("Cs",)),
     st.sampled_from(["Rot hund. ", " ", *BREAKS]),
     st.sampled_from(["\n", "\r\n"]),
 )
 TEXT = st.lists(PIECES, max_size=60).map("".join)  # any character, with words and line breaks often
-BAD_UTF8 = [b"\xff", b"\xc3", b"\xed\xa0\x80", b"\xc0\xaf", b"\xf4\x90\x80\x80"]  # bad byte, cut, surrogate, ...
+BAD_UTF8 = [
+    b"\xff",
+    b"\xc3",
+    b"\xed\xa0\x80",
+    b"\xc0\xaf",
+    b"\xf4\x90\x80\x80",
+]  # bad byte, cut, surrogate, ...
 
 
 @pytest.fixture(scope="module")
@@ -243,16 +321,28 @@ def test_any_text_gives_one_line_out_per_newline_in_or_one_error_naming_the_bad_
     greedy, scratch, text, spoil, bad, at
 ):
     data = text.encode()
-    if spoil:  # a quarter of the files get bytes that are not UTF-8, anywhere (inside a character too)
+    if (
+        spoil
+    ):  # a quarter of the files get bytes that are not UTF-8, anywhere (inside a character too)
         data = data[: at % (len(data) + 1)] + bad + data[at % (len(data) + 1) :]
     scratch.write_bytes(data)
-    raw_lines = data.split(b"\n")[:-1] if data.endswith(b"\n") else data.split(b"\n") if data else []
+    raw_lines = (
+        data.split(b"\n")[:-1] if data.endswith(b"\n") else data.split(b"\n") if data else []
+    )
     first_bad = next((n for n, raw in enumerate(raw_lines, 1) if not _decodes(raw)), None)
-    event("bad UTF-8" if first_bad is not None else f"{min(len(raw_lines), 3)}{'+' * (len(raw_lines) >= 3)} lines")
+    event(
+        "bad UTF-8"
+        if first_bad is not None
+        else f"{min(len(raw_lines), 3)}{'+' * (len(raw_lines) >= 3)} lines"
+    )
     out = io.StringIO()
     if first_bad is not None:
         with pytest.raises(
-            MtError, match=rf"^{re.escape(str(scratch))}:{first_bad}: not valid UTF-8 \(byte 0x[0-9a-f]{{2}} at column"
+            MtError,
+            match=(
+                rf"^{re.escape(str(scratch))}:{first_bad}: not valid UTF-8 \(byte "
+                rf"0x[0-9a-f]{{2}} at column"
+            ),
         ):
             translate_stream(greedy, input_lines(scratch), out, OutputConfig())
         return
@@ -274,7 +364,9 @@ def _decodes(raw: bytes) -> bool:
     return True
 
 
-def test_invalid_utf8_input_is_one_error_line_naming_the_file_line_and_byte_and_writes_nothing(tmp_path):
+def test_invalid_utf8_input_is_one_error_line_naming_the_file_line_and_byte_and_writes_nothing(
+    tmp_path,
+):
     src, out = tmp_path / "latin1.txt", tmp_path / "out.txt"
     src.write_bytes(b"Rot hund.\r\nSieht schnell frau.\n" + "Gr\u00fcn hund.\n".encode("latin-1"))
     _one_error([src, "--output", out], f"{src}:3: not valid UTF-8 (byte 0xfc at column 3)", "iconv")

@@ -14,10 +14,18 @@ from mt_cli.model.transformer import build_model
 from mt_cli.train.hardware import CompiledOrEager
 
 
-def _batch(rows: int, src_len: int, tgt_len: int, padded: bool, vocab: int) -> tuple[torch.Tensor, ...]:
+def _batch(
+    rows: int, src_len: int, tgt_len: int, padded: bool, vocab: int
+) -> tuple[torch.Tensor, ...]:
     gen = torch.Generator().manual_seed(rows * 100 + src_len)
-    src = [torch.randint(4, vocab, (src_len - (i if padded else 0),), generator=gen).tolist() for i in range(rows)]
-    tgt = [torch.randint(4, vocab, (tgt_len - (i if padded else 0),), generator=gen).tolist() for i in range(rows)]
+    src = [
+        torch.randint(4, vocab, (src_len - (i if padded else 0),), generator=gen).tolist()
+        for i in range(rows)
+    ]
+    tgt = [
+        torch.randint(4, vocab, (tgt_len - (i if padded else 0),), generator=gen).tolist()
+        for i in range(rows)
+    ]
     return collate(src, tgt, 0)
 
 
@@ -36,11 +44,19 @@ def test_the_compiled_training_objective_has_no_graph_breaks(tokenizer):
 
 def test_batches_of_new_shapes_padded_or_not_do_not_recompile_the_objective(tokenizer, monkeypatch):
     counter, real_compile = CompileCounter(), torch.compile
-    monkeypatch.setattr(torch, "compile", lambda module, **kw: real_compile(module, backend=counter, **kw))
+    monkeypatch.setattr(
+        torch, "compile", lambda module, **kw: real_compile(module, backend=counter, **kw)
+    )
     torch._dynamo.reset()
     compiled = CompiledOrEager(_objective(tokenizer), lambda m: None)
     vocab = tokenizer.tgt_vocab_size
-    for shape in [(3, 7, 6, True), (5, 9, 4, True), (2, 5, 8, False), (6, 11, 12, True), (4, 6, 6, False)]:
+    for shape in [
+        (3, 7, 6, True),
+        (5, 9, 4, True),
+        (2, 5, 8, False),
+        (6, 11, 12, True),
+        (4, 6, 6, False),
+    ]:
         loss = compiled(*_batch(*shape, vocab))
         loss.backward()
     assert compiled.compiled is not None  # it never fell back to eager

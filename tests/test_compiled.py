@@ -23,7 +23,9 @@ from mt_cli.decode.engine import Engine
 from mt_cli.errors import MtError
 from mt_cli.model import checkpoint
 
-pytestmark = pytest.mark.skipif(shutil.which(os.environ.get("CXX", "g++")) is None, reason="no C++ compiler")
+pytestmark = pytest.mark.skipif(
+    shutil.which(os.environ.get("CXX", "g++")) is None, reason="no C++ compiler"
+)
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +47,9 @@ def test_the_compiled_step_gives_the_models_logits_through_reorders_and_growth(b
     vocab = torch.arange(0, model.cfg.tgt_vocab_size, 2)
     with torch.inference_mode():
         for shortlist in (None, vocab):
-            want = _steps(Reference(model), src, 3, 20, shortlist)  # 20 steps: the buffers grow once
+            want = _steps(
+                Reference(model), src, 3, 20, shortlist
+            )  # 20 steps: the buffers grow once
             got = _steps(engine, src, 3, 20, shortlist)
             for t, (a, b) in enumerate(zip(want, got)):
                 torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-5, msg=f"step {t}")
@@ -69,10 +73,15 @@ def test_prefixes_and_terms_through_the_compiled_step_match_the_eager_step(built
 def test_alignment_and_forced_scoring_with_a_compiled_step_read_the_model_as_eager_does(built):
     ref = Translator.load(built, device="cpu", engine="eager")
     fast = ref.with_options(engine="compiled")
-    want, got = ref.search(LINES[:10], nbest=1, alignment=True), fast.search(LINES[:10], nbest=1, alignment=True)
+    want, got = (
+        ref.search(LINES[:10], nbest=1, alignment=True),
+        fast.search(LINES[:10], nbest=1, alignment=True),
+    )
     assert [h[0].alignment for h in got] == [h[0].alignment for h in want]
     texts = [h[0].text for h in want]
-    assert [h.score for h in fast.score(LINES[:10], texts)] == [h.score for h in ref.score(LINES[:10], texts)]
+    assert [h.score for h in fast.score(LINES[:10], texts)] == [
+        h.score for h in ref.score(LINES[:10], texts)
+    ]
 
 
 def test_compiled_int8_translates_batched_as_one_by_one_and_close_to_eager_int8(built):
@@ -81,8 +90,12 @@ def test_compiled_int8_translates_batched_as_one_by_one_and_close_to_eager_int8(
     alone = tr.with_options(batch_size=1)
     got = tr.translate(LINES[:20])
     assert got == [alone.translate([line])[0] for line in LINES[:20]]
-    eager = Translator.load(built, device="cpu", precision="int8", beam=3, engine="eager").translate(LINES[:20])
-    assert sum(a == b for a, b in zip(got, eager)) >= 18  # int8 sums may round apart in another order
+    eager = Translator.load(
+        built, device="cpu", precision="int8", beam=3, engine="eager"
+    ).translate(LINES[:20])
+    assert (
+        sum(a == b for a, b in zip(got, eager)) >= 18
+    )  # int8 sums may round apart in another order
 
 
 def test_auto_runs_a_compiled_step_only_where_one_is_built(built, tmp_path):
@@ -99,8 +112,12 @@ def test_auto_runs_a_compiled_step_only_where_one_is_built(built, tmp_path):
 def test_another_checkpoint_file_or_precision_gets_its_own_package(built, tmp_path):
     copy = tmp_path / "model.pt"
     shutil.copy2(built, copy)
-    assert compiled.package_path(copy, "fp32").name == compiled.package_path(built, "fp32").name  # same file, time
-    os.utime(copy, ns=(copy.stat().st_atime_ns, copy.stat().st_mtime_ns + 1))  # rewritten: another model
+    assert (
+        compiled.package_path(copy, "fp32").name == compiled.package_path(built, "fp32").name
+    )  # same file, time
+    os.utime(
+        copy, ns=(copy.stat().st_atime_ns, copy.stat().st_mtime_ns + 1)
+    )  # rewritten: another model
     assert compiled.package_path(copy, "fp32").name != compiled.package_path(built, "fp32").name
     assert compiled.package_path(built, "int8") != compiled.package_path(built, "fp32")
 
@@ -119,7 +136,9 @@ def test_without_a_compiler_compiling_is_one_clear_error(tmp_path, monkeypatch):
     path = tmp_path / "model.pt"
     shutil.copy2(FIXTURE, path)
     monkeypatch.setenv("CXX", "no-such-compiler")
-    with pytest.raises(MtError, match="no-such-compiler, which is not installed.*decode.engine eager"):
+    with pytest.raises(
+        MtError, match="no-such-compiler, which is not installed.*decode.engine eager"
+    ):
         Translator.load(path, device="cpu", engine="compiled")
     assert not list(tmp_path.glob("model.pt.compiled/*"))  # nothing half-built left behind
 
@@ -130,14 +149,23 @@ def test_mt_compile_reports_a_built_package_and_bad_input_in_one_line(built, tmp
     assert done.exit_code == 0, done.output
     assert f"already compiled: {compiled.package_path(built, 'int8')}" in done.output
     missing = runner.invoke(app, ["compile", "--checkpoint", str(tmp_path / "none.pt")])
-    assert missing.exit_code == 1 and missing.output.count("\n") == 1 and "none.pt" in missing.output
-    auto = runner.invoke(app, ["compile", "--checkpoint", str(built), "--precision", "auto"])  # int8 on a CPU
-    assert auto.exit_code == 0 and f"already compiled: {compiled.package_path(built, 'int8')}" in auto.output
+    assert (
+        missing.exit_code == 1 and missing.output.count("\n") == 1 and "none.pt" in missing.output
+    )
+    auto = runner.invoke(
+        app, ["compile", "--checkpoint", str(built), "--precision", "auto"]
+    )  # int8 on a CPU
+    assert (
+        auto.exit_code == 0
+        and f"already compiled: {compiled.package_path(built, 'int8')}" in auto.output
+    )
     wrong = runner.invoke(app, ["compile", "--checkpoint", str(built), "--precision", "fp8"])
     assert wrong.exit_code == 1 and "--precision must be fp32, bf16, int8 or auto" in wrong.output
 
 
-def test_mt_compile_without_a_precision_compiles_the_one_the_checkpoint_decodes_in(built, monkeypatch):
+def test_mt_compile_without_a_precision_compiles_the_one_the_checkpoint_decodes_in(
+    built, monkeypatch
+):
     """A checkpoint that decodes in int8 (as `mt train` records where int8 keeps quality) gets its
     int8 step from a plain `mt compile`, not an fp32 one translation would never run."""
     real = checkpoint.load

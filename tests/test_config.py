@@ -9,7 +9,9 @@ from mt_cli.errors import MtError
 def test_layers_apply_in_order_preset_yaml_options_then_set(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text("preset: base\nmodel:\n  dropout: 0.2\ntrain:\n  lr: 0.0005\n  max_steps: 10\n")
-    cfg = build_config(None, path, {"train": {"max_steps": 20}}, ["model.dropout=0", "decode.beam=4"])
+    cfg = build_config(
+        None, path, {"train": {"max_steps": 20}}, ["model.dropout=0", "decode.beam=4"]
+    )
     assert cfg.model.d_model == 512 and cfg.model.enc_layers == 6
     assert cfg.model.dropout == 0.0
     assert cfg.train.lr == 0.0005 and cfg.train.max_steps == 20
@@ -68,7 +70,9 @@ def test_the_quickstart_trains_the_recipe_in_configs_multi30k_de_en_yaml():
     assert build_config(None, path) == build_config("small", options=RECIPE)
 
 
-@pytest.mark.parametrize("path", sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml")), ids=str)
+@pytest.mark.parametrize(
+    "path", sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml")), ids=str
+)
 def test_every_shipped_config_file_builds(path):
     assert isinstance(build_config(None, path), Config)
 

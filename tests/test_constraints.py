@@ -30,7 +30,9 @@ FIXTURE = Path(__file__).resolve().parent / "fixtures" / "decode" / "model.pt"
 def constrained(terms, beam=2, length_penalty=0.0, limit=10):
     guide = Constraints([terms], beam)
     src, max_lens = torch.ones(1, 3, dtype=torch.long), torch.tensor([limit])
-    return beam_search(scripted(SCRIPT), src, max_lens, beam, length_penalty, (guide.rules, end_at_limit), guide)[0]
+    return beam_search(
+        scripted(SCRIPT), src, max_lens, beam, length_penalty, (guide.rules, end_at_limit), guide
+    )[0]
 
 
 def test_constrained_search_on_a_scripted_model_finds_the_hypotheses_worked_out_on_paper():
@@ -38,12 +40,16 @@ def test_constrained_search_on_a_scripted_model_finds_the_hypotheses_worked_out_
     # With the term A B: step 0 keeps A (bank 1) and B (bank 0); step 1 has A A (.24, bank 1),
     # A B (.18, bank 2), and no EOS (no term met yet): the banks keep A B and A A. Step 2: A B EOS
     # (.6 * .3 * .98 = .1764) ends; step 3: A A B EOS (.24 * .01 * .98) ends. Both hold the term.
-    plain = beam_search(scripted(SCRIPT), torch.ones(1, 3, dtype=torch.long), torch.tensor([10]), 2, 0.0)[0]
+    plain = beam_search(
+        scripted(SCRIPT), torch.ones(1, 3, dtype=torch.long), torch.tensor([10]), 2, 0.0
+    )[0]
     assert plain[0].tokens == [B]
     hyps = constrained(((A, B),))
     assert [h.tokens for h in hyps] == [[A, B], [A, A, B]]
     assert hyps[0].score == pytest.approx(math.log(0.6 * 0.3 * 0.98), abs=1e-4)
-    assert hyps[0].token_logprobs == pytest.approx([math.log(p) for p in (0.6, 0.3, 0.98)], abs=1e-4)
+    assert hyps[0].token_logprobs == pytest.approx(
+        [math.log(p) for p in (0.6, 0.3, 0.98)], abs=1e-4
+    )
 
 
 def test_a_term_the_best_hypothesis_already_holds_changes_nothing():
@@ -79,7 +85,9 @@ def test_bank_sizes_share_the_beam_over_banks_and_move_unused_places(beam, count
     assert bank_sizes(beam, counts) == expected
 
 
-LINES = [line for line in (FIXTURE.parent / "src.txt").read_text(encoding="utf-8").splitlines() if line][:24]
+LINES = [
+    line for line in (FIXTURE.parent / "src.txt").read_text(encoding="utf-8").splitlines() if line
+][:24]
 
 
 @pytest.fixture(scope="module")
@@ -92,15 +100,24 @@ def test_without_terms_constrained_search_gives_plain_beam_search_output(transla
     # decode exactly as plain beam search decodes them.
     plain = translator.search(LINES)
     mixed = translator.search(LINES, constraints=[["cat"]] + [[] for _ in LINES[1:]])
-    assert [[h.tokens for h in hyps] for hyps in mixed[1:]] == [[h.tokens for h in hyps] for hyps in plain[1:]]
+    assert [[h.tokens for h in hyps] for hyps in mixed[1:]] == [
+        [h.tokens for h in hyps] for hyps in plain[1:]
+    ]
     scores = lambda found: [h.score for hyps in found[1:] for h in hyps]  # noqa: E731
     assert scores(mixed) == pytest.approx(scores(plain))
 
 
-def test_every_constrained_output_of_a_trained_model_contains_its_terms_and_batching_does_not_matter(trained):
+def test_every_constrained_output_of_a_trained_model_has_its_terms_and_batching_does_not_matter(
+    trained,
+):
     ckpt, _ = trained
     tr = Translator.from_checkpoint(ckpt, "cpu", beam=5)
-    lines = ["Ein hund sieht ein haus.", "Der mann läuft schnell.", "Frau hat ein ball.", "Kind sieht baum."]
+    lines = [
+        "Ein hund sieht ein haus.",
+        "Der mann läuft schnell.",
+        "Frau hat ein ball.",
+        "Kind sieht baum.",
+    ]
     terms = [["cat"], ["woman", "small"], [], ["the big house"]]
     out = [h[0].text for h in tr.search(lines, constraints=terms)]
     for text, wanted in zip(out, terms):
@@ -122,7 +139,9 @@ def test_terms_are_not_taken_for_a_prefix(translator):
 def test_terms_need_beam_search_and_a_vocabulary_that_can_write_them(translator):
     with pytest.raises(MtError, match="need beam search"):
         translator.with_options(beam=1).search(LINES[:2], constraints=[["cat"], []])
-    with pytest.raises(MtError, match="line 2: the term 'Øl' has characters the model's target vocabulary lacks"):
+    with pytest.raises(
+        MtError, match="line 2: the term 'Øl' has characters the model's target vocabulary lacks"
+    ):
         translator.search(LINES[:2], constraints=[[], ["Øl"]])
 
 
@@ -137,7 +156,10 @@ def test_a_glossary_line_without_a_tab_is_one_error_naming_file_and_line(tmp_pat
     good = write_lines(tmp_path / "g.tsv", ["# comment", "Hund\thound", "", "Mann\tguy"])
     assert load_glossary(good).entries == [("Hund", "hound"), ("Mann", "guy")]
     bad = write_lines(tmp_path / "bad.tsv", ["Hund\thound", "Mann guy"])
-    with pytest.raises(MtError, match=r"bad.tsv:2: no tab; write one entry per line as `source term<TAB>target term`"):
+    with pytest.raises(
+        MtError,
+        match=r"bad.tsv:2: no tab; write one entry per line as `source term<TAB>target term`",
+    ):
         load_glossary(bad)
     with pytest.raises(MtError, match=r"empty.tsv:1: empty target term"):
         load_glossary(write_lines(tmp_path / "empty.tsv", ["Hund\t "]))

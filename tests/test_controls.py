@@ -32,7 +32,9 @@ SCRIPT = {
     (B,): {EOS: 0.9, A: 0.05, B: 0.05},
 }
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "decode" / "model.pt"
-LINES = [line for line in (FIXTURE.parent / "src.txt").read_text(encoding="utf-8").splitlines() if line][:30]
+LINES = [
+    line for line in (FIXTURE.parent / "src.txt").read_text(encoding="utf-8").splitlines() if line
+][:30]
 
 
 def _prefixed(prefix: list[int]) -> tuple:
@@ -49,7 +51,9 @@ def test_a_prefix_on_a_scripted_model_gives_the_hypotheses_worked_out_on_paper()
     # step 2; B EOS (.351), best without the prefix, is barred.
     hyps = beam_search(scripted(SCRIPT), src, limit, 2, 0.0, _prefixed([A]))[0]
     assert [h.tokens for h in hyps] == [[A, A], [A]]
-    assert [h.score for h in hyps] == pytest.approx([math.log(0.6 * 0.4 * 0.98), math.log(0.6 * 0.35)], abs=1e-4)
+    assert [h.score for h in hyps] == pytest.approx(
+        [math.log(0.6 * 0.4 * 0.98), math.log(0.6 * 0.35)], abs=1e-4
+    )
 
 
 def test_sampling_distribution_keeps_the_top_k_and_the_nucleus():
@@ -75,7 +79,9 @@ def test_a_prefix_starts_the_output_and_batching_does_not_change_it(translator):
     for text, prefix, base in zip(out, prefixes, plain):
         assert text.startswith(prefix) if prefix else text == base
     alone = translator.with_options(batch_size=1)
-    assert [alone.search([line], prefixes=[p])[0][0].text for line, p in zip(LINES, prefixes)] == out
+    assert [
+        alone.search([line], prefixes=[p])[0][0].text for line, p in zip(LINES, prefixes)
+    ] == out
     with pytest.raises(MtError, match="3 prefixes for 30 lines"):
         translator.search(LINES, prefixes=["a", "b", "c"])
 
@@ -83,11 +89,15 @@ def test_a_prefix_starts_the_output_and_batching_does_not_change_it(translator):
 def test_sampling_is_reproducible_by_seed_whatever_the_batch_and_differs_across_seeds(translator):
     sample = translator.with_options(sampling_topk=10, seed=7)
     a = [h.tokens for hyps in sample.search(LINES, nbest=3) for h in hyps]
-    b = [h.tokens for hyps in sample.with_options(batch_size=1).search(LINES, nbest=3) for h in hyps]
+    b = [
+        h.tokens for hyps in sample.with_options(batch_size=1).search(LINES, nbest=3) for h in hyps
+    ]
     c = [h.tokens for hyps in sample.with_options(seed=8).search(LINES, nbest=3) for h in hyps]
     assert a == b
     assert sum(x != y for x, y in zip(a, c)) > len(a) // 4
-    assert sample.cfg.method == "sample" and sample.cfg.beam == 1  # the checkpoint's beam 4 is not kept
+    assert (
+        sample.cfg.method == "sample" and sample.cfg.beam == 1
+    )  # the checkpoint's beam 4 is not kept
     with pytest.raises(MtError, match="takes no beam"):
         translator.with_options(sampling_topp=0.9, beam=3)
 
@@ -108,11 +118,17 @@ def test_an_ensemble_of_a_model_with_itself_is_that_model(translator):
     )
 
 
-def test_an_ensemble_of_models_with_different_vocabularies_is_one_clear_error(tmp_path, tokenizer, tiny_model):
+def test_an_ensemble_of_models_with_different_vocabularies_is_one_clear_error(
+    tmp_path, tokenizer, tiny_model
+):
     other = tmp_path / "other.pt"  # the session tokenizer has 117 pieces, the fixture's 100
-    weights = checkpoint.Checkpoint(Config(model=tiny_model.cfg), tokenizer, tiny_model.state_dict(), None)
+    weights = checkpoint.Checkpoint(
+        Config(model=tiny_model.cfg), tokenizer, tiny_model.state_dict(), None
+    )
     checkpoint.save(other, weights)
-    with pytest.raises(MtError, match=r"model.pt and .*other.pt have different target vocabularies \(100 and 117"):
+    with pytest.raises(
+        MtError, match=r"model.pt and .*other.pt have different target vocabularies \(100 and 117"
+    ):
         Translator.load([FIXTURE, other], device="cpu")
 
 
@@ -122,7 +138,9 @@ def test_alignment_is_the_argmax_of_the_last_layers_cross_attention_over_heads(t
         h = hyps[0]
         maps = record_attention(translator, line, h.text).maps["decoder-cross"][-1]  # (H, T+1, S)
         assert len(h.alignment) == len(h.token_logprobs)
-        if translator.tokenizer.encode_tgt([h.text])[0] == h.tokens:  # the heat map re-encodes the text
+        if (
+            translator.tokenizer.encode_tgt([h.text])[0] == h.tokens
+        ):  # the heat map re-encodes the text
             assert h.alignment == maps.mean(dim=0).argmax(dim=-1).tolist()
 
 
@@ -146,8 +164,19 @@ def _fails(args, expected: str) -> None:
 
 def test_mt_translate_takes_every_control_and_refuses_bad_input_in_one_line(tmp_path):
     src = write_lines(tmp_path / "in.de", LINES[:4])
-    ok = runner.invoke(app, ["translate", "--checkpoint", str(FIXTURE), "--checkpoint", str(FIXTURE), str(src),
-                             "--prefix-file", str(write_lines(tmp_path / "p.txt", ["The", "", "", "A"]))])  # fmt: skip
+    ok = runner.invoke(
+        app,
+        [
+            "translate",
+            "--checkpoint",
+            str(FIXTURE),
+            "--checkpoint",
+            str(FIXTURE),
+            str(src),
+            "--prefix-file",
+            str(write_lines(tmp_path / "p.txt", ["The", "", "", "A"])),
+        ],
+    )
     assert ok.exit_code == 0, ok.output
     lines = ok.stdout.splitlines()
     assert len(lines) == 4 and lines[0].startswith("The") and lines[3].startswith("A")
@@ -157,27 +186,66 @@ def test_mt_translate_takes_every_control_and_refuses_bad_input_in_one_line(tmp_
     _fails([*base, "--glossary", glossary], "g.tsv:2: no tab")
     three = write_lines(tmp_path / "p3.txt", ["a", "b", "c"])
     _fails([*base, "--prefix-file", three], "p3.txt: 3 lines, but the input has 4")
-    _fails([*base, "--constraints-file", tmp_path / "none.txt"], "none.txt: tab-separated list of terms file not found")
+    _fails(
+        [*base, "--constraints-file", tmp_path / "none.txt"],
+        "none.txt: tab-separated list of terms file not found",
+    )
     _fails([*base, "--sampling-topk", 5, "--beam", 3], "takes no beam")
     _fails([*base, "--alignment"], "need --format jsonl")
-    _fails([*base, "--format", "jsonl", "--alignment", "--checkpoint", FIXTURE], "does not combine with an ensemble")
-    got = runner.invoke(app, [str(a) for a in [*base, "--format", "jsonl", "--alignment", "--sampling-topp", 0.9,
-                                                "--seed", 1, "--nbest", 2]])  # fmt: skip
+    _fails(
+        [*base, "--format", "jsonl", "--alignment", "--checkpoint", FIXTURE],
+        "does not combine with an ensemble",
+    )
+    got = runner.invoke(
+        app,
+        [
+            str(a)
+            for a in [
+                *base,
+                "--format",
+                "jsonl",
+                "--alignment",
+                "--sampling-topp",
+                0.9,
+                "--seed",
+                1,
+                "--nbest",
+                2,
+            ]
+        ],
+    )
     rows = [json.loads(line) for line in got.stdout.splitlines()]
-    assert got.exit_code == 0 and len(rows) == 4 and all(len(r["nbest"]) == 2 and "alignment" in r for r in rows)
+    assert (
+        got.exit_code == 0
+        and len(rows) == 4
+        and all(len(r["nbest"]) == 2 and "alignment" in r for r in rows)
+    )
 
 
 @pytest.mark.parametrize(
     "options",
-    [{"no_repeat_ngram": 2}, {"sampling_topp": 0.8, "seed": 5}, {"temperature": 1.5, "seed": 2}, {"beam": 3}],
+    [
+        {"no_repeat_ngram": 2},
+        {"sampling_topp": 0.8, "seed": 5},
+        {"temperature": 1.5, "seed": 2},
+        {"beam": 3},
+    ],
     ids=["no-repeat", "top-p", "temperature", "beam-3"],
 )
 def test_each_option_decodes_a_batch_as_it_decodes_line_by_line(translator, options):
     tr = translator.with_options(**options)
-    together = [[(h.tokens, h.alignment) for h in hyps] for hyps in tr.search(LINES, nbest=2, alignment=True)]
+    together = [
+        [(h.tokens, h.alignment) for h in hyps]
+        for hyps in tr.search(LINES, nbest=2, alignment=True)
+    ]
     alone = tr.with_options(batch_size=1)
-    apart = [[(h.tokens, h.alignment) for h in alone.search([line], nbest=2, alignment=True, first_line=i)[0]]
-             for i, line in enumerate(LINES)]  # fmt: skip
+    apart = [
+        [
+            (h.tokens, h.alignment)
+            for h in alone.search([line], nbest=2, alignment=True, first_line=i)[0]
+        ]
+        for i, line in enumerate(LINES)
+    ]
     assert together == apart
 
 

@@ -20,15 +20,39 @@ FIXTURE = Path(__file__).resolve().parent / "fixtures" / "decode"
 
 
 def _train_args(files, out: Path, *extra) -> list[str]:
-    args = ["train", "--train-src", files["train_src"], "--train-tgt", files["train_tgt"],
-            "--valid-src", files["valid_src"], "--valid-tgt", files["valid_tgt"], "--out", out, "--preset", "tiny",
-            "--batch-tokens", "600", "--device", "cuda", "--set", "tokenizer.vocab_size=100",
-            "--set", "train.log_every=1", "--set", "decode.beam=1", *extra]  # fmt: skip
+    args = [
+        "train",
+        "--train-src",
+        files["train_src"],
+        "--train-tgt",
+        files["train_tgt"],
+        "--valid-src",
+        files["valid_src"],
+        "--valid-tgt",
+        files["valid_tgt"],
+        "--out",
+        out,
+        "--preset",
+        "tiny",
+        "--batch-tokens",
+        "600",
+        "--device",
+        "cuda",
+        "--set",
+        "tokenizer.vocab_size=100",
+        "--set",
+        "train.log_every=1",
+        "--set",
+        "decode.beam=1",
+        *extra,
+    ]
     return list(map(str, args))
 
 
 def _mt(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    done = subprocess.run([sys.executable, "-m", "mt_cli", *args], capture_output=True, text=True, timeout=timeout)
+    done = subprocess.run(
+        [sys.executable, "-m", "mt_cli", *args], capture_output=True, text=True, timeout=timeout
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return done
 
@@ -47,7 +71,9 @@ def test_training_steps_on_cuda_are_finite_and_fp16_keeps_its_scaler(corpus_file
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_fused_attention_on_cuda_equals_the_three_explicit_products(dtype):
     gen = torch.Generator("cuda").manual_seed(0)
-    q, k, v = (torch.randn(2, 4, 9, 16, device="cuda", dtype=dtype, generator=gen) for _ in range(3))
+    q, k, v = (
+        torch.randn(2, 4, 9, 16, device="cuda", dtype=dtype, generator=gen) for _ in range(3)
+    )
     mask = torch.ones(2, 1, 1, 9, dtype=torch.bool, device="cuda")
     mask[1, ..., 6:] = False
     for causal, m in ((False, mask), (True, None)):
@@ -62,23 +88,39 @@ def test_batch_tokens_auto_probes_the_gpu_and_is_kept_on_resume(corpus_files, tm
     first = _mt(*_train_args(corpus_files, out, "--max-steps", "3", "--batch-tokens", "auto"))
     assert "tokens fit one cuda" in first.stderr
     again = _mt(*_train_args(corpus_files, out, "--max-steps", "5", "--batch-tokens", "auto"))
-    assert "as resolved when the run started" in again.stderr and "tokens fit one cuda" not in again.stderr
+    assert (
+        "as resolved when the run started" in again.stderr
+        and "tokens fit one cuda" not in again.stderr
+    )
 
 
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
 def test_two_nccl_processes_train_the_same_run_as_one(corpus_files, tmp_path):
     extra = ("--max-steps", "10", "--set", "model.dropout=0", "--deterministic")
     _mt(*_train_args(corpus_files, tmp_path / "one", *extra))
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "mt_cli",
-           *_train_args(corpus_files, tmp_path / "two", *extra)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node=2",
+        "-m",
+        "mt_cli",
+        *_train_args(corpus_files, tmp_path / "two", *extra),
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     a, b = (checkpoint.load(tmp_path / n / "last.pt").model_state for n in ("one", "two"))
-    worst = max(float((a[k].float() - b[k].float()).abs().max() / (a[k].float().abs().max() + 1e-12)) for k in a)
+    worst = max(
+        float((a[k].float() - b[k].float()).abs().max() / (a[k].float().abs().max() + 1e-12))
+        for k in a
+    )
     assert worst <= 1e-3
 
 
-def test_a_deterministic_run_resumed_halfway_is_bitwise_the_uninterrupted_one(corpus_files, tmp_path):
+def test_a_deterministic_run_resumed_halfway_is_bitwise_the_uninterrupted_one(
+    corpus_files, tmp_path
+):
     extra = ("--deterministic", "--set", "train.save_every=3")
     _mt(*_train_args(corpus_files, tmp_path / "straight", "--max-steps", "6", *extra))
     _mt(*_train_args(corpus_files, tmp_path / "halves", "--max-steps", "3", *extra))
@@ -92,7 +134,9 @@ def test_greedy_decoding_on_cuda_agrees_with_the_cpu():
     cpu = Translator.load(FIXTURE / "model.pt", device="cpu", beam=1).translate(lines)
     gpu = Translator.load(FIXTURE / "model.pt", device="cuda", beam=1).translate(lines)
     assert len(gpu) == len(cpu)
-    assert sum(a == b for a, b in zip(cpu, gpu)) >= 0.9 * len(cpu)  # float sums differ; near-ties may flip
+    assert sum(a == b for a, b in zip(cpu, gpu)) >= 0.9 * len(
+        cpu
+    )  # float sums differ; near-ties may flip
 
 
 def test_attention_of_a_model_on_cuda_comes_back_on_the_cpu_and_agrees_with_the_cpu():
@@ -105,7 +149,9 @@ def test_attention_of_a_model_on_cuda_comes_back_on_the_cpu_and_agrees_with_the_
         for a, b in zip(layers, gpu.maps[kind]):
             assert b.device.type == "cpu"
             torch.testing.assert_close(b.float(), a.float(), atol=1e-3, rtol=1e-3)
-    links = Translator.load(FIXTURE / "model.pt", device="cuda", beam=1).search([src], alignment=True)
+    links = Translator.load(FIXTURE / "model.pt", device="cuda", beam=1).search(
+        [src], alignment=True
+    )
     assert links[0][0].alignment is not None
 
 
@@ -133,7 +179,9 @@ def test_an_ssru_decoder_with_marians_sinusoids_steps_on_cuda_as_on_the_cpu(prec
         for t in range(12):
             logits, cache = engine.decode(tokens, memory, s != PAD, cache, None)
             out.append(logits[:, -1].float().cpu())
-            tokens = torch.arange(4, 10, device=device)[:, None] + t  # a fixed walk, the same on both
+            tokens = (
+                torch.arange(4, 10, device=device)[:, None] + t
+            )  # a fixed walk, the same on both
             if t == 1:
                 cache.reorder(torch.tensor([1, 0, 3, 2, 5, 4], device=device))
         return out

@@ -27,13 +27,19 @@ def _run(corpus_files, tmp_path):
     spec = DataSpec.text_files(f["train_src"], f["train_tgt"], f["valid_src"], f["valid_tgt"])
     train = {"batch_tokens": 300, "device": "cpu", "doctor": False}
     cfg = build_config("tiny", options={"tokenizer": {"vocab_size": 100}, "train": train})
-    ctx = RunContext(TrainPaths(tmp_path / "run"), spec, cfg, lambda m: None, ddp.Dist(), torch.device("cpu"))
+    ctx = RunContext(
+        TrainPaths(tmp_path / "run"), spec, cfg, lambda m: None, ddp.Dist(), torch.device("cpu")
+    )
     return prepare(ctx)
 
 
-def test_an_fp16_step_with_a_non_finite_loss_updates_the_scaler_so_the_next_step_runs(corpus_files, tmp_path):
+def test_an_fp16_step_with_a_non_finite_loss_updates_the_scaler_so_the_next_step_runs(
+    corpus_files, tmp_path
+):
     run = _run(corpus_files, tmp_path)
-    run.scaler = torch.amp.GradScaler("cpu", init_scale=2.0**8)  # fp16's scaler, enabled, on the CPU
+    run.scaler = torch.amp.GradScaler(
+        "cpu", init_scale=2.0**8
+    )  # fp16's scaler, enabled, on the CPU
     real = run.objective.forward
     calls = []
 
@@ -45,16 +51,21 @@ def test_an_fp16_step_with_a_non_finite_loss_updates_the_scaler_so_the_next_step
     run.objective.forward = overflowing
     batch = np.arange(8)
     loss = train_step(run, batch).loss
-    assert not np.isfinite(loss) and run.scaler.get_scale() == 2.0**7  # the overflow lowered the scale
+    assert (
+        not np.isfinite(loss) and run.scaler.get_scale() == 2.0**7
+    )  # the overflow lowered the scale
     before = [p.detach().clone() for p in run.model.parameters()]
     result = train_step(run, batch)  # raised "unscale_() has already been called" before the fix
     loss, norm = result.loss, result.grad_norm
     assert np.isfinite(loss) and np.isfinite(norm)
-    assert any(not torch.equal(a, p) for a, p in zip(before, run.model.parameters()))  # this one updated
+    assert any(
+        not torch.equal(a, p) for a, p in zip(before, run.model.parameters())
+    )  # this one updated
 
 
 class _Failing(torch.nn.Module):
-    """A probe objective whose step fails above `limit` tokens the way cuBLAS does when it cannot allocate."""
+    """A probe objective whose step fails above `limit` tokens the way cuBLAS does when it cannot
+    allocate."""
 
     def __init__(self, limit: int, message: str) -> None:
         super().__init__()
@@ -69,9 +80,12 @@ class _Failing(torch.nn.Module):
 
 @pytest.mark.parametrize(
     "message",
-    ["CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
-     "cuDNN error: CUDNN_STATUS_NOT_ENOUGH_WORKSPACE", "CUDA out of memory. Tried to allocate 2.00 GiB"],
-)  # fmt: skip
+    [
+        "CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
+        "cuDNN error: CUDNN_STATUS_NOT_ENOUGH_WORKSPACE",
+        "CUDA out of memory. Tried to allocate 2.00 GiB",
+    ],
+)
 def test_the_batch_probe_reads_library_allocation_failures_as_not_fitting(message):
     objective = _Failing(30_000, message)
     fits = _fits_on(objective, torch.device("cpu"), None, 10, 100, torch.Generator().manual_seed(0))
@@ -80,7 +94,9 @@ def test_the_batch_probe_reads_library_allocation_failures_as_not_fitting(messag
 
 
 def test_the_batch_probe_still_raises_errors_that_are_not_about_memory():
-    fits = _fits_on(_Failing(10, "shape mismatch"), torch.device("cpu"), None, 10, 100, torch.Generator())
+    fits = _fits_on(
+        _Failing(10, "shape mismatch"), torch.device("cpu"), None, 10, 100, torch.Generator()
+    )
     with pytest.raises(RuntimeError, match="shape mismatch"):
         fits(1024)
 
@@ -88,12 +104,18 @@ def test_the_batch_probe_still_raises_errors_that_are_not_about_memory():
 def test_bf16_on_a_gpu_without_it_is_one_line_naming_the_fp16_fallback(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a, **k: "Tesla V100-SXM2-16GB")
-    with pytest.raises(MtError, match=r"Tesla V100-SXM2-16GB has no bf16; set train.amp to fp16 \(trains with"):
+    with pytest.raises(
+        MtError, match=r"Tesla V100-SXM2-16GB has no bf16; set train.amp to fp16 \(trains with"
+    ):
         amp_dtype("bf16", torch.device("cuda"))
-    assert amp_dtype("auto", torch.device("cuda")) is None  # auto falls back to fp32 there, no error
+    assert (
+        amp_dtype("auto", torch.device("cuda")) is None
+    )  # auto falls back to fp32 there, no error
 
 
-def test_deterministic_training_sets_deterministic_kernels_and_repeats_itself(corpus_files, tmp_path):
+def test_deterministic_training_sets_deterministic_kernels_and_repeats_itself(
+    corpus_files, tmp_path
+):
     f = corpus_files
     code = """
 import sys, torch
@@ -107,22 +129,54 @@ print("deterministic", torch.are_deterministic_algorithms_enabled(), torch.backe
 """
     logs = []
     for name in ("a", "b"):
-        args = ["train", "--train-src", f["train_src"], "--train-tgt", f["train_tgt"], "--valid-src", f["valid_src"],
-                "--valid-tgt", f["valid_tgt"], "--out", tmp_path / name, "--preset", "tiny", "--max-steps", "6",
-                "--batch-tokens", "300", "--device", "cpu", "--deterministic", "--set", "tokenizer.vocab_size=100",
-                "--set", "train.log_every=2"]  # fmt: skip
+        args = [
+            "train",
+            "--train-src",
+            f["train_src"],
+            "--train-tgt",
+            f["train_tgt"],
+            "--valid-src",
+            f["valid_src"],
+            "--valid-tgt",
+            f["valid_tgt"],
+            "--out",
+            tmp_path / name,
+            "--preset",
+            "tiny",
+            "--max-steps",
+            "6",
+            "--batch-tokens",
+            "300",
+            "--device",
+            "cpu",
+            "--deterministic",
+            "--set",
+            "tokenizer.vocab_size=100",
+            "--set",
+            "train.log_every=2",
+        ]
         done = subprocess.run(
-            [sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True, timeout=300
+            [sys.executable, "-c", code, *map(str, args)],
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
         assert done.returncode == 0, done.stderr
         assert "deterministic algorithms on (train.deterministic)" in done.stderr
         assert done.stdout.strip().endswith("deterministic True False")
-        logs.append([json.loads(line)["loss"] for line in (tmp_path / name / "log.jsonl").read_text().splitlines()
-                     if '"loss"' in line])  # fmt: skip
+        logs.append(
+            [
+                json.loads(line)["loss"]
+                for line in (tmp_path / name / "log.jsonl").read_text().splitlines()
+                if '"loss"' in line
+            ]
+        )
     assert logs[0] == logs[1] and len(logs[0]) == 3
 
 
-def test_a_compiled_step_that_fails_in_its_backward_pass_is_run_again_eagerly(corpus_files, tmp_path, monkeypatch):
+def test_a_compiled_step_that_fails_in_its_backward_pass_is_run_again_eagerly(
+    corpus_files, tmp_path, monkeypatch
+):
     from torch._dynamo.backends.common import aot_autograd
 
     from mt_cli.train.loop import train
@@ -130,20 +184,35 @@ def test_a_compiled_step_that_fails_in_its_backward_pass_is_run_again_eagerly(co
     def no_backward(graph, example_inputs):  # compiled lazily, at the first backward pass
         raise RuntimeError("backward compiler failed (stand-in)")
 
-    backend = aot_autograd(fw_compiler=lambda graph, example_inputs: graph.forward, bw_compiler=no_backward)
+    backend = aot_autograd(
+        fw_compiler=lambda graph, example_inputs: graph.forward, bw_compiler=no_backward
+    )
     real_compile = torch.compile
-    monkeypatch.setattr(torch, "compile", lambda module, **kw: real_compile(module, backend=backend))
+    monkeypatch.setattr(
+        torch, "compile", lambda module, **kw: real_compile(module, backend=backend)
+    )
     f = corpus_files
     spec = DataSpec.text_files(f["train_src"], f["train_tgt"], f["valid_src"], f["valid_tgt"])
-    cfg = build_config("tiny", options={"tokenizer": {"vocab_size": 100}, "train": {"max_steps": 3, "compile": True,
-                                                                                  "batch_tokens": 300}})  # fmt: skip
+    cfg = build_config(
+        "tiny",
+        options={
+            "tokenizer": {"vocab_size": 100},
+            "train": {"max_steps": 3, "compile": True, "batch_tokens": 300},
+        },
+    )
     said: list[str] = []
     state = train(spec, tmp_path / "run", cfg, log=said.append)
     assert state.step == 3
-    assert sum("torch.compile failed (RuntimeError: backward compiler failed (stand-in))" in m for m in said) == 1
+    assert (
+        sum(
+            "torch.compile failed (RuntimeError: backward compiler failed (stand-in))" in m
+            for m in said
+        )
+        == 1
+    )
 
 
-def test_fp16_output_layer_gradients_are_formed_after_the_loss_scale_so_small_probabilities_survive():
+def test_fp16_output_layer_gradients_are_formed_after_the_loss_scale_so_small_ones_survive():
     """fp16's smallest number is 6e-8: a token every row finds about 1e-8 likely has a gradient
     only if it is formed after the loss scale (as autograd would), not before (it was all zeros)."""
     from mt_cli.model.loss import output_layer_loss
@@ -160,8 +229,13 @@ def test_fp16_output_layer_gradients_are_formed_after_the_loss_scale_so_small_pr
     with torch.autocast("cpu", dtype=torch.float16):
         loss = output_layer_loss(h, w, target, 0.0)
     got_h, got_w = torch.autograd.grad(loss * scale, (h, w))
-    assert float((got_w[7] - ref_w[7]).norm() / ref_w[7].norm()) < 0.02  # was 1.0: the row came out zero
-    assert float((got_w - ref_w).norm() / ref_w.norm()) < 0.01 and float((got_h - ref_h).norm() / ref_h.norm()) < 0.01
+    assert (
+        float((got_w[7] - ref_w[7]).norm() / ref_w[7].norm()) < 0.02
+    )  # was 1.0: the row came out zero
+    assert (
+        float((got_w - ref_w).norm() / ref_w.norm()) < 0.01
+        and float((got_h - ref_h).norm() / ref_h.norm()) < 0.01
+    )
 
 
 def test_an_nccl_job_makes_collective_timeouts_raise_where_lost_contact_is_reported(monkeypatch):

@@ -21,7 +21,9 @@ from serving import Running  # noqa: E402
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "decode" / "model.pt"
 DE = ["Ein hund läuft.", "Der mann sieht ein rot haus.", "Rot hund."]
-deepl.http_client.max_network_retries = 0  # a refusal is the answer under test, not a reason to retry
+deepl.http_client.max_network_retries = (
+    0  # a refusal is the answer under test, not a reason to retry
+)
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +50,10 @@ def client(running: Running, key: str = "any-key") -> deepl.Translator:
 def test_the_official_client_translates_texts_lists_and_html(server, translator):
     dl = client(server)
     one = dl.translate_text(DE[0], target_lang="EN-GB")
-    assert one.text == translator.translate_document(DE[0], "text") and one.detected_source_lang == "DE"
+    assert (
+        one.text == translator.translate_document(DE[0], "text")
+        and one.detected_source_lang == "DE"
+    )
     assert one.billed_characters == len(DE[0])
     many = dl.translate_text(DE, source_lang="DE", target_lang="EN-US")
     assert [r.text for r in many] == [translator.translate_document(t, "text") for t in DE]
@@ -68,7 +73,9 @@ def test_languages_usage_and_refusals_come_as_deepl_gives_them(server):
     dl = client(server)
     assert [(lang.code, lang.name) for lang in dl.get_source_languages()] == [("DE", "German")]
     targets = dl.get_target_languages()
-    assert [lang.code for lang in targets] == ["EN-GB", "EN-US"] and not targets[0].supports_formality
+    assert [lang.code for lang in targets] == ["EN-GB", "EN-US"] and not targets[
+        0
+    ].supports_formality
     before = dl.get_usage().character.count
     dl.translate_text(DE[1], target_lang="EN-GB")
     assert dl.get_usage().character.count == before + len(DE[1])
@@ -77,11 +84,21 @@ def test_languages_usage_and_refusals_come_as_deepl_gives_them(server):
     assert refused.value.http_status_code == 400
     with pytest.raises(deepl.DeepLException, match="does not support formality"):
         dl.translate_text(DE[0], target_lang="EN-GB", formality="more")
-    assert dl.translate_text(DE[0], target_lang="EN-GB", formality="prefer_more").text  # falls back, as DeepL's
-    answer = requests.post(server.url + "/v2/translate", data={"text": DE[:2], "target_lang": "EN-GB"}, timeout=60)
-    assert answer.status_code == 200 and len(answer.json()["translations"]) == 2  # a form, text given twice
+    assert dl.translate_text(
+        DE[0], target_lang="EN-GB", formality="prefer_more"
+    ).text  # falls back, as DeepL's
+    answer = requests.post(
+        server.url + "/v2/translate", data={"text": DE[:2], "target_lang": "EN-GB"}, timeout=60
+    )
+    assert (
+        answer.status_code == 200 and len(answer.json()["translations"]) == 2
+    )  # a form, text given twice
     answer = requests.post(server.url + "/v2/translate", json={"target_lang": "EN-GB"}, timeout=60)
-    assert answer.status_code == 400 and list(answer.json()) == ["message"] and "text" in answer.json()["message"]
+    assert (
+        answer.status_code == 400
+        and list(answer.json()) == ["message"]
+        and "text" in answer.json()["message"]
+    )
 
 
 def test_keys_and_the_quota_are_checked_with_deepls_statuses(translator, tmp_path):
@@ -99,7 +116,9 @@ def test_keys_and_the_quota_are_checked_with_deepls_statuses(translator, tmp_pat
         # The same key and limits speak every API: the JSON API needs the key too.
         answer = requests.post(running.url + "/translate", json={"text": DE[:1]}, timeout=60)
         assert answer.status_code == 403 and answer.json()["field"] == "api_key"
-        answer = requests.post(running.url + "/translate", json={"text": ["Rot."], "api_key": "secret-1"}, timeout=60)
+        answer = requests.post(
+            running.url + "/translate", json={"text": ["Rot."], "api_key": "secret-1"}, timeout=60
+        )
         assert answer.status_code == 200
     finally:
         running.stop()
@@ -109,12 +128,16 @@ def test_a_glossary_id_names_a_glossary_file_whose_terms_the_translation_uses(tr
     from mt_cli.decode.glossary import Glossary
 
     (tmp_path / "glossaries").mkdir()
-    (tmp_path / "glossaries" / "animals.tsv").write_text("# de -> en\nhund\thound\n", encoding="utf-8")
+    (tmp_path / "glossaries" / "animals.tsv").write_text(
+        "# de -> en\nhund\thound\n", encoding="utf-8"
+    )
     running = start(translator, glossaries=str(tmp_path / "glossaries"))
     try:
         dl = client(running)
         found = dl.translate_text(DE[0], source_lang="DE", target_lang="EN-GB", glossary="animals")
-        assert found.text == translator.translate_document(DE[0], "text", Glossary([("hund", "hound")]))
+        assert found.text == translator.translate_document(
+            DE[0], "text", Glossary([("hund", "hound")])
+        )
         assert "hound" in found.text and "hound" not in translator.translate_document(DE[0], "text")
         with pytest.raises(deepl.DeepLException, match="no glossary 'plants'"):
             dl.translate_text(DE[0], source_lang="DE", target_lang="EN-GB", glossary="plants")

@@ -122,7 +122,9 @@ def test_the_guide_has_mt_commands_in_every_page():
     assert by_page == {str(p.relative_to(ROOT)) for p in PAGES}
 
 
-@pytest.mark.parametrize("where,args", mt_commands(), ids=lambda v: v.split(": ")[0] if isinstance(v, str) else "")
+@pytest.mark.parametrize(
+    "where,args", mt_commands(), ids=lambda v: v.split(": ")[0] if isinstance(v, str) else ""
+)
 def test_every_mt_command_in_the_guide_parses(where, args):
     problem = ""
     try:
@@ -134,7 +136,9 @@ def test_every_mt_command_in_the_guide_parses(where, args):
 
 
 def test_a_wrong_option_or_command_fails_the_check():
-    check_parses(mt_arguments("mt translate --checkpoint RUN/best.pt --beam 5 in.txt  # fine") or [])
+    check_parses(
+        mt_arguments("mt translate --checkpoint RUN/best.pt --beam 5 in.txt  # fine") or []
+    )
     for bad in (
         "mt translate --checkpoint RUN/best.pt --beams 5",  # no such option
         "mt translate --checkpoint RUN/best.pt --beam five",  # not an integer
@@ -147,11 +151,18 @@ def test_a_wrong_option_or_command_fails_the_check():
 
 
 def test_continuations_prompts_comments_and_pipes_are_read_as_a_shell_would():
-    text = "```bash\n$ mt translate --checkpoint A.pt \\\n    --beam 4 in.txt > out.txt  # note\necho mt\n```\n"
+    text = (
+        "```bash\n$ mt translate --checkpoint A.pt \\\n    --beam 4 in.txt > out.txt  # "
+        "note\necho mt\n```\n"
+    )
     [(number, line), (_, other)] = fenced_lines(text)
     assert number == 2 and other == "echo mt"
     assert mt_arguments(line) == ["translate", "--checkpoint", "A.pt", "--beam", "4", "in.txt"]
-    assert mt_arguments("torchrun --nproc_per_node=2 -m mt_cli train --out RUN") == ["train", "--out", "RUN"]
+    assert mt_arguments("torchrun --nproc_per_node=2 -m mt_cli train --out RUN") == [
+        "train",
+        "--out",
+        "RUN",
+    ]
     assert mt_arguments(other) is None
 
 
@@ -174,14 +185,17 @@ def prose(text: str, code: bool = False) -> str:
 
 
 def anchors(page: Path) -> set[str]:
-    """GitHub's heading anchors: lower case, punctuation dropped, spaces as hyphens, -1 for repeats."""
+    """GitHub's heading anchors: lower case, punctuation dropped, spaces as hyphens, -1 for
+    repeats."""
     seen: dict[str, int] = {}
     out = set()
     for line in prose(page.read_text(encoding="utf-8"), code=True).splitlines():
         m = re.match(r"#{1,6}\s+(.*?)\s*#*\s*$", line)
         if not m:
             continue
-        kept = [ch for ch in m.group(1).lower() if ch in " -_" or unicodedata.category(ch)[0] in "LN"]
+        kept = [
+            ch for ch in m.group(1).lower() if ch in " -_" or unicodedata.category(ch)[0] in "LN"
+        ]
         slug = "".join(kept).replace(" ", "-")
         n = seen.get(slug, 0)
         seen[slug] = n + 1
@@ -205,11 +219,23 @@ def relative_links() -> list[tuple[str, Path, str]]:
 
 def test_the_guide_links_to_its_pages():
     targets = {str(p.resolve().relative_to(ROOT)) for _, p, _ in relative_links()}
-    assert {"docs/training.md", "docs/decoding.md", "docs/serving.md", "docs/pretrained.md"} <= targets
-    assert {"docs/architecture.md", "docs/speed.md", "docs/quality.md", "docs/configuration.md"} <= targets
+    assert {
+        "docs/training.md",
+        "docs/decoding.md",
+        "docs/serving.md",
+        "docs/pretrained.md",
+    } <= targets
+    assert {
+        "docs/architecture.md",
+        "docs/speed.md",
+        "docs/quality.md",
+        "docs/configuration.md",
+    } <= targets
 
 
-@pytest.mark.parametrize("where,path,anchor", relative_links(), ids=lambda v: v if isinstance(v, str) else "")
+@pytest.mark.parametrize(
+    "where,path,anchor", relative_links(), ids=lambda v: v if isinstance(v, str) else ""
+)
 def test_every_relative_link_points_at_an_existing_file_and_heading(where, path, anchor):
     assert path.exists(), f"{where}: {path} does not exist"
     if anchor and path.suffix == ".md":

@@ -24,7 +24,11 @@ def _whole(sentences) -> str:
 def test_german_abbreviations_and_ordinals_stay_inside_their_sentence_and_spacing_is_kept():
     text = 'Herr Dr. Müller kam am 3. Mai um 9 Uhr.  Er sagte: "Hallo!"\nDann ging er.   '
     got = split(text, "de")
-    assert [s.text for s in got] == ["Herr Dr. Müller kam am 3. Mai um 9 Uhr.", 'Er sagte: "Hallo!"', "Dann ging er."]
+    assert [s.text for s in got] == [
+        "Herr Dr. Müller kam am 3. Mai um 9 Uhr.",
+        'Er sagte: "Hallo!"',
+        "Dann ging er.",
+    ]
     assert _whole(got) == text
 
 
@@ -57,11 +61,16 @@ def test_a_paragraph_translates_as_its_sentences_one_by_one_joined_and_the_layou
     lines = (FIXTURE / "src.txt").read_text(encoding="utf-8").splitlines()[:24]
     groups = [lines[i : i + n] for i, n in zip((0, 4, 9, 12, 18), (4, 5, 3, 6, 6))]
     text = (
-        "  " + "\n\n".join(" ".join(g) for g in groups[:3]) + "\n \n\n" + "\n\n".join(" ".join(g) for g in groups[3:])
+        "  "
+        + "\n\n".join(" ".join(g) for g in groups[:3])
+        + "\n \n\n"
+        + "\n\n".join(" ".join(g) for g in groups[3:])
     )
     want_groups = [" ".join(tr.translate([s])[0] for s in g) for g in groups]
     want = "  " + "\n\n".join(want_groups[:3]) + "\n \n\n" + "\n\n".join(want_groups[3:])
-    assert [s.text for s in split(" ".join(groups[0]), "de")] == groups[0]  # the fixture's lines are sentences
+    assert [s.text for s in split(" ".join(groups[0]), "de")] == groups[
+        0
+    ]  # the fixture's lines are sentences
     assert translate_text(tr, text, "de") == want
 
 
@@ -92,14 +101,18 @@ def test_mt_translate_reads_a_document_by_its_extension_or_from_stdin_when_told_
     page = "<p>Rot hund.</p>\n<pre>Rot hund.</pre>\n"
     (tmp_path / "page.html").write_text(page, encoding="utf-8")
     base = ["translate", "--checkpoint", str(FIXTURE / "model.pt"), "--source-lang", "de"]
-    by_name = CliRunner().invoke(app, [*base, str(tmp_path / "page.html"), "--output", str(tmp_path / "out.html")])
+    by_name = CliRunner().invoke(
+        app, [*base, str(tmp_path / "page.html"), "--output", str(tmp_path / "out.html")]
+    )
     assert by_name.exit_code == 0, by_name.output
     want = tr.translate_document(page, "html", source_lang="de")
     assert (tmp_path / "out.html").read_text(encoding="utf-8") == want
     assert want.endswith("<pre>Rot hund.</pre>\n") and want != page
     from_stdin = CliRunner().invoke(app, [*base, "--input-type", "html"], input=page)
     assert from_stdin.exit_code == 0 and from_stdin.stdout == want
-    as_lines = CliRunner().invoke(app, base, input=page)  # stdin without a type: one sentence per line
+    as_lines = CliRunner().invoke(
+        app, base, input=page
+    )  # stdin without a type: one sentence per line
     assert as_lines.stdout.count("\n") == 2 and "<p>" not in as_lines.stdout
 
 
@@ -112,6 +125,10 @@ def test_per_line_options_on_a_document_and_a_file_that_is_not_utf8_are_one_clea
     (tmp_path / "latin1.md").write_bytes("Größe.".encode("latin-1"))
     base = ["translate", "--checkpoint", str(FIXTURE / "model.pt")]
     jsonl = CliRunner().invoke(app, [*base, str(tmp_path / "page.html"), "--format", "jsonl"])
-    assert jsonl.exit_code != 0 and "need --input-type lines" in jsonl.output and "Traceback" not in jsonl.output
+    assert (
+        jsonl.exit_code != 0
+        and "need --input-type lines" in jsonl.output
+        and "Traceback" not in jsonl.output
+    )
     latin = CliRunner().invoke(app, [*base, str(tmp_path / "latin1.md")])
     assert latin.exit_code != 0 and "latin1.md: not UTF-8 text" in latin.output

@@ -37,7 +37,11 @@ class Upper:
         out = []
         for line in lines:
             spans = [m.span() for m in re.finditer(r"\S+", line)]
-            out.append(Aligned(line.upper(), [*spans, (len(line), len(line))], [*spans, (len(line), len(line))]))
+            out.append(
+                Aligned(
+                    line.upper(), [*spans, (len(line), len(line))], [*spans, (len(line), len(line))]
+                )
+            )
         return out
 
 
@@ -53,7 +57,9 @@ class Reverse:
                 tgt.append((len(text), len(text) + len(m.group())))
                 src.append(m.span())
                 text += m.group().upper()
-            out.append(Aligned(text, [*tgt, (len(text), len(text))], [*src, (len(line), len(line))]))
+            out.append(
+                Aligned(text, [*tgt, (len(text), len(text))], [*src, (len(line), len(line))])
+            )
         return out
 
 
@@ -61,16 +67,23 @@ def _png() -> bytes:
     """A 1x1 PNG, for an image in the document."""
 
     def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+        return (
+            struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+        )
 
     header = struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)
     return (
-        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\0\0\0\0")) + chunk(b"IEND", b"")
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(b"\0\0\0\0"))
+        + chunk(b"IEND", b"")
     )
 
 
 def _hyperlink(paragraph, text: str, url: str) -> None:
-    rid = paragraph.part.relate_to(url, docx.opc.constants.RELATIONSHIP_TYPE.HYPERLINK, is_external=True)
+    rid = paragraph.part.relate_to(
+        url, docx.opc.constants.RELATIONSHIP_TYPE.HYPERLINK, is_external=True
+    )
     link = OxmlElement("w:hyperlink")
     link.set(qn("r:id"), rid)
     run = OxmlElement("w:r")
@@ -88,7 +101,13 @@ def _hyperlink(paragraph, text: str, url: str) -> None:
 
 def _field(paragraph, instruction: str, result: str) -> None:
     """A complex field (begin, instruction, separate, its result, end), as Word writes PAGE."""
-    for kind, text in (("begin", None), ("instr", instruction), ("separate", None), ("text", result), ("end", None)):
+    for kind, text in (
+        ("begin", None),
+        ("instr", instruction),
+        ("separate", None),
+        ("text", result),
+        ("end", None),
+    ):
         run = OxmlElement("w:r")
         if kind == "instr":
             el = OxmlElement("w:instrText")
@@ -158,7 +177,9 @@ def german(path: Path) -> bytes:
 
 
 def translated(data: bytes, engine=None) -> bytes:
-    out = translate_document(engine or Upper(), data, "docx", DocumentConfig(input_type="docx"), "de")
+    out = translate_document(
+        engine or Upper(), data, "docx", DocumentConfig(input_type="docx"), "de"
+    )
     assert isinstance(out, bytes)
     return out
 
@@ -169,8 +190,12 @@ def members(data: bytes) -> dict[str, bytes]:
 
 
 def paragraphs(data: bytes) -> list[etree._Element]:
-    return [p for name, xml in members(data).items() if TEXT_PARTS.fullmatch(name)
-            for p in etree.fromstring(xml).iter(f"{W}p")]  # fmt: skip
+    return [
+        p
+        for name, xml in members(data).items()
+        if TEXT_PARTS.fullmatch(name)
+        for p in etree.fromstring(xml).iter(f"{W}p")
+    ]
 
 
 def run_properties(p: etree._Element) -> Counter:
@@ -188,7 +213,11 @@ def skeleton(p: etree._Element) -> Counter:
     not a run, a run's properties or a text, with its attributes and what it holds."""
     found: Counter = Counter()
     for el in p.iter():
-        if el.tag in (f"{W}r", f"{W}t", f"{W}rPr") or el.getparent() is not None and el.getparent().tag == f"{W}rPr":
+        if (
+            el.tag in (f"{W}r", f"{W}t", f"{W}rPr")
+            or el.getparent() is not None
+            and el.getparent().tag == f"{W}rPr"
+        ):
             continue
         if el.tag == f"{W}p" and el is not p:
             continue
@@ -212,13 +241,24 @@ def test_every_paragraph_is_translated_in_order_and_the_format_reader_opens_the_
             assert "print(x)" in b and "SIE LIEST" in b
         else:
             assert b == a.upper()
-    assert [c.text for c in document.tables[0]._cells] == ["EIN HUND.", "ZWEI MÄNNER.", "EINE ROTE KATZE.", ""]
+    assert [c.text for c in document.tables[0]._cells] == [
+        "EIN HUND.",
+        "ZWEI MÄNNER.",
+        "EINE ROTE KATZE.",
+        "",
+    ]
     assert document.sections[0].header.paragraphs[0].text == "EIN MANN LÄUFT."
-    assert document.sections[0].footer.paragraphs[0].text == "SEITE 1"  # the field's result as it was
+    assert (
+        document.sections[0].footer.paragraphs[0].text == "SEITE 1"
+    )  # the field's result as it was
     assert "BITTE PRÜFEN." in members(out)["word/comments.xml"].decode()  # comments too
     changed = next(p for p in paragraphs(out) if p.find(f"{W}del") is not None)
-    assert "".join(t.text for t in changed.find(f"{W}ins").iter(f"{W}t")) == "LÄUFT"  # inserted text: translated
-    assert "".join(t.text for t in changed.find(f"{W}del").iter(f"{W}delText")) == "rennt"  # deleted: as it was
+    assert (
+        "".join(t.text for t in changed.find(f"{W}ins").iter(f"{W}t")) == "LÄUFT"
+    )  # inserted text: translated
+    assert (
+        "".join(t.text for t in changed.find(f"{W}del").iter(f"{W}delText")) == "rennt"
+    )  # deleted: as it was
 
 
 def test_members_without_text_are_byte_identical_and_text_parts_keep_their_skeleton(source):
@@ -239,7 +279,9 @@ def test_a_bold_word_stays_bold_on_its_translation_and_every_property_survives(s
         bold = [r.text for p in document.paragraphs for r in p.runs if r.bold]
         assert "".join(bold).strip() == "ROTES"
         red = [r for p in document.paragraphs for r in p.runs if r.italic]
-        assert "".join(r.text for r in red).strip() == ("EINE FRAU" if isinstance(engine, Upper) else "FRAU EINE")
+        assert "".join(r.text for r in red).strip() == (
+            "EINE FRAU" if isinstance(engine, Upper) else "FRAU EINE"
+        )
         assert all(r.font.color.rgb == RGBColor(0xFF, 0, 0) and r.font.size == Pt(14) for r in red)
         for a, b in zip(paragraphs(source), paragraphs(translated(source, engine))):
             assert set(run_properties(a)) <= set(run_properties(b))
@@ -264,7 +306,15 @@ def test_the_real_model_translates_a_docx_through_the_command_line(source, tmp_p
 
     (tmp_path / "de.docx").write_bytes(source)
     result = CliRunner().invoke(
-        app, ["translate", "--checkpoint", str(MODEL), str(tmp_path / "de.docx"), "--output", str(tmp_path / "en.docx")]
+        app,
+        [
+            "translate",
+            "--checkpoint",
+            str(MODEL),
+            str(tmp_path / "de.docx"),
+            "--output",
+            str(tmp_path / "en.docx"),
+        ],
     )
     assert result.exit_code == 0, result.output
     document = docx.Document(tmp_path / "en.docx")
@@ -317,12 +367,18 @@ def test_libretranslates_file_api_translates_a_docx_and_lists_the_type(source):
     from serving import Running, call
 
     translator = Translator.load(MODEL, device="cpu")
-    running = Running(create_app(lambda: translator, "model.pt", ServeConfig(source_lang="de", target_lang="en")))
+    running = Running(
+        create_app(lambda: translator, "model.pt", ServeConfig(source_lang="de", target_lang="en"))
+    )
     try:
         assert ".docx" in call(running.url, "GET", "/frontend/settings")[2]["supportedFilesFormat"]
         for source_lang in ("de", "auto"):
-            answer = requests.post(running.url + "/translate_file", files={"file": ("brief.docx", source)},
-                                   data={"source": source_lang, "target": "en"}, timeout=60)  # fmt: skip
+            answer = requests.post(
+                running.url + "/translate_file",
+                files={"file": ("brief.docx", source)},
+                data={"source": source_lang, "target": "en"},
+                timeout=60,
+            )
             assert answer.status_code == 200, answer.text
             download = requests.get(answer.json()["translatedFileUrl"], timeout=60)
             assert download.content == translator.translate_document(source, "docx")
@@ -330,8 +386,14 @@ def test_libretranslates_file_api_translates_a_docx_and_lists_the_type(source):
             assert len(docx.Document(io.BytesIO(download.content)).paragraphs) == len(
                 docx.Document(io.BytesIO(source)).paragraphs
             )
-        broken = requests.post(running.url + "/translate_file", files={"file": ("brief.docx", b"Hallo")},
-                               data={"source": "de", "target": "en"}, timeout=60)  # fmt: skip
-        assert broken.status_code == 400 and "not a DOCX file" in broken.json()["error"], broken.text
+        broken = requests.post(
+            running.url + "/translate_file",
+            files={"file": ("brief.docx", b"Hallo")},
+            data={"source": "de", "target": "en"},
+            timeout=60,
+        )
+        assert broken.status_code == 400 and "not a DOCX file" in broken.json()["error"], (
+            broken.text
+        )
     finally:
         running.stop()

@@ -31,7 +31,8 @@ def test_an_html_page_declared_latin_1_is_read_as_such_and_written_in_utf8_sayin
     assert "läuft über die Straße" in text
     assert 'encoding="UTF-8"' in text and "charset=UTF-8" in text and "ISO-8859-1" not in text
     result = CliRunner().invoke(
-        app, ["translate", "--checkpoint", str(MODEL), str(page), "--output", str(tmp_path / "en.html")]
+        app,
+        ["translate", "--checkpoint", str(MODEL), str(page), "--output", str(tmp_path / "en.html")],
     )
     assert result.exit_code == 0, result.output
     out = (tmp_path / "en.html").read_bytes().decode("utf-8")  # UTF-8, as it now says
@@ -39,11 +40,19 @@ def test_an_html_page_declared_latin_1_is_read_as_such_and_written_in_utf8_sayin
 
 
 def test_a_meta_charset_windows_1252_quote_and_a_po_header_charset_are_honoured():
-    html = '<html><head><meta charset="windows-1252"></head><body><p>\u201eHallo\u201c</p></body></html>'
+    html = (
+        "<html><head><meta "
+        'charset="windows-1252"></head><body><p>\u201eHallo\u201c</p></body></html>'
+    )
     assert "\u201eHallo\u201c" in read_document(html.encode("cp1252"), "html", "x.html")
     # A page labelled ISO-8859-1 is read as browsers read it: windows-1252 (0x84 is a quote there).
-    assert "\u201e" in read_document(b'<meta charset="iso-8859-1"><p>\x84Hallo</p>', "html", "x.html")
-    po = 'msgid ""\nmsgstr ""\n"Content-Type: text/plain; charset=ISO-8859-15\\n"\n\nmsgid "Größe"\nmsgstr ""\n'
+    assert "\u201e" in read_document(
+        b'<meta charset="iso-8859-1"><p>\x84Hallo</p>', "html", "x.html"
+    )
+    po = (
+        'msgid ""\nmsgstr ""\n"Content-Type: text/plain; charset=ISO-8859-15\\n"\n\nmsgid '
+        '"Größe"\nmsgstr ""\n'
+    )
     text = read_document(po.encode("iso-8859-15"), "po", "de.po")
     assert 'msgid "Größe"' in text and "charset=UTF-8" in text
 
@@ -58,13 +67,24 @@ def test_an_undeclared_non_utf8_file_and_an_unknown_encoding_get_one_line_naming
 @pytest.mark.parametrize(
     ("kind", "source", "kept"),
     [
-        ("markdown", 'Siehe [den Beitrag]({{< ref "/blog/post.md" >}}) heute.\n', ['({{< ref "/blog/post.md" >}})']),
-        ("markdown", "{{% hinweis %}}Achtung{{% /hinweis %}} und {{ .Title }}.\n", ["{{% hinweis %}}", "{{ .Title }}"]),
-        ("html", '<p>Hallo {{ name }}, siehe {{< ref "a.md" >}}. {% if x %}Ja{% endif %}</p>',
-         ["{{ name }}", '{{< ref "a.md" >}}', "{% if x %}", "{% endif %}"]),
+        (
+            "markdown",
+            'Siehe [den Beitrag]({{< ref "/blog/post.md" >}}) heute.\n',
+            ['({{< ref "/blog/post.md" >}})'],
+        ),
+        (
+            "markdown",
+            "{{% hinweis %}}Achtung{{% /hinweis %}} und {{ .Title }}.\n",
+            ["{{% hinweis %}}", "{{ .Title }}"],
+        ),
+        (
+            "html",
+            '<p>Hallo {{ name }}, siehe {{< ref "a.md" >}}. {% if x %}Ja{% endif %}</p>',
+            ["{{ name }}", '{{< ref "a.md" >}}', "{% if x %}", "{% endif %}"],
+        ),
         ("text", "Hallo {{ user.name }}, willkommen.\n", ["{{ user.name }}"]),
     ],
-)  # fmt: skip
+)
 def test_template_syntax_comes_through_untranslated_in_every_document_type(kind, source, kept):
     out = translate_document(Upper(), source, kind, DocumentConfig(input_type=kind), "de")
     assert isinstance(out, str)

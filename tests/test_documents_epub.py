@@ -1,5 +1,5 @@
-"""E-books: each chapter through the HTML path, the table of contents and the title translated,
-the archive written with its mimetype first and stored. Built with ebooklib, which reads the result."""
+"""E-books: each chapter through the HTML path, the table of contents and the title translated, the
+archive written with its mimetype first and stored. Built with ebooklib, which reads the result."""
 
 from __future__ import annotations
 
@@ -57,9 +57,13 @@ def test_a_books_chapters_contents_and_title_come_out_translated_and_it_opens(bo
     (tmp_path / "en.epub").write_bytes(out)
     read = epub.read_epub(str(tmp_path / "en.epub"))
     assert read.get_metadata("DC", "title")[0][0] == "EIN HUND LÄUFT"
-    texts = {item.file_name: item.get_content().decode() for item in read.get_items_of_type(9)}  # documents
+    texts = {
+        item.file_name: item.get_content().decode() for item in read.get_items_of_type(9)
+    }  # documents
     assert "DER MANN SIEHT EIN <b>ROTES</b> HAUS." in texts["kapitel0.xhtml"]
-    chapter = next(data for name, data in members(out).items() if name.endswith("kapitel0.xhtml")).decode()
+    chapter = next(
+        data for name, data in members(out).items() if name.endswith("kapitel0.xhtml")
+    ).decode()
     assert "EIN HUND&#160;LÄUFT." in chapter  # XHTML: no &nbsp;
     assert 'alt="EIN BILD"' in texts["kapitel1.xhtml"]
     for name, data in members(out).items():
@@ -83,7 +87,10 @@ def test_an_epub_whose_text_is_encrypted_is_refused(book):
     with zipfile.ZipFile(out, "w") as z:
         for name, content in members(book).items():
             z.writestr(name, content)
-        z.writestr("META-INF/encryption.xml", b'<encryption><EncryptedData><CipherReference URI="EPUB/kapitel0.xhtml"/>'
-                                              b"</EncryptedData></encryption>")  # fmt: skip
+        z.writestr(
+            "META-INF/encryption.xml",
+            b'<encryption><EncryptedData><CipherReference URI="EPUB/kapitel0.xhtml"/>'
+            b"</EncryptedData></encryption>",
+        )
     with pytest.raises(MtError, match="DRM"):
         translate_document(Upper(), out.getvalue(), "epub", DocumentConfig(input_type="epub"), "de")

@@ -51,11 +51,21 @@ def texts(kind: str, data: bytes) -> list[str]:
         import pptx
 
         deck = pptx.Presentation(io.BytesIO(data))
-        return [p.text for s in deck.slides for sh in s.shapes if sh.has_text_frame for p in sh.text_frame.paragraphs]
+        return [
+            p.text
+            for s in deck.slides
+            for sh in s.shapes
+            if sh.has_text_frame
+            for p in sh.text_frame.paragraphs
+        ]
     if kind == "xlsx":
         import openpyxl
 
-        return [str(c.value) for row in openpyxl.load_workbook(io.BytesIO(data)).active.iter_rows() for c in row]
+        return [
+            str(c.value)
+            for row in openpyxl.load_workbook(io.BytesIO(data)).active.iter_rows()
+            for c in row
+        ]
     if kind in ("odt", "odp"):
         return odf_paragraphs(data)
     from ebooklib import epub
@@ -71,7 +81,9 @@ def translator() -> Translator:
 
 
 @pytest.mark.parametrize("kind", ["docx", "pptx", "xlsx", "odt", "odp", "epub"])
-def test_each_type_comes_out_translated_from_the_command_line_and_from_the_file_api(kind, translator, tmp_path):
+def test_each_type_comes_out_translated_from_the_command_line_and_from_the_file_api(
+    kind, translator, tmp_path
+):
     pytest.importorskip("fastapi")
     requests = pytest.importorskip("requests")
     from mt_cli.config import ServeConfig
@@ -86,14 +98,29 @@ def test_each_type_comes_out_translated_from_the_command_line_and_from_the_file_
     assert len(texts(kind, expected)) == len(texts(kind, source))
     given, written = tmp_path / f"de.{kind}", tmp_path / f"en.{kind}"
     given.write_bytes(source)
-    asked = ["translate", "--checkpoint", str(MODEL), str(given), "--output", str(written), "--source-lang", "de"]
+    asked = [
+        "translate",
+        "--checkpoint",
+        str(MODEL),
+        str(given),
+        "--output",
+        str(written),
+        "--source-lang",
+        "de",
+    ]
     result = CliRunner().invoke(app, asked)
     assert result.exit_code == 0, result.output
     assert written.read_bytes() == expected
-    running = Running(create_app(lambda: translator, "model.pt", ServeConfig(source_lang="de", target_lang="en")))
+    running = Running(
+        create_app(lambda: translator, "model.pt", ServeConfig(source_lang="de", target_lang="en"))
+    )
     try:
-        answer = requests.post(running.url + "/translate_file", files={"file": (f"brief.{kind}", source)},
-                               data={"source": "de", "target": "en"}, timeout=60)  # fmt: skip
+        answer = requests.post(
+            running.url + "/translate_file",
+            files={"file": (f"brief.{kind}", source)},
+            data={"source": "de", "target": "en"},
+            timeout=60,
+        )
         assert answer.status_code == 200, answer.text
         assert requests.get(answer.json()["translatedFileUrl"], timeout=60).content == expected
     finally:

@@ -1,9 +1,9 @@
 """HTML documents (mt_cli/documents/html.py): the markup comes out as it went in and only the text
 and the alt/title attributes are translated. Thirty hand-written pages and fragments
 (tests/fixtures/documents/html/) go through a scripted engine whose output is known (the source
-words reversed, upper-cased, each aligned to itself) and through the tiny fixture model, whose output
-is not: with both, the output must parse to the same tree, and every part that is never translated
-must come out byte for byte."""
+words reversed, upper-cased, each aligned to itself) and through the tiny fixture model, whose
+output is not: with both, the output must parse to the same tree, and every part that is never
+translated must come out byte for byte."""
 
 from __future__ import annotations
 
@@ -41,11 +41,15 @@ class Reverse:
 
     def translate_aligned(self, lines, alignment=False) -> list[Aligned]:
         self.asked += lines
-        # The placeholders mt put in: numbers from 7001 up (documents/protect.py), none in these texts.
+        # The placeholders mt put in: numbers from 7001 up (documents/protect.py), none in these
+        # texts.
         return [self.answer(line, set(re.findall(r"\b[789]\d{3}\b", line))) for line in lines]
 
     def words(self, line: str, markers: set[str]) -> list[tuple[int, int, str]]:
-        return [(m.start(), m.end(), m.group().upper()) for m in reversed(list(re.finditer(r"\S+", line)))]
+        return [
+            (m.start(), m.end(), m.group().upper())
+            for m in reversed(list(re.finditer(r"\S+", line)))
+        ]
 
     def answer(self, line: str, markers: set[str]) -> Aligned:
         text, tgt, src = "", [], []
@@ -58,7 +62,8 @@ class Reverse:
 
 
 class Echo(Reverse):
-    """Gives each line back unchanged, each piece (a word, or a run of punctuation) aligned to itself."""
+    """Gives each line back unchanged, each piece (a word, or a run of punctuation) aligned to
+    itself."""
 
     def answer(self, line: str, markers: set[str]) -> Aligned:
         pieces = [m.span() for m in re.finditer(r"\w+|[^\w\s]+", line)]
@@ -80,7 +85,11 @@ class RepeatsPlaceholders(Reverse):
     """Reverse, but it writes every placeholder it was asked to keep twice."""
 
     def words(self, line, markers):
-        return [x for w in super().words(line, markers) for x in ([w, w] if _is_marker(w[2], markers) else [w])]
+        return [
+            x
+            for w in super().words(line, markers)
+            for x in ([w, w] if _is_marker(w[2], markers) else [w])
+        ]
 
 
 @functools.cache
@@ -99,7 +108,10 @@ def translated(engine: str, name: str) -> str:
     text = (DOCUMENTS / name).read_text(encoding="utf-8")
     if engine == "model":
         return _model().translate_document(text, "html", source_lang="de")
-    return html_of({"reverse": Reverse, "drops": DropsPlaceholders, "repeats": RepeatsPlaceholders}[engine](), text)
+    return html_of(
+        {"reverse": Reverse, "drops": DropsPlaceholders, "repeats": RepeatsPlaceholders}[engine](),
+        text,
+    )
 
 
 def source(name: str) -> str:
@@ -132,7 +144,12 @@ def shape(text: str) -> tuple:
 def elements(text: str) -> Counter:
     """Every element with its attributes, alt and title left out (they are translated)."""
     return Counter(
-        (el.tag, tuple(sorted((k, v) for k, v in el.attrib.items() if k.lower() not in ("alt", "title"))))
+        (
+            el.tag,
+            tuple(
+                sorted((k, v) for k, v in el.attrib.items() if k.lower() not in ("alt", "title"))
+            ),
+        )
         for el in _tree(text).iter()
         if isinstance(el.tag, str)
     )
@@ -150,7 +167,8 @@ class _Tokens(HTMLParser):
         self.close()
         cuts = [f[0] for f in self.found] + [len(text)]
         self.tokens = [
-            (kind, text[cuts[k] : cuts[k + 1]], name, attrs) for k, (_, kind, name, attrs) in enumerate(self.found)
+            (kind, text[cuts[k] : cuts[k + 1]], name, attrs)
+            for k, (_, kind, name, attrs) in enumerate(self.found)
         ]
 
     def _add(self, kind: str, name: str = "", attrs=()) -> None:
@@ -190,7 +208,8 @@ class _Tokens(HTMLParser):
 KEPT = frozenset("script style code pre textarea kbd samp var svg math template".split())
 # Elements whose tags travel with the words of a sentence (and so may come out in another order).
 MOVABLE = frozenset(
-    "a abbr b bdi bdo big br cite code data del dfn em font i img ins kbd label mark q s samp small span "
+    "a abbr b bdi bdo big br cite code data del dfn em font i img ins kbd label mark q s samp "
+    "small span "
     "strong sub sup time tt u var wbr".split()
 )
 _ATTRIBUTE = re.compile(r"""(\s+)([^\s"'>/=]+)(?:\s*=\s*("[^"]*"|'[^']*'|[^\s>]+))?""")
@@ -203,7 +222,9 @@ def blanked(start_tag: str) -> str:
     assert name is not None, start_tag
 
     def one(m: re.Match[str]) -> str:
-        return f'{m.group(1)}{m.group(2)}=""' if m.group(2).lower() in ("alt", "title") else m.group()
+        return (
+            f'{m.group(1)}{m.group(2)}=""' if m.group(2).lower() in ("alt", "title") else m.group()
+        )
 
     return name.group() + _ATTRIBUTE.sub(one, start_tag[name.end() :])
 
@@ -221,11 +242,18 @@ def untouched(text: str) -> dict[str, object]:
     end tags (as a multiset, and in order for those of elements that never move), whole elements
     that are never translated, comments, and the doctype."""
     toks = _Tokens(text).tokens
-    parts: dict[str, list[str]] = {k: [] for k in ("start", "end", "fixed", "kept", "comment", "declaration")}
+    parts: dict[str, list[str]] = {
+        k: [] for k in ("start", "end", "fixed", "kept", "comment", "declaration")
+    }
     k = 0
     while k < len(toks):
         kind, raw, name, attrs = toks[k]
-        if kind == "start" and _kept(name, attrs) and not raw.endswith("/>") and name not in ("img", "br", "input"):
+        if (
+            kind == "start"
+            and _kept(name, attrs)
+            and not raw.endswith("/>")
+            and name not in ("img", "br", "input")
+        ):
             depth, j = 0, k
             for j in range(k, len(toks)):
                 depth += (toks[j][2] == name) * {"start": 1, "end": -1}.get(toks[j][0], 0)
@@ -295,7 +323,9 @@ def test_markup_comments_doctype_and_untranslated_elements_come_out_byte_for_byt
 def test_every_protected_span_comes_out_exactly_as_often_as_it_went_in(engine, name):
     text, out = source(name), translated(engine, name)
     for span in re.findall(r"https?://[^\s<>\"']+[\w/]|www\.[\w.]+\w|[\w.]+@[\w.]+\w|%s", text):
-        if not re.search(r"""(href|src)=["']?""" + re.escape(span), text):  # in an attribute: markup
+        if not re.search(
+            r"""(href|src)=["']?""" + re.escape(span), text
+        ):  # in an attribute: markup
             assert out.count(span) == text.count(span), span
 
 
@@ -309,7 +339,7 @@ EXPECTED = {
 <p><span>BLAU. UND <a href="#baum">GROSS IST <b>BAUM DER</b></a></span></p>
 </body>
 </html>
-""",
+""",  # noqa: E501 (the page as it comes out)
     "03-tag-one-word.html": """<div class="karte">
   <p>BALL. DEN SIEHT <b>HUND</b> DER</p>
   <p>BALL. <em>BLAUEN</em> EINEN HAT KIND DAS</p>
@@ -364,7 +394,7 @@ EXPECTED = {
   <figcaption>SEE. AM HAUS DAS</figcaption>
 </figure>
 </section>
-""",
+""",  # noqa: E501 (the page as it comes out)
 }
 
 
@@ -444,7 +474,11 @@ def test_non_ascii_text_and_typographic_quotes_come_out_as_characters():
 
 # An engine that gives its input back gives back the document, where nothing in it is rewritten
 # (entities, unquoted alt/title, placeholders glued to words are).
-VERBATIM = [n for n in NAMES if n[:2] in "01 02 03 04 05 06 10 11 12 13 14 15 18 19 20 23 24 27 28 29 30".split()]
+VERBATIM = [
+    n
+    for n in NAMES
+    if n[:2] in "01 02 03 04 05 06 10 11 12 13 14 15 18 19 20 23 24 27 28 29 30".split()
+]
 
 
 @pytest.mark.parametrize("name", VERBATIM)
@@ -457,17 +491,28 @@ def test_an_engine_that_changes_nothing_gives_back_the_document_byte_for_byte(na
 ATOMS = [
     (
         "12-code-inline.html",
-        ["<code>ls -la &amp;&amp; pwd</code>", "<code>len(x)</code>", "<code>x &lt; y</code>", "<kbd>Strg</kbd>"],
+        [
+            "<code>ls -la &amp;&amp; pwd</code>",
+            "<code>len(x)</code>",
+            "<code>x &lt; y</code>",
+            "<kbd>Strg</kbd>",
+        ],
     ),
     ("14-translate-no.html", ['<span translate="no">Hund &amp; Baum</span>']),
     (
         "15-notranslate-class.html",
-        ['<span class="marke notranslate">Hund&nbsp;Haus</span>', '<b class="notranslate">Ball</b>'],
+        [
+            '<span class="marke notranslate">Hund&nbsp;Haus</span>',
+            '<b class="notranslate">Ball</b>',
+        ],
     ),
     ("16-alt-title.html", ['<img src="hund.png" alt="']),
     ("17-comments.html", ["<!-- Kommentar im Satz -->"]),
     ("26-self-closing-br.html", ["<br/>", "<br />", '<img src="h.png" alt="']),
-    ("27-url-placeholder.html", ["https://example.org/hilfe?x=1", "%s", "info@example.org", "www.example.de"]),
+    (
+        "27-url-placeholder.html",
+        ["https://example.org/hilfe?x=1", "%s", "info@example.org", "www.example.de"],
+    ),
     ("29-img-in-text.html", ['<img src="a.png"', '<img src="b.png"']),
     ("30-article.html", ["<code>hund.lauf()</code>"]),
 ]
@@ -475,14 +520,18 @@ ATOMS = [
 
 @pytest.mark.parametrize("engine", [Reverse, DropsPlaceholders, RepeatsPlaceholders, "model"])
 @pytest.mark.parametrize(("name", "atoms"), ATOMS)
-def test_each_placeholder_part_appears_exactly_once_even_when_the_engine_drops_or_repeats_it(engine, name, atoms):
+def test_each_placeholder_part_appears_exactly_once_even_when_the_engine_drops_or_repeats_it(
+    engine, name, atoms
+):
     out = translated("model", name) if engine == "model" else html_of(engine(), source(name))
     for atom in atoms:
         assert out.count(atom) == 1, atom
 
 
 def test_a_placeholder_the_engine_dropped_goes_back_once_into_its_own_sentence():
-    out = html_of(DropsPlaceholders(), "<p>Rufe <code>ls</code> im Terminal auf.</p><p>Der Hund.</p>")
+    out = html_of(
+        DropsPlaceholders(), "<p>Rufe <code>ls</code> im Terminal auf.</p><p>Der Hund.</p>"
+    )
     assert out.count("<code>ls</code>") == 1
     assert _tree(out).find(".//p/code") is not None
     assert out.endswith("<p>HUND. DER</p>")
@@ -540,14 +589,17 @@ def test_a_child_tag_clamped_to_its_parents_end_stays_inside_its_parent():
     # word went to <time>, is clamped to the empty range at <strong>'s end.
     engine = Scripted("EIN HUND.", [("EIN", "ein"), ("HUND", "Hund"), (".", "Mai")])
     out = html_of(engine, "<p>Am <time>Mai</time> sah <strong>ein <em>Hund</em></strong>.</p>")
-    assert _tree(out).find(".//strong/em") is not None, out  # got <strong>EIN </strong><time><em></em>HUND.</time>
+    assert _tree(out).find(".//strong/em") is not None, (
+        out
+    )  # got <strong>EIN </strong><time><em></em>HUND.</time>
 
 
 @pytest.mark.parametrize("engine", [Echo, Reverse])
 @pytest.mark.parametrize(
     "text",
     [
-        '<p>Hier geht es zur <a href="/"><img src="haus.png"> Startseite</a> zurück.</p>',  # img leaves the a
+        # img leaves the a
+        '<p>Hier geht es zur <a href="/"><img src="haus.png"> Startseite</a> zurück.</p>',
         '<li><img src="i.png"><a href="/">Zur Startseite.</a></li>',  # img goes into the a
         "<p><b>Der Hund läuft.</b><code>x</code> Die Frau.</p>",  # code goes into the b
         "<p>Der Hund <i>läuft schnell <br></i></p>",  # br leaves the i
@@ -558,13 +610,20 @@ def test_a_placeholder_at_the_edge_of_a_tag_stays_on_its_side_of_it(engine, text
 
 
 def test_a_dropped_placeholder_does_not_go_back_inside_a_tag_that_did_not_hold_it():
-    out = html_of(DropsPlaceholders(), '<p>Siehe <code>x</code> und <a href="/x">die Seite</a>.</p>')
+    out = html_of(
+        DropsPlaceholders(), '<p>Siehe <code>x</code> und <a href="/x">die Seite</a>.</p>'
+    )
     assert out.count("<code>x</code>") == 1
-    assert _tree(out).find(".//a/code") is None, out  # got <a href="/x">SEITE. <code>x</code> DIE</a>
+    assert _tree(out).find(".//a/code") is None, (
+        out
+    )  # got <a href="/x">SEITE. <code>x</code> DIE</a>
 
 
 def test_a_tag_around_a_protected_span_stays_around_it():
-    out = html_of(Reverse(), '<p>Besuchen Sie <a href="https://example.org">https://example.org</a> heute.</p>')
+    out = html_of(
+        Reverse(),
+        '<p>Besuchen Sie <a href="https://example.org">https://example.org</a> heute.</p>',
+    )
     assert out == '<p>HEUTE. <a href="https://example.org">https://example.org</a> SIE BESUCHEN</p>'
     out = html_of(Reverse(), "<p>Siehe <b>%s</b> hier und <i>www.example.de/x</i> dort.</p>")
     assert out == "<p>DORT. <i>www.example.de/x</i> UND HIER <b>%s</b> SIEHE</p>"
@@ -577,7 +636,9 @@ def test_an_unclosed_notranslate_paragraph_ends_where_the_next_paragraph_starts(
 
 def test_alt_or_title_written_inside_another_attributes_value_is_left_alone():
     out = html_of(Reverse(), '<a data-note="siehe title=Haus" href="/">Der Hund</a>')
-    assert out == '<a data-note="siehe title=Haus" href="/">HUND DER</a>'  # got data-note="siehe title="HAUS""
+    assert (
+        out == '<a data-note="siehe title=Haus" href="/">HUND DER</a>'
+    )  # got data-note="siehe title="HAUS""
 
 
 # --- documents that are not well-formed ----------------------------------------------------------
@@ -605,12 +666,21 @@ GARBAGE = [
     "",
     "  \n ",
 ]
-MARKUP = ("start tags", "end tags", "block tags in order", "kept elements", "comments", "doctype and declarations")
+MARKUP = (
+    "start tags",
+    "end tags",
+    "block tags in order",
+    "kept elements",
+    "comments",
+    "doctype and declarations",
+)
 
 
 @pytest.mark.parametrize("engine", [Reverse, Echo, DropsPlaceholders])
 @pytest.mark.parametrize("text", GARBAGE)
-def test_a_document_that_is_not_well_formed_comes_out_with_its_markup_and_no_traceback(engine, text):
+def test_a_document_that_is_not_well_formed_comes_out_with_its_markup_and_no_traceback(
+    engine, text
+):
     got, want = untouched(html_of(engine(), text)), untouched(text)
     for part in MARKUP:
         assert got[part] == want[part], part

@@ -37,7 +37,9 @@ class Reverse:
                 tgt.append((len(text), len(text) + b - a))
                 src.append((a, b))
                 text += line[a:b].upper()
-            out.append(Aligned(text, [*tgt, (len(text), len(text))], [*src, (len(line), len(line))]))
+            out.append(
+                Aligned(text, [*tgt, (len(text), len(text))], [*src, (len(line), len(line))])
+            )
         return out
 
 
@@ -49,7 +51,10 @@ def _blocks(text: str) -> list[tuple]:
     """The block structure: every block token's type, nesting and level (fences and HTML blocks
     with their content)."""
     keep = ("fence", "code_block", "html_block")
-    return [(t.type, t.nesting, t.level, t.info, t.content if t.type in keep else "") for t in MD.parse(text)]
+    return [
+        (t.type, t.nesting, t.level, t.info, t.content if t.type in keep else "")
+        for t in MD.parse(text)
+    ]
 
 
 def _untouchable(text: str) -> list[str]:
@@ -110,8 +115,12 @@ def test_code_html_front_matter_and_container_markers_stay_as_they_were():
     assert "<div>\nHTML bleibt.\n</div>" in out
     assert "`ls -l`" in out and "<http://x.org>" in out and re.search(r"<b>[A-Z]+</b>", out)
     lines = out.splitlines()
-    assert lines[3].startswith("> ") and lines[4].startswith("> ")  # the paragraph keeps its two lines
-    assert "- EINS\n  WEITER\n- ZWEI\n" not in out  # list item text rewrapped over the same markers:
+    assert lines[3].startswith("> ") and lines[4].startswith(
+        "> "
+    )  # the paragraph keeps its two lines
+    assert (
+        "- EINS\n  WEITER\n- ZWEI\n" not in out
+    )  # list item text rewrapped over the same markers:
     assert re.search(r"- WEITER\n  EINS\n- ZWEI\n", out)
     assert not any("Titel" in a or "nicht" in a or "HTML" in a for a in engine.asked)
     assert _blocks(out) == _blocks(source)

@@ -78,17 +78,26 @@ def text_document() -> bytes:
 
 def paragraphs(data: bytes) -> list[str]:
     document = load(io.BytesIO(data))
-    return [teletype.extractText(p) for p in document.getElementsByType(P) + document.getElementsByType(H)]
+    return [
+        teletype.extractText(p)
+        for p in document.getElementsByType(P) + document.getElementsByType(H)
+    ]
 
 
-def test_a_text_document_comes_out_translated_with_its_spans_links_notes_footer_and_title(text_document):
+def test_a_text_document_comes_out_translated_with_its_spans_links_notes_footer_and_title(
+    text_document,
+):
     out = translated(text_document, "odt")
     before, after = paragraphs(text_document), paragraphs(out)
     assert len(after) == len(before)
-    assert after == [t.upper() for t in before]  # the footer's page number "1" upper-cases to itself
+    assert after == [
+        t.upper() for t in before
+    ]  # the footer's page number "1" upper-cases to itself
     content = members(out)["content.xml"].decode()
     assert '<text:span text:style-name="Fett">ROTES</text:span>' in content
-    assert re.search(r'<text:a [^>]*xlink:href="https://example.com/de"[^>]*>UNSERER SEITE</text:a>', content)
+    assert re.search(
+        r'<text:a [^>]*xlink:href="https://example.com/de"[^>]*>UNSERER SEITE</text:a>', content
+    )
     assert content.count("<text:note ") == 1 and content.count("<text:tab/>") == 1
     assert "<dc:title>EIN HUND LÄUFT</dc:title>" in members(out)["meta.xml"].decode()
     assert "<text:page-number" in members(out)["styles.xml"].decode()
@@ -133,9 +142,13 @@ def test_a_part_with_nothing_to_translate_is_written_as_it_was_byte_for_byte():
     d = OpenDocumentText()
     d.text.addElement(P(text="Ein Hund läuft."))
     data = saved(d)
-    assert b"<office:automatic-styles></office:automatic-styles>" in members(data)["styles.xml"]  # lxml: <a/>
+    assert (
+        b"<office:automatic-styles></office:automatic-styles>" in members(data)["styles.xml"]
+    )  # lxml: <a/>
     out = translated(data, "odt")
-    assert {name for name, old in members(data).items() if members(out)[name] != old} == {"content.xml"}
+    assert {name for name, old in members(data).items() if members(out)[name] != old} == {
+        "content.xml"
+    }
 
 
 def test_an_encrypted_or_macro_carrying_opendocument_file_is_refused_in_one_line():

@@ -42,7 +42,9 @@ def german_slides() -> bytes:
     link.text = "Unsere Seite"
     link.hyperlink.address = "https://example.com/de"
     group = slide.shapes.add_group_shape()
-    group.shapes.add_textbox(Inches(1), Inches(5), Inches(3), Inches(1)).text_frame.text = "Eine Frau sitzt."
+    group.shapes.add_textbox(
+        Inches(1), Inches(5), Inches(3), Inches(1)
+    ).text_frame.text = "Eine Frau sitzt."
     table = slide.shapes.add_table(2, 2, Inches(1), Inches(6), Inches(4), Inches(1)).table
     table.cell(0, 0).text, table.cell(1, 1).text = "Zwei Männer.", "Eine Katze."
     slide.notes_slide.notes_text_frame.text = "Langsam sprechen."
@@ -69,7 +71,9 @@ def texts(deck) -> list[str]:
     return out
 
 
-def test_a_presentation_comes_out_translated_with_its_formatting_links_tables_groups_and_notes(slides):
+def test_a_presentation_comes_out_translated_with_its_formatting_links_tables_groups_and_notes(
+    slides,
+):
     before = pptx.Presentation(io.BytesIO(slides))
     for engine in (Upper(), Reverse()):
         after = pptx.Presentation(io.BytesIO(translated(slides, "pptx", engine)))
@@ -113,16 +117,22 @@ def shared(data: bytes) -> bytes:
             cell.remove(inline)
             cell.set("t", "s")
             etree.SubElement(cell, f"{{{S}}}v").text = str(index[key])
-    files["xl/worksheets/sheet1.xml"] = etree.tostring(sheet, xml_declaration=True, encoding="UTF-8", standalone=True)
-    files["xl/sharedStrings.xml"] = etree.tostring(table, xml_declaration=True, encoding="UTF-8", standalone=True)
+    files["xl/worksheets/sheet1.xml"] = etree.tostring(
+        sheet, xml_declaration=True, encoding="UTF-8", standalone=True
+    )
+    files["xl/sharedStrings.xml"] = etree.tostring(
+        table, xml_declaration=True, encoding="UTF-8", standalone=True
+    )
     files["[Content_Types].xml"] = files["[Content_Types].xml"].replace(
         b"</Types>",
-        b'<Override PartName="/xl/sharedStrings.xml" ContentType="application/vnd.openxmlformats-officedocument'
+        b'<Override PartName="/xl/sharedStrings.xml" '
+        b'ContentType="application/vnd.openxmlformats-officedocument'
         b'.spreadsheetml.sharedStrings+xml"/></Types>',
     )
     files["xl/_rels/workbook.xml.rels"] = files["xl/_rels/workbook.xml.rels"].replace(
         b"</Relationships>",
-        b'<Relationship Id="rIdS" Target="sharedStrings.xml" Type="http://schemas.openxmlformats.org/officeDocument'
+        b'<Relationship Id="rIdS" Target="sharedStrings.xml" '
+        b'Type="http://schemas.openxmlformats.org/officeDocument'
         b'/2006/relationships/sharedStrings"/></Relationships>',
     )
     out = io.BytesIO()
@@ -139,7 +149,9 @@ def german_workbook() -> bytes:
     sheet["A1"] = "Ein Hund läuft."
     sheet["A2"] = 42
     sheet["A3"] = "=A2*2"
-    sheet["B1"] = CellRichText("Der Mann sieht ein ", TextBlock(InlineFont(b=True), "rotes"), " Haus.")
+    sheet["B1"] = CellRichText(
+        "Der Mann sieht ein ", TextBlock(InlineFont(b=True), "rotes"), " Haus."
+    )
     sheet["B2"] = "Ein Hund läuft."  # the same shared string as A1
     sheet["C1"] = "2024-01-01"
     out = io.BytesIO()
@@ -153,17 +165,25 @@ def workbook() -> bytes:
 
 
 @pytest.mark.parametrize("strings", ["shared", "inline"])
-def test_a_workbooks_text_cells_are_translated_and_its_numbers_formulas_and_names_kept(workbook, strings):
+def test_a_workbooks_text_cells_are_translated_and_its_numbers_formulas_and_names_kept(
+    workbook, strings
+):
     source = shared(workbook) if strings == "shared" else workbook
     out = translated(source, "xlsx")
     sheet = openpyxl.load_workbook(io.BytesIO(out), rich_text=True)["Tiere"]
     assert sheet["A1"].value == "EIN HUND LÄUFT." and sheet["B2"].value == "EIN HUND LÄUFT."
-    assert sheet["A2"].value == 42 and sheet["A3"].value == "=A2*2" and sheet["C1"].value == "2024-01-01"
+    assert (
+        sheet["A2"].value == 42
+        and sheet["A3"].value == "=A2*2"
+        and sheet["C1"].value == "2024-01-01"
+    )
     rich = sheet["B1"].value
     assert isinstance(rich, CellRichText) and str(rich) == "DER MANN SIEHT EIN ROTES HAUS."
     assert [b.text for b in rich if isinstance(b, TextBlock) and b.font.b] == ["ROTES"]
     changed = {n for n, data in members(out).items() if members(source)[n] != data}
-    assert changed == ({"xl/sharedStrings.xml"} if strings == "shared" else {"xl/worksheets/sheet1.xml"})
+    assert changed == (
+        {"xl/sharedStrings.xml"} if strings == "shared" else {"xl/worksheets/sheet1.xml"}
+    )
 
 
 def test_a_file_of_another_office_type_is_refused_naming_it(slides, workbook):

@@ -24,12 +24,15 @@ APP = FIXTURES / "documents" / "app.po"
 MODEL = FIXTURES / "decode" / "model.pt"
 CFG = DocumentConfig()
 needs_msgfmt = pytest.mark.skipif(
-    shutil.which("msgfmt") is None, reason="msgfmt not found (Debian's gettext package: apt-get install gettext)"
+    shutil.which("msgfmt") is None,
+    reason="msgfmt not found (Debian's gettext package: apt-get install gettext)",
 )
 
 
 def _msgfmt_check(path: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(["msgfmt", "--check", "-o", "/dev/null", str(path)], capture_output=True, text=True)
+    return subprocess.run(
+        ["msgfmt", "--check", "-o", "/dev/null", str(path)], capture_output=True, text=True
+    )
 
 
 def _placeholders(text: str) -> list[str]:
@@ -46,7 +49,10 @@ def tr() -> Translator:
 def test_the_translated_file_passes_msgfmt_check_with_every_placeholder_kept(tr, tmp_path, protect):
     assert _msgfmt_check(APP).returncode == 0  # the source is a valid catalogue
     out = tmp_path / "app.po"
-    out.write_text(tr.translate_document(APP.read_text(encoding="utf-8"), "po", protect=protect), encoding="utf-8")
+    out.write_text(
+        tr.translate_document(APP.read_text(encoding="utf-8"), "po", protect=protect),
+        encoding="utf-8",
+    )
     done = _msgfmt_check(out)
     assert done.returncode == 0 and not done.stderr, done.stderr
     for entry in polib.pofile(str(out)):
@@ -54,11 +60,16 @@ def test_the_translated_file_passes_msgfmt_check_with_every_placeholder_kept(tr,
             continue
         for translated in entry.msgstr_plural.values() if entry.msgid_plural else [entry.msgstr]:
             assert translated, entry.msgid
-            assert _placeholders(translated) == _placeholders(entry.msgid), (entry.msgid, translated)
+            assert _placeholders(translated) == _placeholders(entry.msgid), (
+                entry.msgid,
+                translated,
+            )
 
 
 @needs_msgfmt
-def test_msgfmt_rejects_swapped_conversions_and_plain_ones_the_model_swapped_are_put_back_in_order(tmp_path):
+def test_msgfmt_rejects_swapped_conversions_and_plain_ones_the_model_swapped_are_put_back_in_order(
+    tmp_path,
+):
     src = '#, c-format\nmsgid "%s has %d files"\nmsgstr ""\n'
     swapped = tmp_path / "swapped.po"
     swapped.write_text(src.replace('msgstr ""', 'msgstr "%d Dateien hat %s"'), encoding="utf-8")
@@ -107,9 +118,13 @@ def test_only_the_new_msgstrs_change_in_one_batch_none_marked_fuzzy_and_plurals_
     assert engine.asked == [["Open 7001", "One file", "7001 files", "First line.", "Second line."]]
     assert out == (
         SMALL.replace('msgid "Open %s"\nmsgstr ""', 'msgid "Open %s"\nmsgstr "OPEN %s"')
-        .replace('msgstr[0] ""\nmsgstr[1] ""', 'msgstr[0] "ONE FILE"\nmsgstr[1] "%d FILES"\nmsgstr[2] "%d FILES"')
         .replace(
-            '"Second line.\\n"\nmsgstr ""\n', '"Second line.\\n"\nmsgstr ""\n"FIRST LINE.\\n"\n"SECOND LINE.\\n"\n'
+            'msgstr[0] ""\nmsgstr[1] ""',
+            'msgstr[0] "ONE FILE"\nmsgstr[1] "%d FILES"\nmsgstr[2] "%d FILES"',
+        )
+        .replace(
+            '"Second line.\\n"\nmsgstr ""\n',
+            '"Second line.\\n"\nmsgstr ""\n"FIRST LINE.\\n"\n"SECOND LINE.\\n"\n',
         )
     )
 
@@ -134,7 +149,9 @@ def test_plural_forms_come_from_the_header_else_the_entry_else_two(header, keys,
     forms = "".join(f'msgstr[{k}] ""\n' for k in range(keys)) or 'msgstr ""\n'
     src = f'{head}msgid "one"\nmsgid_plural "many"\n{forms}'
     out = translate_po(Recorder(), src, "en", None, CFG)  # type: ignore[arg-type]
-    assert out.endswith("".join(f'msgstr[{k}] "{"ONE" if k == 0 else "MANY"}"\n' for k in range(want)))
+    assert out.endswith(
+        "".join(f'msgstr[{k}] "{"ONE" if k == 0 else "MANY"}"\n' for k in range(want))
+    )
 
 
 def test_placeholders_are_protected_even_with_protection_off():
@@ -165,12 +182,16 @@ def test_a_po_file_polib_cannot_read_is_one_mt_error_naming_the_line(src, where)
         translate_po(Recorder(), src, "en", None, CFG)  # type: ignore[arg-type]
 
 
-def test_a_placeholder_glued_to_a_word_is_set_apart_for_the_model_and_glued_back_where_the_word_stays():
+def test_a_placeholder_glued_to_a_word_is_set_apart_for_the_model_and_glued_back_after():
     src = '#, c-format\nmsgid "Up to 100%% of %dpx, %s"\nmsgstr ""\n'
     masked = "Up to 100 7001 of 7002 px, 7003"
     engine = Recorder({masked: "Bis zu 100 7001 von 7002 px, Pixel 7003"})
     out = translate_po(engine, src, "en", Protector(), CFG)  # type: ignore[arg-type]
     assert engine.asked == [[masked]]
-    assert out.endswith('msgstr "Bis zu 100%% von %dpx, Pixel %s"\n')  # %s was never glued: it stays apart
+    assert out.endswith(
+        'msgstr "Bis zu 100%% von %dpx, Pixel %s"\n'
+    )  # %s was never glued: it stays apart
     moved = Recorder({masked: "7002 px sind 7001 bei 100 7003"})
-    assert translate_po(moved, src, "en", Protector(), CFG).endswith('msgstr "%dpx sind %% bei 100 %s"\n')  # type: ignore[arg-type]
+    assert translate_po(moved, src, "en", Protector(), CFG).endswith(
+        'msgstr "%dpx sind %% bei 100 %s"\n'
+    )  # type: ignore[arg-type]

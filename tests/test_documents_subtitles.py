@@ -35,18 +35,26 @@ def tr() -> Translator:
     return Translator.load(MODEL, device="cpu")
 
 
-def test_srt_numbers_and_timings_come_out_byte_identical_and_each_cue_as_the_model_translates_it(tr):
+def test_srt_numbers_and_timings_come_out_byte_identical_and_each_cue_as_the_model_translates_it(
+    tr,
+):
     src = FILM.read_text(encoding="utf-8")
     out = tr.translate_document(src, "srt", source_lang="de")
     got, want = _blocks(out), _blocks(src)
     assert len(want) == 12
-    assert [b[:2] for b in got] == [b[:2] for b in want]  # numbers, timings (with X1.. settings) as they were
+    assert [b[:2] for b in got] == [
+        b[:2] for b in want
+    ]  # numbers, timings (with X1.. settings) as they were
     assert out.endswith("\n") and out.count("\n\n") == src.count("\n\n")
 
     def one(sentence: str) -> str:
         return tr.translate([sentence])[0]
 
-    for k, sentence in [(0, "Und rot rot sieht gross."), (1, "Sieht schnell frau."), (11, "Läuft blau ball ball.")]:
+    for k, sentence in [
+        (0, "Und rot rot sieht gross."),
+        (1, "Sieht schnell frau."),
+        (11, "Läuft blau ball ball."),
+    ]:
         assert got[k][2:] == [one(sentence)]
     # cues 4 and 5 are one sentence: translated whole, then cut over both, neither left empty
     assert " ".join(got[3][2:] + got[4][2:]) == one("Läuft rot frau ball sieht blau.")
@@ -54,13 +62,18 @@ def test_srt_numbers_and_timings_come_out_byte_identical_and_each_cue_as_the_mod
     assert got[5][2:] == [f"<i>{one('Baum gross.')}</i>"]
     assert got[6][2:] == ["{\\an8}" + one("Ball rot kind.")]
     assert len(got[7][2:]) == 2 and " ".join(got[7][2:]) == one("Gross sieht hat hund schnell.")
-    assert got[8][2:] == ["- " + one("Blau rot."), "- " + one("Rot schnell.")]  # dialogue: line by line
+    assert got[8][2:] == [
+        "- " + one("Blau rot."),
+        "- " + one("Rot schnell."),
+    ]  # dialogue: line by line
 
 
 def test_a_sentence_spanning_two_cues_is_translated_once_whole_and_cut_over_both_by_their_lengths():
     src = _cue(1, "00:00:01,000 --> 00:00:02,000", "I think that") + "\n"
     src += _cue(2, "00:00:02,000 --> 00:00:05,000", "we should go home now.")
-    engine = Recorder({"I think that we should go home now.": "Ich glaube, wir sollten jetzt nach Hause gehen."})
+    engine = Recorder(
+        {"I think that we should go home now.": "Ich glaube, wir sollten jetzt nach Hause gehen."}
+    )
     out = translate_srt(engine, src, "en", None, CFG)  # type: ignore[arg-type]
     assert engine.asked == [["I think that we should go home now."]]
     assert _blocks(out) == [
@@ -71,29 +84,47 @@ def test_a_sentence_spanning_two_cues_is_translated_once_whole_and_cut_over_both
 
 def test_cues_are_joined_only_until_a_sentence_ends_four_at_most_and_the_file_is_one_batch():
     texts = ["Hello.", "one", "two", "three", "four", "five", "<i>Bye!</i>"]
-    src = "\n".join(_cue(k + 1, f"00:00:0{k},000 --> 00:00:0{k},900", t) for k, t in enumerate(texts))
+    src = "\n".join(
+        _cue(k + 1, f"00:00:0{k},000 --> 00:00:0{k},900", t) for k, t in enumerate(texts)
+    )
     engine = Recorder()
     translate_srt(engine, src, "en", None, CFG)  # type: ignore[arg-type]
     assert engine.asked == [["Hello.", "one two three four", "five Bye!"]]
 
 
-def test_cut_shares_words_by_weight_never_leaves_a_piece_empty_and_cuts_chinese_between_characters():
+def test_cut_shares_words_by_weight_leaves_no_piece_empty_and_cuts_chinese_between_characters():
     assert cut("a b c d e f g h", [1, 3]) == ["a b", "c d e f g h"]
-    assert cut("one two", [9, 1, 1]) == ["one", "two", ""]  # fewer words than pieces: the last go empty
+    assert cut("one two", [9, 1, 1]) == [
+        "one",
+        "two",
+        "",
+    ]  # fewer words than pieces: the last go empty
     assert cut("alpha beta gamma", [100, 1, 1]) == ["alpha", "beta", "gamma"]
-    assert cut("Re dog. Blue and tree.", [1, 1]) == ["Re dog.", "Blue and tree."]  # a cut after punctuation wins
+    assert cut("Re dog. Blue and tree.", [1, 1]) == [
+        "Re dog.",
+        "Blue and tree.",
+    ]  # a cut after punctuation wins
     assert cut("我们应该在晚上之前去大房子。", [1, 1]) == ["我们应该在晚上", "之前去大房子。"]
-    assert cut("我们走吧。好的！", [1, 1]) == ["我们走吧。", "好的！"]  # punctuation stays with its sentence
-    assert cut('The <font color="red">red</font> dog', [1, 1, 1]) == ["The", '<font color="red">red</font>', "dog"]
+    assert cut("我们走吧。好的！", [1, 1]) == [
+        "我们走吧。",
+        "好的！",
+    ]  # punctuation stays with its sentence
+    assert cut('The <font color="red">red</font> dog', [1, 1, 1]) == [
+        "The",
+        '<font color="red">red</font>',
+        "dog",
+    ]
 
 
-def test_a_two_line_cue_is_rewrapped_near_the_middle_a_one_line_cue_stays_one_and_no_line_is_left_blank():
+def test_a_two_line_cue_is_rewrapped_near_the_middle_a_one_line_cue_stays_one_and_none_blank():
     src = _cue(1, "00:00:01,000 --> 00:00:03,000", "Hello there", "my old friend.") + "\n"
     src += _cue(2, "00:00:03,000 --> 00:00:06,000", "Short line, long translation.") + "\n"
     src += _cue(3, "00:00:06,000 --> 00:00:07,000", "Yes,", "sir.")
     answers = {
         "Hello there my old friend.": "Hallo da, mein alter Freund aus alten Tagen.",
-        "Short line, long translation.": "Eine kurze Zeile, aber eine viel, viel längere Übersetzung.",
+        "Short line, long translation.": (
+            "Eine kurze Zeile, aber eine viel, viel längere Übersetzung."
+        ),
         "Yes, sir.": "Jawohl.",
     }
     out = translate_srt(Recorder(answers), src, "en", None, CFG)  # type: ignore[arg-type]
@@ -121,7 +152,11 @@ def test_crlf_line_endings_a_bom_trailing_blank_lines_and_a_cue_without_text_are
 
 
 TAGGED = (
-    _cue(1, "00:00:01,000 --> 00:00:02,000", 'The <b>big</b> dog <font color="#ff0000">runs</font> home.')
+    _cue(
+        1,
+        "00:00:01,000 --> 00:00:02,000",
+        'The <b>big</b> dog <font color="#ff0000">runs</font> home.',
+    )
     + "\n"
     + _cue(2, "00:00:02,000 --> 00:00:03,000", "<i>Line one</i>", "<i>line two.</i>")
     + "\n"
@@ -130,12 +165,18 @@ TAGGED = (
 
 
 @pytest.mark.parametrize("protect", [True, False])
-def test_tags_wrapping_a_cue_stay_around_it_and_inline_tags_come_out_once_each_even_with_protection_off(protect):
+def test_tags_wrapping_a_cue_stay_around_it_and_inline_tags_come_out_once_even_unprotected(
+    protect,
+):
     engine = Recorder()
     cfg = DocumentConfig(protect=protect)
     out = translate_srt(engine, TAGGED, "en", Protector() if protect else None, cfg)  # type: ignore[arg-type]
-    assert not any("<" in line or "{" in line for batch in engine.asked for line in batch)  # the model saw no tag
-    url = "www.example.org" if protect else "WWW.EXAMPLE.ORG"  # the rest of protection follows the setting
+    assert not any(
+        "<" in line or "{" in line for batch in engine.asked for line in batch
+    )  # the model saw no tag
+    url = (
+        "www.example.org" if protect else "WWW.EXAMPLE.ORG"
+    )  # the rest of protection follows the setting
     assert [b[2:] for b in _blocks(out)] == [
         ['THE <b>BIG</b> DOG <font color="#ff0000">RUNS</font> HOME.'],
         ["<i>LINE ONE</i>", "<i>LINE TWO.</i>"],
@@ -181,7 +222,7 @@ intro
 """
 
 
-def test_vtt_header_note_style_region_identifiers_and_timings_are_untouched_and_tags_come_out_once():
+def test_vtt_header_note_style_region_identifiers_and_timings_are_untouched_tags_out_once():
     engine = Recorder()
     out = translate_vtt(engine, VTT, "de", Protector(), CFG)  # type: ignore[arg-type]
     assert out == (
@@ -189,22 +230,46 @@ def test_vtt_header_note_style_region_identifiers_and_timings_are_untouched_and_
         .replace("<c.gelb>Blau</c> und <i>baum</i>.", "<c.gelb>BLAU</c> UND <i>BAUM</i>.")
         .replace("Läuft <00:08.500>rot &amp; blau.", "LÄUFT <00:08.500>ROT &amp; BLAU.")
     )
-    assert len(engine.asked) == 1 and not any("Dies" in line or "<" in line for line in engine.asked[0])
+    assert len(engine.asked) == 1 and not any(
+        "Dies" in line or "<" in line for line in engine.asked[0]
+    )
 
 
 def test_translator_translate_document_reads_vtt_with_the_real_model(tr):
-    out = tr.translate_document("\ufeffWEBVTT\n\n00:01.000 --> 00:02.000\nRot hund.\n", "vtt", source_lang="de")
+    out = tr.translate_document(
+        "\ufeffWEBVTT\n\n00:01.000 --> 00:02.000\nRot hund.\n", "vtt", source_lang="de"
+    )
     assert out == f"\ufeffWEBVTT\n\n00:01.000 --> 00:02.000\n{tr.translate(['Rot hund.'])[0]}\n"
 
 
 @pytest.mark.parametrize(
     "vtt, src, where",
     [
-        (False, "1\n00:00:01,000 --> 00:00:02,000\nHello.\n\n2\nHello again.\n", "line 6: expected a timing line"),
-        (False, "1\n00:00:01,000 --> 00:00:02,000\nHello.\n\nstill the cue\n", "line 5: expected a timing line"),
-        (False, "1\n00:00:01,000 --> 00:00:02,000\nHello.\n2\n00:00:02,000 --> 00:00:03,000\n", "line 5: a timing"),
-        (True, "1\n00:00:01.000 --> 00:00:02.000\nHello.\n", "line 1: a WebVTT file starts with the line WEBVTT"),
-        (True, "WEBVTT\n\nHello.\n", "line 3: expected a timing line like 00:00:01.000 --> 00:00:04.000"),
+        (
+            False,
+            "1\n00:00:01,000 --> 00:00:02,000\nHello.\n\n2\nHello again.\n",
+            "line 6: expected a timing line",
+        ),
+        (
+            False,
+            "1\n00:00:01,000 --> 00:00:02,000\nHello.\n\nstill the cue\n",
+            "line 5: expected a timing line",
+        ),
+        (
+            False,
+            "1\n00:00:01,000 --> 00:00:02,000\nHello.\n2\n00:00:02,000 --> 00:00:03,000\n",
+            "line 5: a timing",
+        ),
+        (
+            True,
+            "1\n00:00:01.000 --> 00:00:02.000\nHello.\n",
+            "line 1: a WebVTT file starts with the line WEBVTT",
+        ),
+        (
+            True,
+            "WEBVTT\n\nHello.\n",
+            "line 3: expected a timing line like 00:00:01.000 --> 00:00:04.000",
+        ),
     ],
 )
 def test_a_malformed_subtitle_file_is_one_mt_error_naming_the_line(vtt, src, where):
@@ -218,11 +283,24 @@ def test_mt_translate_writes_a_translated_srt_file_and_names_the_file_in_an_erro
     src, out = tmp_path / "x.srt", tmp_path / "out.srt"
     shutil.copy(FILM, src)
     runner = CliRunner()
-    args = ["translate", str(src), "--checkpoint", str(MODEL), "--output", str(out), "--device", "cpu"]
+    args = [
+        "translate",
+        str(src),
+        "--checkpoint",
+        str(MODEL),
+        "--output",
+        str(out),
+        "--device",
+        "cpu",
+    ]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
-    assert out.read_text(encoding="utf-8") == tr.translate_document(FILM.read_text(encoding="utf-8"), "srt")
-    src.write_text("1\n00:00:01,000 --> 00:00:02,000\nHello.\n\n2\nHello again.\n", encoding="utf-8")
+    assert out.read_text(encoding="utf-8") == tr.translate_document(
+        FILM.read_text(encoding="utf-8"), "srt"
+    )
+    src.write_text(
+        "1\n00:00:01,000 --> 00:00:02,000\nHello.\n\n2\nHello again.\n", encoding="utf-8"
+    )
     result = runner.invoke(app, args)
     assert result.exit_code != 0 and "Traceback" not in result.output
     assert f"{src}: line 6: expected a timing line" in result.output, result.output

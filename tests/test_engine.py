@@ -21,7 +21,9 @@ from mt_cli.decode.precision import Int8Linear
 from mt_cli.model.transformer import Transformer, build_model
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "decode" / "model.pt"
-LINES = [line for line in (FIXTURE.parent / "src.txt").read_text(encoding="utf-8").splitlines() if line][:40]
+LINES = [
+    line for line in (FIXTURE.parent / "src.txt").read_text(encoding="utf-8").splitlines() if line
+][:40]
 
 
 def _src(vocab: int, rows: int = 3, length: int = 7) -> torch.Tensor:
@@ -33,7 +35,9 @@ def _src(vocab: int, rows: int = 3, length: int = 7) -> torch.Tensor:
     return src
 
 
-def _steps(model, src: torch.Tensor, beams: int, steps: int, vocab: torch.Tensor | None = None) -> list[torch.Tensor]:
+def _steps(
+    model, src: torch.Tensor, beams: int, steps: int, vocab: torch.Tensor | None = None
+) -> list[torch.Tensor]:
     """Logits at each step of a fixed walk: every row fed its argmax, beams shuffled after step 1,
     and the first sentence dropped after step 2 (the cache's reorder, both kinds)."""
     mask = src != PAD
@@ -76,12 +80,16 @@ def test_the_engine_step_gives_the_models_logits_at_every_step(tokenizer, pre_no
 def test_several_positions_at_once_continue_the_cache_as_one_at_a_time(tiny_model, tokenizer):
     src = _src(tokenizer.src_vocab_size)
     mask = src != PAD
-    tgt = torch.randint(4, tokenizer.tgt_vocab_size, (src.size(0), 5), generator=torch.Generator().manual_seed(1))
+    tgt = torch.randint(
+        4, tokenizer.tgt_vocab_size, (src.size(0), 5), generator=torch.Generator().manual_seed(1)
+    )
     tgt[:, 0] = tiny_model.start_token
     engine = Engine(tiny_model.eval())
     with torch.inference_mode():
         whole = tiny_model.decode(tgt, tiny_model.encode(src, mask), mask)
-        first, cache = engine.decode(tgt[:, :3], engine.encode(src, mask), mask)  # a start of three tokens
+        first, cache = engine.decode(
+            tgt[:, :3], engine.encode(src, mask), mask
+        )  # a start of three tokens
         rest, _ = engine.decode(tgt[:, 3:], None, None, cache)
     torch.testing.assert_close(torch.cat([first, rest], dim=1), whole, rtol=1e-5, atol=1e-5)
 
@@ -106,8 +114,11 @@ def test_bf16_and_int8_steps_stay_close_to_fp32_and_leave_the_model_as_it_was(to
 def reference(tr: Translator) -> Translator:
     """`tr` searching through the reference decoder instead of its engine."""
     ref = tr.with_options()
-    ref.engine = Reference(tr.model) if isinstance(tr.model, Transformer) else Ensemble(
-        [Reference(m) for m in tr.model.models()])  # fmt: skip
+    ref.engine = (
+        Reference(tr.model)
+        if isinstance(tr.model, Transformer)
+        else Ensemble([Reference(m) for m in tr.model.models()])
+    )
     return ref
 
 
@@ -119,10 +130,16 @@ def eager() -> Translator:
 # Every search and control, as decoding options: what a faster path must translate as eager does.
 SEARCHES = pytest.mark.parametrize(
     "options",
-    [{}, {"beam": 1}, {"beam": 3, "shortlist": False}, {"no_repeat_ngram": 2}, {"sampling_topk": 5, "seed": 3},
-     {"length_penalty": 0.0, "beam": 6}],
+    [
+        {},
+        {"beam": 1},
+        {"beam": 3, "shortlist": False},
+        {"no_repeat_ngram": 2},
+        {"sampling_topk": 5, "seed": 3},
+        {"length_penalty": 0.0, "beam": 6},
+    ],
     ids=["beam", "greedy", "whole-vocabulary", "no-repeat", "sampling", "beam-6"],
-)  # fmt: skip
+)
 
 
 @SEARCHES
@@ -135,7 +152,8 @@ def test_the_engine_translates_as_the_reference_for_every_search(eager, options)
 
 
 def assert_prefixes_and_terms_match(ref: Translator, fast: Translator) -> None:
-    """Lines with target prefixes, and with terms the output must contain: `fast` finds what `ref` does."""
+    """Lines with target prefixes, and with terms the output must contain: `fast` finds what `ref`
+    does."""
     words = [line.split()[0] for line in LINES[:10]]
     prefixes = [w if i % 2 else None for i, w in enumerate(words)]
     terms = [[w] if i % 3 == 0 else [] for i, w in enumerate(words)]
@@ -150,28 +168,46 @@ def test_prefixes_and_terms_through_the_engine_match_the_reference(eager):
 
 def test_the_plan_is_resolved_once_and_a_new_precision_gets_its_own_engine():
     fp32 = Translator.load(FIXTURE, device="cpu")
-    assert fp32.plan.precision == "fp32" and fp32.engine.precision == "fp32" and fp32.engine.compiled is None
+    assert (
+        fp32.plan.precision == "fp32"
+        and fp32.engine.precision == "fp32"
+        and fp32.engine.compiled is None
+    )
     assert fp32.with_options(beam=2).engine is fp32.engine  # other settings: the same engine
     bf16 = fp32.with_options(precision="bf16")
     assert bf16.plan.precision == "bf16" and bf16.engine.precision == "bf16"
-    assert Translator.load(FIXTURE, device="cpu", engine="step").cfg.engine == "eager"  # the older name
+    assert (
+        Translator.load(FIXTURE, device="cpu", engine="step").cfg.engine == "eager"
+    )  # the older name
 
 
 def test_precision_auto_runs_int8_on_a_cpu():
     tr = Translator.load(FIXTURE, device="cpu", precision="auto")
     assert tr.cfg.precision == "int8"
-    assert any(isinstance(m, Int8Linear) for m in tr.model.modules())  # the model was quantized as it loaded
-    assert tr.translate(LINES[:5]) == Translator.load(FIXTURE, device="cpu", precision="int8").translate(LINES[:5])
+    assert any(
+        isinstance(m, Int8Linear) for m in tr.model.modules()
+    )  # the model was quantized as it loaded
+    assert tr.translate(LINES[:5]) == Translator.load(
+        FIXTURE, device="cpu", precision="int8"
+    ).translate(LINES[:5])
 
 
 def test_forced_bf16_on_a_cpu_without_bf16_arithmetic_says_so_in_one_line(monkeypatch, caplog):
     monkeypatch.setattr(device, "cpu_has_bf16", lambda: False)
-    monkeypatch.setattr(logging.getLogger("mt_cli"), "propagate", True)  # the CLI keeps it to its own handler
+    monkeypatch.setattr(
+        logging.getLogger("mt_cli"), "propagate", True
+    )  # the CLI keeps it to its own handler
     with caplog.at_level(logging.INFO, logger="mt_cli"):
-        Translator.load(FIXTURE, device="cpu", precision="bf16").with_options(beam=2)  # said at load, once
+        Translator.load(FIXTURE, device="cpu", precision="bf16").with_options(
+            beam=2
+        )  # said at load, once
         Translator.load(FIXTURE, device="cpu", precision="fp32")
     said = [r.getMessage() for r in caplog.records]
-    assert len(said) == 1 and said[0].startswith("decode.precision bf16: this CPU") and "emulated" in said[0]
+    assert (
+        len(said) == 1
+        and said[0].startswith("decode.precision bf16: this CPU")
+        and "emulated" in said[0]
+    )
 
 
 def test_an_ensemble_of_engines_translates_as_the_ensemble_of_references():

@@ -22,15 +22,24 @@ from mt_cli.model import checkpoint
 transformers = pytest.importorskip("transformers")
 
 EOS_BIAS = 1.0
-LINES = ["Ein hund sieht ein rot haus.", "Der mann läuft schnell und die frau sieht ihn.", ">>en<< Kind hat ball.", "x",
-         "Ωμέγα ☃ qüz"]  # fmt: skip
+LINES = [
+    "Ein hund sieht ein rot haus.",
+    "Der mann läuft schnell und die frau sieht ihn.",
+    ">>en<< Kind hat ball.",
+    "x",
+    "Ωμέγα ☃ qüz",
+]
 
 
 def _vocab(spm: bytes, extra: tuple[str, ...] = ()) -> list[str]:
     import sentencepiece
 
     sp = sentencepiece.SentencePieceProcessor(model_proto=spm)
-    pieces = [sp.id_to_piece(i) for i in range(sp.get_piece_size()) if not (sp.is_control(i) or sp.is_unknown(i))]
+    pieces = [
+        sp.id_to_piece(i)
+        for i in range(sp.get_piece_size())
+        if not (sp.is_control(i) or sp.is_unknown(i))
+    ]
     return ["</s>", "<unk>", *extra, *pieces, "<pad>"]
 
 
@@ -45,25 +54,49 @@ def marian_folder(d: Path, activation: str = "swish", separate: bool = False) ->
     tgt_vocab = _vocab(tgt_spm) if separate else vocab
     v, tv = len(vocab), len(tgt_vocab)
     cfg = transformers.MarianConfig(
-        vocab_size=v, decoder_vocab_size=tv, d_model=32, encoder_layers=2, decoder_layers=2,
-        encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64,
-        max_position_embeddings=64, activation_function=activation, pad_token_id=tv - 1, eos_token_id=0,
-        decoder_start_token_id=tv - 1, forced_eos_token_id=0, scale_embedding=True, init_std=0.2,
+        vocab_size=v,
+        decoder_vocab_size=tv,
+        d_model=32,
+        encoder_layers=2,
+        decoder_layers=2,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_ffn_dim=64,
+        decoder_ffn_dim=64,
+        max_position_embeddings=64,
+        activation_function=activation,
+        pad_token_id=tv - 1,
+        eos_token_id=0,
+        decoder_start_token_id=tv - 1,
+        forced_eos_token_id=0,
+        scale_embedding=True,
+        init_std=0.2,
         share_encoder_decoder_embeddings=not separate,
-    )  # fmt: skip
+    )
     torch.manual_seed(0)
     model = transformers.MarianMTModel(cfg).eval()
     with torch.no_grad():
         model.final_logits_bias.normal_(0.0, 0.5)
-        model.final_logits_bias[0, tv - 1] = float("-inf")  # as OPUS-MT's converter and mt's export write it
-        model.final_logits_bias[0, 0] = EOS_BIAS  # </s>: so that random weights end some outputs early
+        model.final_logits_bias[0, tv - 1] = float(
+            "-inf"
+        )  # as OPUS-MT's converter and mt's export write it
+        model.final_logits_bias[0, 0] = (
+            EOS_BIAS  # </s>: so that random weights end some outputs early
+        )
     model.save_pretrained(d)
     (d / "source.spm").write_bytes(spm)
     (d / "target.spm").write_bytes(tgt_spm)
     (d / "vocab.json").write_text(json.dumps({p: i for i, p in enumerate(vocab)}), encoding="utf-8")
-    tc = {"unk_token": "<unk>", "eos_token": "</s>", "pad_token": "<pad>", "separate_vocabs": separate}
+    tc = {
+        "unk_token": "<unk>",
+        "eos_token": "</s>",
+        "pad_token": "<pad>",
+        "separate_vocabs": separate,
+    }
     if separate:
-        (d / "target_vocab.json").write_text(json.dumps({p: i for i, p in enumerate(tgt_vocab)}), encoding="utf-8")
+        (d / "target_vocab.json").write_text(
+            json.dumps({p: i for i, p in enumerate(tgt_vocab)}), encoding="utf-8"
+        )
         tc["target_vocab_file"] = str(d / "target_vocab.json")
     (d / "tokenizer_config.json").write_text(json.dumps(tc))
     return d
@@ -81,13 +114,22 @@ def test_an_imported_model_tokenizes_1000_lines_as_marian_tokenizer_does(importe
     hf_tok = transformers.MarianTokenizer.from_pretrained(folder)
     ours = checkpoint.load(out).tokenizer
     odd = ["Ωμέγα ☃ qüz", "日本語 テキスト", ">>en<< Hund 🐕", "Ein\tHund  läuft", "ÆØÅ æøå ß"]
-    lines = [line if i % 10 else odd[i // 10 % len(odd)] + " " + line for i, line in enumerate(make_pairs(1000, 3)[0])]
-    to_mt = torch.argsort(torch.tensor(mt_order(ours.src_vocab, ours.specials))).tolist()  # Marian id -> mt id
+    lines = [
+        line if i % 10 else odd[i // 10 % len(odd)] + " " + line
+        for i, line in enumerate(make_pairs(1000, 3)[0])
+    ]
+    to_mt = torch.argsort(
+        torch.tensor(mt_order(ours.src_vocab, ours.specials))
+    ).tolist()  # Marian id -> mt id
     theirs = [[to_mt[i] for i in ids] for ids in hf_tok(lines).input_ids]
     assert ours.encode_src(lines) == theirs
-    assert sum(ids.count(1) for ids in theirs) > 50  # unknown pieces (<unk> is mt id 1) are among them
+    assert (
+        sum(ids.count(1) for ids in theirs) > 50
+    )  # unknown pieces (<unk> is mt id 1) are among them
     pieces = hf_tok.convert_ids_to_tokens(hf_tok([LINES[2]]).input_ids[0])
-    assert ours.src_pieces(LINES[2]) == pieces and pieces[0] == ">>en<<"  # the language token: one piece
+    assert (
+        ours.src_pieces(LINES[2]) == pieces and pieces[0] == ">>en<<"
+    )  # the language token: one piece
 
 
 def test_an_imported_model_gives_transformers_log_probabilities_at_every_position(imported):
@@ -96,11 +138,18 @@ def test_an_imported_model_gives_transformers_log_probabilities_at_every_positio
     ckpt = checkpoint.load(out)
     model = ckpt.build_model()
     tok = transformers.MarianTokenizer.from_pretrained(folder)
-    batch = tok(LINES[:2], text_target=["A dog sees a red house.", "The man runs."], padding=True, return_tensors="pt")
+    batch = tok(
+        LINES[:2],
+        text_target=["A dog sees a red house.", "The man runs."],
+        padding=True,
+        return_tensors="pt",
+    )
     start = torch.full((2, 1), hf.config.decoder_start_token_id)
     dec_in = torch.cat([start, batch["labels"][:, :-1]], dim=1)
     with torch.no_grad():
-        theirs = hf(input_ids=batch.input_ids, attention_mask=batch.attention_mask, decoder_input_ids=dec_in).logits
+        theirs = hf(
+            input_ids=batch.input_ids, attention_mask=batch.attention_mask, decoder_input_ids=dec_in
+        ).logits
         order = torch.tensor(mt_order(ckpt.tokenizer.tgt_vocab, ckpt.tokenizer.specials))
         to_mt = torch.argsort(order)  # Marian id -> mt id
         src, tgt_in = to_mt[batch.input_ids], to_mt[dec_in]
@@ -108,7 +157,9 @@ def test_an_imported_model_gives_transformers_log_probabilities_at_every_positio
         tgt_in[dec_in == hf.config.pad_token_id] = 0  # mt's PAD: the start and the padding
         ours = model(src, tgt_in)[..., to_mt]  # (B, T, V) in Marian's id order
     real = (batch["labels"] != -100) & (batch["labels"] != hf.config.pad_token_id)
-    keep = torch.arange(theirs.size(-1)) != hf.config.pad_token_id  # <pad>: -inf in both, never an output
+    keep = (
+        torch.arange(theirs.size(-1)) != hf.config.pad_token_id
+    )  # <pad>: -inf in both, never an output
     ours_lp, theirs_lp = (torch.log_softmax(x[real][:, keep], dim=-1) for x in (ours, theirs))
     assert (ours_lp - theirs_lp).abs().max() < 1e-5
 
@@ -152,19 +203,30 @@ def test_an_imported_model_exports_back_to_the_folder_it_came_from(imported, tmp
 
     folder, out = imported
     back = export(checkpoint.load(out), tmp_path / "back", "hf")
-    before, after = load_file(str(folder / "model.safetensors")), load_file(str(back / "model.safetensors"))
+    before, after = (
+        load_file(str(folder / "model.safetensors")),
+        load_file(str(back / "model.safetensors")),
+    )
     for name, tensor in before.items():
-        if "embed_positions" not in name and name != "lm_head.weight":  # positions are a fixed table
+        if (
+            "embed_positions" not in name and name != "lm_head.weight"
+        ):  # positions are a fixed table
             assert torch.equal(after[name], tensor), name
-    assert json.loads((back / "vocab.json").read_text()) == json.loads((folder / "vocab.json").read_text())
+    assert json.loads((back / "vocab.json").read_text()) == json.loads(
+        (folder / "vocab.json").read_text()
+    )
     for name in ("source.spm", "target.spm"):
         assert (back / name).read_bytes() == (folder / name).read_bytes(), name
     hf_tok = transformers.MarianTokenizer.from_pretrained(back)
-    original, exported = (transformers.MarianMTModel.from_pretrained(d).eval() for d in (folder, back))
+    original, exported = (
+        transformers.MarianMTModel.from_pretrained(d).eval() for d in (folder, back)
+    )
     ids = hf_tok(LINES, return_tensors="pt", padding=True)
     with torch.no_grad():
-        assert torch.equal(original.generate(**ids, num_beams=2, max_new_tokens=20),
-                           exported.generate(**ids, num_beams=2, max_new_tokens=20))  # fmt: skip
+        assert torch.equal(
+            original.generate(**ids, num_beams=2, max_new_tokens=20),
+            exported.generate(**ids, num_beams=2, max_new_tokens=20),
+        )
 
 
 def test_an_imported_model_exports_to_ctranslate2_and_translates_as_mt(imported, tmp_path):
@@ -175,17 +237,20 @@ def test_an_imported_model_exports_to_ctranslate2_and_translates_as_mt(imported,
     ckpt = checkpoint.load(out)
     ct2 = ctranslate2.Translator(str(export(ckpt, tmp_path / "ct2", "ct2")), device="cpu")
     tok = ckpt.tokenizer
-    # A random model seldom ends early: mt's limit of 40 (EOS included) leaves 39 pieces, CTranslate2's
-    # max_decoding_length counts pieces without EOS.
-    results = ct2.translate_batch([tok.src_pieces(line) for line in LINES], beam_size=1, max_decoding_length=39)
-    found = Translator.load(out, device="cpu", beam=1, max_len_offset=40, max_len_ratio=0.01, precision="fp32").search(
-        LINES
+    # A random model seldom ends early: mt's limit of 40 (EOS included) leaves 39 pieces,
+    # CTranslate2's max_decoding_length counts pieces without EOS.
+    results = ct2.translate_batch(
+        [tok.src_pieces(line) for line in LINES], beam_size=1, max_decoding_length=39
     )
+    found = Translator.load(
+        out, device="cpu", beam=1, max_len_offset=40, max_len_ratio=0.01, precision="fp32"
+    ).search(LINES)
     assert [tok.tgt_pieces(hyps[0].tokens) for hyps in found] == [r.hypotheses[0] for r in results]
 
 
-def test_fine_tuning_an_imported_model_starts_from_its_weights_keeps_frozen_parts_and_resumes(imported, tmp_path,
-                                                                                            corpus_files):  # fmt: skip
+def test_fine_tuning_an_imported_model_starts_from_its_weights_keeps_frozen_parts_and_resumes(
+    imported, tmp_path, corpus_files
+):
     from mt_cli.config import build_config
     from mt_cli.data.marian_vocab import MarianVocab
     from mt_cli.train.inputs import DataSpec
@@ -195,20 +260,36 @@ def test_fine_tuning_an_imported_model_starts_from_its_weights_keeps_frozen_part
     start = checkpoint.load(out)
     f = corpus_files
     spec = DataSpec.text_files(f["train_src"], f["train_tgt"], f["valid_src"], f["valid_tgt"])
-    sets = [f"train.init={out}", "train.freeze_embeddings=true", "train.freeze_encoder=true", "train.valid_every=20",
-            "train.warmup_steps=5", "train.batch_tokens=400"]  # fmt: skip
+    sets = [
+        f"train.init={out}",
+        "train.freeze_embeddings=true",
+        "train.freeze_encoder=true",
+        "train.valid_every=20",
+        "train.warmup_steps=5",
+        "train.batch_tokens=400",
+    ]
     run = tmp_path / "run"
     train(spec, run, build_config(sets=[*sets, "train.max_steps=20"]), log=lambda *_: None)
     tuned = checkpoint.load(run / "last.pt")
     assert isinstance(tuned.tokenizer, MarianVocab) and tuned.config.model == start.config.model
     assert tuned.train_state is not None and tuned.train_state["step"] == 20
     for name, w in start.model_state.items():
-        frozen = name.startswith("encoder.") or "embeddings" in name or name == "output_projection.weight"
+        frozen = (
+            name.startswith("encoder.")
+            or "embeddings" in name
+            or name == "output_projection.weight"
+        )
         assert torch.equal(tuned.model_state[name], w) == frozen, name
-    train(spec, run, build_config(sets=[*sets, "train.max_steps=30"]), log=lambda *_: None)  # the same command, resumed
+    train(
+        spec, run, build_config(sets=[*sets, "train.max_steps=30"]), log=lambda *_: None
+    )  # the same command, resumed
     assert checkpoint.load(run / "last.pt").train_state["step"] == 30
     with pytest.raises(MtError, match="give train.init CKPT"):
-        train(spec, tmp_path / "r2", build_config(sets=["train.freeze_encoder=true", "train.max_steps=1"]))
+        train(
+            spec,
+            tmp_path / "r2",
+            build_config(sets=["train.freeze_encoder=true", "train.max_steps=1"]),
+        )
 
 
 def test_separate_vocabularies_import_and_translate_as_transformers_does(tmp_path):
@@ -222,8 +303,11 @@ def test_separate_vocabularies_import_and_translate_as_transformers_does(tmp_pat
     for line, mine in zip(LINES, ours):
         ids = hf_tok([line], return_tensors="pt").input_ids
         with torch.no_grad():
-            gen = hf.generate(ids, num_beams=1, do_sample=False, max_new_tokens=int(ids.size(1) * 1.5) + 10)
-        # Without the start token: MarianTokenizer skips the source side's <pad> id, not the target's.
+            gen = hf.generate(
+                ids, num_beams=1, do_sample=False, max_new_tokens=int(ids.size(1) * 1.5) + 10
+            )
+        # Without the start token: MarianTokenizer skips the source side's <pad> id, not the
+        # target's.
         assert mine == hf_tok.batch_decode(gen[:, 1:], skip_special_tokens=True)[0]
 
 
@@ -233,15 +317,21 @@ def test_unknown_pieces_and_the_target_language_token(imported):
     assert "<unk>" in tr.tokenizer.src_pieces(LINES[4])  # characters the vocabulary lacks
     to_en = tr.for_languages(target="en")
     assert to_en.source_ids(["Kind hat ball."]) == tr.source_ids([">>en<< Kind hat ball."])
-    assert to_en.source_ids([">>en<< x"]) == tr.source_ids([">>en<< x"])  # a line's own token is kept
-    with pytest.raises(MtError, match=r"target language 'fr': the model has no such language; it has en"):
+    assert to_en.source_ids([">>en<< x"]) == tr.source_ids(
+        [">>en<< x"]
+    )  # a line's own token is kept
+    with pytest.raises(
+        MtError, match=r"target language 'fr': the model has no such language; it has en"
+    ):
         tr.for_languages(target="fr")
 
 
 def test_a_hub_id_offline_is_one_clear_line(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
-    with pytest.raises(MtError, match="Helsinki-NLP/opus-mt-xx-yy: could not fetch it from the Hugging Face hub"):
+    with pytest.raises(
+        MtError, match="Helsinki-NLP/opus-mt-xx-yy: could not fetch it from the Hugging Face hub"
+    ):
         import_hf(Path("Helsinki-NLP/opus-mt-xx-yy"), tmp_path / "x.pt")
 
 
@@ -256,15 +346,21 @@ def test_mt_import_then_mt_translate_and_score_from_the_command_line(imported, t
     done = runner.invoke(app, ["import", str(folder), "--out", str(out)])
     assert done.exit_code == 0, done.output
     src = write_lines(tmp_path / "in.txt", LINES[:3])
-    got = runner.invoke(app, ["translate", "--checkpoint", str(out), str(src), "--target-lang", "en", "--beam", "2"])
+    got = runner.invoke(
+        app, ["translate", "--checkpoint", str(out), str(src), "--target-lang", "en", "--beam", "2"]
+    )
     assert got.exit_code == 0 and len(got.stdout.splitlines()) == 3, got.output
-    scored = runner.invoke(app, ["score", "--checkpoint", str(out), "--src", str(src), "--tgt", str(src)])
+    scored = runner.invoke(
+        app, ["score", "--checkpoint", str(out), "--src", str(src), "--tgt", str(src)]
+    )
     assert scored.exit_code == 0 and len(scored.stdout.splitlines()) == 3, scored.output
     bad = runner.invoke(app, ["import", str(tmp_path / "missing"), "--out", str(out)])
     assert bad.exit_code != 0 and "not a folder" in bad.output and "Traceback" not in bad.output
 
 
-def test_an_mt_model_exported_and_imported_back_has_its_weights_bitwise_and_translates_the_same(trained, tmp_path):
+def test_an_mt_model_exported_and_imported_back_has_its_weights_bitwise_and_translates_the_same(
+    trained, tmp_path
+):
     from mt_cli.interop import export
 
     ckpt, _ = trained
@@ -276,7 +372,9 @@ def test_an_mt_model_exported_and_imported_back_has_its_weights_bitwise_and_tran
             # zeros there, Marian's start vector. Every other row comes back bit for bit.
             got, w = got[1:], w[1:]
         assert torch.equal(got, w), name
-    assert not back.model_state["output_projection.bias"].any()  # the exported bias: zeros (and -inf at <pad>)
+    assert not back.model_state[
+        "output_projection.bias"
+    ].any()  # the exported bias: zeros (and -inf at <pad>)
     lines = make_pairs(40, seed=4)[0]
     for beam in (1, 4):
         original = Translator.from_checkpoint(ckpt, "cpu", beam=beam).translate(lines)
@@ -291,10 +389,21 @@ def test_fine_tuning_starts_at_the_initial_models_loss_and_falls(trained, tmp_pa
 
     _, run = trained  # trained on one half of the toy language: make_pairs(400)
     src, tgt = make_pairs(400, seed=11)  # the other half
-    f = {"train_src": write_lines(tmp_path / "t.de", src), "train_tgt": write_lines(tmp_path / "t.en", tgt)}
-    spec = DataSpec.text_files(f["train_src"], f["train_tgt"], corpus_files["valid_src"], corpus_files["valid_tgt"])
-    sets = ["train.max_steps=50", "train.log_every=1", "train.valid_every=50", "train.batch_tokens=500",
-            "train.warmup_steps=5", "train.lr=1e-3"]  # fmt: skip
+    f = {
+        "train_src": write_lines(tmp_path / "t.de", src),
+        "train_tgt": write_lines(tmp_path / "t.en", tgt),
+    }
+    spec = DataSpec.text_files(
+        f["train_src"], f["train_tgt"], corpus_files["valid_src"], corpus_files["valid_tgt"]
+    )
+    sets = [
+        "train.max_steps=50",
+        "train.log_every=1",
+        "train.valid_every=50",
+        "train.batch_tokens=500",
+        "train.warmup_steps=5",
+        "train.lr=1e-3",
+    ]
     losses = {}
     for name, extra in (
         ("tuned", [f"train.init={run / 'run' / 'best.pt'}"]),
@@ -304,11 +413,15 @@ def test_fine_tuning_starts_at_the_initial_models_loss_and_falls(trained, tmp_pa
         train(spec, tmp_path / name, build_config("tiny", sets=[*sets, *extra]), log=lines.append)
         entries = [json.loads(e) for e in (tmp_path / name / "log.jsonl").read_text().splitlines()]
         losses[name] = [e["loss"] for e in entries if "loss" in e]
-    assert losses["tuned"][0] < 0.5 * losses["scratch"][0]  # the initial model's loss, not a random model's
+    assert (
+        losses["tuned"][0] < 0.5 * losses["scratch"][0]
+    )  # the initial model's loss, not a random model's
     assert sum(losses["tuned"][-5:]) / 5 < losses["tuned"][0]  # and it falls
 
 
-def test_a_fine_tuning_run_killed_with_sigkill_resumes_bitwise_as_any_run(imported, tmp_path, corpus_files):
+def test_a_fine_tuning_run_killed_with_sigkill_resumes_bitwise_as_any_run(
+    imported, tmp_path, corpus_files
+):
     import signal
     import subprocess
     import sys
@@ -319,10 +432,36 @@ def test_a_fine_tuning_run_killed_with_sigkill_resumes_bitwise_as_any_run(import
     f = corpus_files
 
     def args(out: Path) -> list[str]:
-        return list(map(str, ["train", "--init", init, "--train-src", f["train_src"], "--train-tgt", f["train_tgt"],
-                              "--valid-src", f["valid_src"], "--valid-tgt", f["valid_tgt"], "--out", out,
-                              "--max-steps", "12", "--set", "train.batch_tokens=300", "--set", "train.save_every=3",
-                              "--set", "train.valid_every=6", "--set", "decode.beam=1"]))  # fmt: skip
+        return list(
+            map(
+                str,
+                [
+                    "train",
+                    "--init",
+                    init,
+                    "--train-src",
+                    f["train_src"],
+                    "--train-tgt",
+                    f["train_tgt"],
+                    "--valid-src",
+                    f["valid_src"],
+                    "--valid-tgt",
+                    f["valid_tgt"],
+                    "--out",
+                    out,
+                    "--max-steps",
+                    "12",
+                    "--set",
+                    "train.batch_tokens=300",
+                    "--set",
+                    "train.save_every=3",
+                    "--set",
+                    "train.valid_every=6",
+                    "--set",
+                    "decode.beam=1",
+                ],
+            )
+        )
 
     ref, run = tmp_path / "ref", tmp_path / "run"
     subprocess.run([sys.executable, "-m", "mt_cli", *args(ref)], check=True, capture_output=True)

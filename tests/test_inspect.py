@@ -17,14 +17,20 @@ from mt_cli.tools.report import write_report
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
-def test_attention_maps_are_the_models_own_probabilities_rows_sum_to_1_and_decoding_is_causal(trained):
+def test_attention_maps_are_the_models_own_probabilities_rows_sum_to_1_and_decoding_is_causal(
+    trained,
+):
     ckpt, _ = trained
     translator = Translator.from_checkpoint(ckpt, "cpu")
     model = translator.model
     maps = record_attention(translator, "Ein Hund sieht den Ball.", "A dog sees the ball.")
     s, t = len(maps.src_pieces), len(maps.tgt_pieces)
     heads, layers = model.cfg.n_heads, model.cfg.enc_layers
-    for kind, (q, k) in {"encoder": (s, s), "decoder-self": (t, t), "decoder-cross": (t, s)}.items():
+    for kind, (q, k) in {
+        "encoder": (s, s),
+        "decoder-self": (t, t),
+        "decoder-cross": (t, s),
+    }.items():
         assert len(maps.maps[kind]) == (layers if kind == "encoder" else model.cfg.dec_layers)
         for probs in maps.maps[kind]:
             assert probs.shape == (heads, q, k), kind
@@ -35,7 +41,9 @@ def test_attention_maps_are_the_models_own_probabilities_rows_sum_to_1_and_decod
         assert (probs.tril() > 0).any()
     # The recorded pass computes what the model computes: logits with and without recording agree.
     src = torch.tensor(ckpt.tokenizer.encode_src(["Ein Hund sieht den Ball."]))
-    tgt_in = torch.tensor([[model.start_token] + ckpt.tokenizer.encode_tgt(["A dog sees the ball."])[0]])
+    tgt_in = torch.tensor(
+        [[model.start_token] + ckpt.tokenizer.encode_tgt(["A dog sees the ball."])[0]]
+    )
     plain = model(src, tgt_in)
     model.decoder.layers[0].cross_attn.record = []
     recorded = model(src, tgt_in)
@@ -43,11 +51,15 @@ def test_attention_maps_are_the_models_own_probabilities_rows_sum_to_1_and_decod
     torch.testing.assert_close(recorded, plain, atol=1e-5, rtol=1e-5)
 
     other = record_attention(translator, "Ein Mann sieht den Ball.", "A dog sees the ball.")
-    assert not torch.equal(other.maps["encoder"][0], maps.maps["encoder"][0])  # another input, other weights
+    assert not torch.equal(
+        other.maps["encoder"][0], maps.maps["encoder"][0]
+    )  # another input, other weights
     assert not torch.equal(other.maps["decoder-cross"][0], maps.maps["decoder-cross"][0])
 
 
-def test_without_a_target_the_maps_follow_the_models_own_translation_and_every_figure_is_drawn(trained, tmp_path):
+def test_without_a_target_the_maps_follow_the_models_own_translation_and_every_figure_is_drawn(
+    trained, tmp_path
+):
     ckpt, _ = trained
     translator = Translator.from_checkpoint(ckpt, "cpu")
     model = translator.model
@@ -66,8 +78,15 @@ def test_mt_attention_writes_the_pngs(trained, tmp_path):
     from mt_cli.cli import app
 
     _, d = trained
-    args = ["attention", "--checkpoint", str(d / "run" / "best.pt"), "--src", "Ein Kind hat einen Ball.",
-            "--out", str(tmp_path / "maps")]  # fmt: skip
+    args = [
+        "attention",
+        "--checkpoint",
+        str(d / "run" / "best.pt"),
+        "--src",
+        "Ein Kind hat einen Ball.",
+        "--out",
+        str(tmp_path / "maps"),
+    ]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     assert (tmp_path / "maps" / "encoder-layer1.png").read_bytes()[:8] == PNG
@@ -81,7 +100,9 @@ def test_curves_and_a_report_are_drawn_from_a_real_log(trained, tmp_path):
     assert steps and losses == [e["loss"] for e in entries if "loss" in e]
     copy = tmp_path / "torn"
     copy.mkdir()
-    (copy / "log.jsonl").write_text((run / "log.jsonl").read_text() + '{"step": 9999, "lo')  # a killed write
+    (copy / "log.jsonl").write_text(
+        (run / "log.jsonl").read_text() + '{"step": 9999, "lo'
+    )  # a killed write
     assert len(read_log(copy)) == len(entries)
     png = draw_curves([run, copy], tmp_path / "curves.png")
     assert png.read_bytes()[:8] == PNG and png.stat().st_size > 10_000
@@ -95,7 +116,9 @@ def test_curves_and_a_report_are_drawn_from_a_real_log(trained, tmp_path):
     assert (tmp_path / "report-curves.png").read_bytes()[:8] == PNG
 
 
-def test_paired_bootstrap_says_a_trained_system_beats_a_barely_trained_one(trained, corpus_files, tmp_path):
+def test_paired_bootstrap_says_a_trained_system_beats_a_barely_trained_one(
+    trained, corpus_files, tmp_path
+):
     from mt_cli.config import build_config
     from mt_cli.metrics import format_significance
     from mt_cli.model import checkpoint
@@ -106,7 +129,9 @@ def test_paired_bootstrap_says_a_trained_system_beats_a_barely_trained_one(train
     ckpt, _ = trained
     f = corpus_files
     weak_run = tmp_path / "weak"
-    cfg = build_config("tiny", options={"tokenizer": {"vocab_size": 100}, "train": {"max_steps": 15}})
+    cfg = build_config(
+        "tiny", options={"tokenizer": {"vocab_size": 100}, "train": {"max_steps": 15}}
+    )
     train(
         DataSpec.text_files(f["train_src"], f["train_tgt"], f["valid_src"], f["valid_tgt"]),
         weak_run,
@@ -117,12 +142,18 @@ def test_paired_bootstrap_says_a_trained_system_beats_a_barely_trained_one(train
     src = f["valid_src"].read_text().splitlines()
     outputs = {}
     for name, c in (("weak", weak), ("strong", ckpt)):
-        hyps = Translator(c.build_model(), c.tokenizer, replace(c.config.decode, beam=1)).translate(src)
+        hyps = Translator(c.build_model(), c.tokenizer, replace(c.config.decode, beam=1)).translate(
+            src
+        )
         outputs[name] = tmp_path / f"{name}.txt"
         outputs[name].write_text("".join(h + "\n" for h in hyps))
     result = significance([outputs["weak"], outputs["strong"]], [f["valid_tgt"]])
     strong = result["systems"][0]
-    assert strong["bleu"] > result["baseline"]["bleu"] and strong["p_value"] < 0.05 and strong["better"]
+    assert (
+        strong["bleu"] > result["baseline"]["bleu"]
+        and strong["p_value"] < 0.05
+        and strong["better"]
+    )
     assert "better than the baseline" in format_significance(result)
     same = significance([outputs["strong"], outputs["strong"]], [f["valid_tgt"]])
     assert not same["systems"][0]["better"]
@@ -141,8 +172,13 @@ def test_tensorboard_events_hold_the_logged_scalars(corpus_files, tmp_path):
     from mt_cli.train.loop import train
 
     f = corpus_files
-    cfg = build_config("tiny", options={"tokenizer": {"vocab_size": 100},
-                                        "train": {"max_steps": 4, "log_every": 2, "tensorboard": True}})  # fmt: skip
+    cfg = build_config(
+        "tiny",
+        options={
+            "tokenizer": {"vocab_size": 100},
+            "train": {"max_steps": 4, "log_every": 2, "tensorboard": True},
+        },
+    )
     run = tmp_path / "run"
     train(
         DataSpec.text_files(f["train_src"], f["train_tgt"], f["valid_src"], f["valid_tgt"]),
@@ -153,15 +189,27 @@ def test_tensorboard_events_hold_the_logged_scalars(corpus_files, tmp_path):
     events = EventAccumulator(str(run / "tensorboard"))
     events.Reload()
     losses = [e.value for e in events.Scalars("train/loss")]
-    logged = [e["loss"] for e in map(json.loads, (run / "log.jsonl").read_text().splitlines()) if "loss" in e]
+    logged = [
+        e["loss"]
+        for e in map(json.loads, (run / "log.jsonl").read_text().splitlines())
+        if "loss" in e
+    ]
     assert losses == pytest.approx(logged) and len(losses) == 2
     assert [e.step for e in events.Scalars("valid/valid_bleu")] == [4]
     # Continued to step 6, then put back to the step-4 last.pt, as a kill before the step-6 save
     # would leave it: the resumed run redoes steps 5-6, and their first events are purged.
     step4 = (run / "last.pt").read_bytes()
-    cfg6 = build_config("tiny", options={"tokenizer": {"vocab_size": 100},
-                                         "train": {"max_steps": 6, "log_every": 2, "tensorboard": True}})  # fmt: skip
-    paths = (DataSpec.text_files(f["train_src"], f["train_tgt"], f["valid_src"], f["valid_tgt"]), run)
+    cfg6 = build_config(
+        "tiny",
+        options={
+            "tokenizer": {"vocab_size": 100},
+            "train": {"max_steps": 6, "log_every": 2, "tensorboard": True},
+        },
+    )
+    paths = (
+        DataSpec.text_files(f["train_src"], f["train_tgt"], f["valid_src"], f["valid_tgt"]),
+        run,
+    )
     train(*paths, cfg6, log=lambda m: None)
     (run / "last.pt").write_bytes(step4)
     train(*paths, cfg6, log=lambda m: None)

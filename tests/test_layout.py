@@ -15,19 +15,27 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "mt_cli"
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "decode"
 
-# Lower layers never import higher ones: data (and documents, which knows formats, not
-# models) -> model -> decode -> train -> interop/tools/serve -> cli
-# (/work/shared/DESIGN.md; layer 0 is config, errors, files, device and metrics, with their helpers).
+# Lower layers never import higher ones: data (and documents, which knows formats, not models) ->
+# model -> decode -> train -> interop/tools/serve -> cli (/work/shared/DESIGN.md; layer 0 is config,
+# errors, files, device and metrics, with their helpers).
 LAYERS = {
-    "mt_cli.errors": 0, "mt_cli.files": 0, "mt_cli.config": 0,
-    "mt_cli.device": 0, "mt_cli.metrics": 0, "mt_cli.scripts": 0,
-    "mt_cli.data": 1, "mt_cli.documents": 1,
+    "mt_cli.errors": 0,
+    "mt_cli.files": 0,
+    "mt_cli.config": 0,
+    "mt_cli.device": 0,
+    "mt_cli.metrics": 0,
+    "mt_cli.scripts": 0,
+    "mt_cli.data": 1,
+    "mt_cli.documents": 1,
     "mt_cli.model": 2,
     "mt_cli.decode": 3,
     "mt_cli.train": 4,
-    "mt_cli.interop": 5, "mt_cli.tools": 5, "mt_cli.serve": 5,
-    "mt_cli.cli": 6, "mt_cli.__main__": 6,
-}  # fmt: skip
+    "mt_cli.interop": 5,
+    "mt_cli.tools": 5,
+    "mt_cli.serve": 5,
+    "mt_cli.cli": 6,
+    "mt_cli.__main__": 6,
+}
 # Packages of one layer that must not import each other either: what both need lives below them.
 APART = [("mt_cli.serve", "mt_cli.tools")]
 
@@ -54,7 +62,9 @@ def _imports(path: Path, top_level_only: bool) -> set[str]:
     for node in nodes:
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("mt_cli"):
             found.add(node.module)
-            found.update(f"{node.module}.{a.name}" for a in node.names)  # `from mt_cli.model import checkpoint`
+            found.update(
+                f"{node.module}.{a.name}" for a in node.names
+            )  # `from mt_cli.model import checkpoint`
         elif isinstance(node, ast.Import):
             found.update(a.name for a in node.names if a.name.startswith("mt_cli"))
     return found
@@ -80,7 +90,9 @@ def test_imports_point_down_the_layers_and_decoding_never_imports_training():
 
 def test_serve_and_tools_do_not_import_each_other():
     def package(module: str) -> str:
-        return next((p for pair in APART for p in pair if module == p or module.startswith(p + ".")), "")
+        return next(
+            (p for pair in APART for p in pair if module == p or module.startswith(p + ".")), ""
+        )
 
     modules = _modules()
     sideways = []
@@ -120,7 +132,8 @@ def test_module_level_imports_have_no_cycles():
 
 
 def test_files_stay_under_400_lines_and_functions_under_60():
-    """A function's length is its body's: a CLI command's signature, one option a few lines, declares."""
+    """A function's length is its body's: a CLI command's signature, one option a few lines,
+    declares."""
     long_files, long_functions = [], []
     for name, path in _modules().items():
         text = path.read_text(encoding="utf-8")
@@ -144,12 +157,16 @@ import sys
 import mt_cli
 assert "torch" not in sys.modules, "import mt_cli alone loaded torch"
 from mt_cli import Translator
-out = Translator.load({str(FIXTURE / "model.pt")!r}, device="cpu", beam=4).translate(["Ein hund läuft.", ""])
+translator = Translator.load({str(FIXTURE / "model.pt")!r}, device="cpu", beam=4)
+out = translator.translate(["Ein hund läuft.", ""])
 assert len(out) == 2 and out[1] == ""
-loaded = sorted(m for m in sys.modules if m.startswith("mt_cli.train") or m.split(".")[0] in ("datasets", "matplotlib"))
+unused = ("datasets", "matplotlib")
+loaded = sorted(m for m in sys.modules if m.startswith("mt_cli.train") or m.split(".")[0] in unused)
 print(",".join(loaded))
 """
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == ""
 
@@ -160,16 +177,20 @@ def test_mt_translate_loads_nothing_it_does_not_use(tmp_path):
     (tmp_path / "in.txt").write_text("Ein hund läuft.\n", encoding="utf-8")
     code = f"""
 import runpy, sys
-sys.argv = ["mt", "translate", "--checkpoint", {str(FIXTURE / "model.pt")!r}, {str(tmp_path / "in.txt")!r},
-            "--output", {str(tmp_path / "out.txt")!r}, "--device", "cpu"]
+sys.argv = ["mt", "translate", "--checkpoint", {str(FIXTURE / "model.pt")!r},
+            {str(tmp_path / "in.txt")!r}, "--output", {str(tmp_path / "out.txt")!r},
+            "--device", "cpu"]
 try:
     runpy.run_module("mt_cli", run_name="__main__")
 except SystemExit as e:
     assert not e.code, e.code
 unused = ("pydantic", "yaml", "rich", "datasets", "matplotlib", "transformers", "pandas")
-print(",".join(sorted(m for m in sys.modules if m.startswith("mt_cli.train") or m.split(".")[0] in unused)))
+loaded = (m for m in sys.modules if m.startswith("mt_cli.train") or m.split(".")[0] in unused)
+print(",".join(sorted(loaded)))
 """
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == ""
     assert (tmp_path / "out.txt").read_text(encoding="utf-8").count("\n") == 1
@@ -180,15 +201,34 @@ def test_translations_are_byte_identical_to_those_saved_before_the_layout_moved(
     from mt_cli import Translator
 
     src = _lines("src.txt")
-    assert Translator.load(FIXTURE / "model.pt", device="cpu", beam=beam).translate(src) == _lines(saved)
+    assert Translator.load(FIXTURE / "model.pt", device="cpu", beam=beam).translate(src) == _lines(
+        saved
+    )
 
 
 def test_mt_translate_writes_the_saved_translations_across_its_10000_line_chunks(tmp_path):
     src, want = _lines("src.txt"), _lines("greedy.txt")
     n = 10_003  # crosses the first chunk boundary (translator.CHUNK_LINES) by three lines
-    (tmp_path / "in.txt").write_text("".join(src[i % len(src)] + "\n" for i in range(n)), encoding="utf-8")
-    cmd = [sys.executable, "-m", "mt_cli", "translate", "--checkpoint", FIXTURE / "model.pt", tmp_path / "in.txt",
-           "--output", tmp_path / "out.txt", "--beam", "1", "--batch-size", "256", "--device", "cpu"]  # fmt: skip
+    (tmp_path / "in.txt").write_text(
+        "".join(src[i % len(src)] + "\n" for i in range(n)), encoding="utf-8"
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "mt_cli",
+        "translate",
+        "--checkpoint",
+        FIXTURE / "model.pt",
+        tmp_path / "in.txt",
+        "--output",
+        tmp_path / "out.txt",
+        "--beam",
+        "1",
+        "--batch-size",
+        "256",
+        "--device",
+        "cpu",
+    ]
     subprocess.run(list(map(str, cmd)), check=True, capture_output=True, timeout=600)
     out = (tmp_path / "out.txt").read_text(encoding="utf-8").split("\n")[:-1]
     assert out == [want[i % len(src)] for i in range(n)]
@@ -206,5 +246,7 @@ def test_library_errors_name_fields_not_command_line_flags():
                 for part in ast.walk(node.exc):
                     if isinstance(part, ast.Constant) and isinstance(part.value, str):
                         if re.search(r"(?<![\w-])--[a-z]", part.value):
-                            flagged.append(f"{path.relative_to(ROOT)}:{node.lineno}: {part.value.strip()[:60]}")
+                            flagged.append(
+                                f"{path.relative_to(ROOT)}:{node.lineno}: {part.value.strip()[:60]}"
+                            )
     assert flagged == []

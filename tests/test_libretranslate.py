@@ -31,7 +31,14 @@ def translator() -> Translator:
 
 
 def start(translator: Translator, **options) -> Running:
-    cfg = ServeConfig(source_lang="de", target_lang="en", max_wait_ms=5, max_chars=300, max_request_lines=20, **options)
+    cfg = ServeConfig(
+        source_lang="de",
+        target_lang="en",
+        max_wait_ms=5,
+        max_chars=300,
+        max_request_lines=20,
+        **options,
+    )
     return Running(create_app(lambda: translator, "model.pt", cfg))
 
 
@@ -52,8 +59,10 @@ def test_libretranslatepy_translates_lists_languages_and_detects_unchanged(serve
     lt = LibreTranslateAPI(server.url)
     paragraph = " ".join(DE)
     assert lt.translate(paragraph, "de", "en") == document(translator, paragraph)
-    assert lt.languages() == [{"code": "de", "name": "German", "targets": ["en"]},
-                              {"code": "en", "name": "English", "targets": []}]  # fmt: skip
+    assert lt.languages() == [
+        {"code": "de", "name": "German", "targets": ["en"]},
+        {"code": "en", "name": "English", "targets": []},
+    ]
     assert lt.detect("Der Mann sieht ein rotes Haus.") == [{"confidence": 100.0, "language": "de"}]
     # One source language: lingua still checks that the text can be it.
     assert lt.detect("Привет, как дела?") == [{"confidence": 0.0, "language": "de"}]
@@ -63,11 +72,17 @@ def test_weblate_requests_a_form_and_a_json_list_and_gets_translated_text(server
     # Weblate before 5.x: requests' form, the key None when unset (requests leaves it out).
     form = {"api_key": None, "q": DE[0], "source": "de", "target": "en"}
     answer = requests.post(server.url + "/translate", data=form, timeout=60)
-    assert answer.status_code == 200 and answer.json() == {"translatedText": document(translator, DE[0])}
+    assert answer.status_code == 200 and answer.json() == {
+        "translatedText": document(translator, DE[0])
+    }
     # curl -d: a form whose non-ASCII bytes are not escaped (browsers and requests escape them).
     raw = f"q={DE[0]}&source=de&target=en".encode()
-    answer = requests.post(server.url + "/translate", data=raw, timeout=60,
-                           headers={"Content-Type": "application/x-www-form-urlencoded"})  # fmt: skip
+    answer = requests.post(
+        server.url + "/translate",
+        data=raw,
+        timeout=60,
+        headers={"Content-Type": "application/x-www-form-urlencoded"},
+    )
     assert answer.json() == {"translatedText": document(translator, DE[0])}
     # Weblate now: JSON, a list of texts, the key null.
     body = {"api_key": None, "q": DE, "source": "de", "target": "en"}
@@ -75,9 +90,15 @@ def test_weblate_requests_a_form_and_a_json_list_and_gets_translated_text(server
     assert answer.json() == {"translatedText": [document(translator, t) for t in DE]}
 
 
-def test_alternatives_are_the_next_best_hypotheses_and_auto_says_what_it_detected(server, translator):
-    status, _, body = call(server.url, "POST", "/translate",
-                           {"q": DE[:2], "source": "auto", "target": "en", "alternatives": 2})  # fmt: skip
+def test_alternatives_are_the_next_best_hypotheses_and_auto_says_what_it_detected(
+    server, translator
+):
+    status, _, body = call(
+        server.url,
+        "POST",
+        "/translate",
+        {"q": DE[:2], "source": "auto", "target": "en", "alternatives": 2},
+    )
     assert status == 200, body
     for text, best, others in zip(DE[:2], body["translatedText"], body["alternatives"]):
         hyps = [h.text for h in translator.search([text], nbest=3)[0]]
@@ -87,8 +108,12 @@ def test_alternatives_are_the_next_best_hypotheses_and_auto_says_what_it_detecte
 
 def test_html_keeps_its_markup(server, translator):
     html = "<p>Ein <b>hund</b> läuft.</p>"
-    status, _, body = call(server.url, "POST", "/translate", {"q": html, "source": "de", "target": "en",
-                                                               "format": "html"})  # fmt: skip
+    status, _, body = call(
+        server.url,
+        "POST",
+        "/translate",
+        {"q": html, "source": "de", "target": "en", "format": "html"},
+    )
     assert status == 200 and body["translatedText"] == document(translator, html, "html")
 
 
@@ -107,10 +132,19 @@ def test_html_keeps_its_markup(server, translator):
             "q: a text of 320 characters, more than the server's limit of 300 (serve.max_chars)",
         ),
         ({"q": ["Ein hund."] * 21, "source": "de", "target": "en"}, "serve.max_request_lines"),
-        ({"q": "Ein hund.", "source": "de", "target": "en", "alternatives": "many"}, "alternatives"),
+        (
+            {"q": "Ein hund.", "source": "de", "target": "en", "alternatives": "many"},
+            "alternatives",
+        ),
         ({"q": "Ein hund.", "source": "de", "target": "en", "alternatives": 64}, "serve.max_beam"),
-        ({"q": "Ein hund.", "source": "de", "target": "en", "format": "pdf"}, "pdf format is not supported"),
-        ({"q": "Ein hund.", "source": "de", "target": "en", "format": "docx"}, "through /translate_file"),
+        (
+            {"q": "Ein hund.", "source": "de", "target": "en", "format": "pdf"},
+            "pdf format is not supported",
+        ),
+        (
+            {"q": "Ein hund.", "source": "de", "target": "en", "format": "docx"},
+            "through /translate_file",
+        ),
         ({"q": 'msgid "a"\nmsgstr', "source": "de", "target": "en", "format": "po"}, "line"),
     ],
 )
@@ -128,9 +162,15 @@ def test_api_keys_are_required_when_given_and_ignored_otherwise(server, translat
     try:
         form = {"q": DE[0], "source": "de", "target": "en"}
         for key in (None, "wrong"):
-            answer = requests.post(running.url + "/translate", data={**form, "api_key": key}, timeout=60)
-            assert answer.status_code == 403 and answer.json()["error"].startswith("Invalid API key")
-        assert requests.post(running.url + "/detect", data={"q": DE[0]}, timeout=60).status_code == 403
+            answer = requests.post(
+                running.url + "/translate", data={**form, "api_key": key}, timeout=60
+            )
+            assert answer.status_code == 403 and answer.json()["error"].startswith(
+                "Invalid API key"
+            )
+        assert (
+            requests.post(running.url + "/detect", data={"q": DE[0]}, timeout=60).status_code == 403
+        )
         assert LibreTranslateAPI(running.url, api_key="secret-2").translate(DE[0], "de", "en")
         settings = call(running.url, "GET", "/frontend/settings")[2]
         assert settings["apiKeys"] is True and settings["keyRequired"] is True
@@ -143,16 +183,24 @@ def test_api_keys_are_required_when_given_and_ignored_otherwise(server, translat
 
 def test_translate_file_round_trips_a_text_document_through_its_download_url(server, translator):
     text = f"{DE[0]} {DE[1]}\n\n   {DE[2]}\n"
-    answer = requests.post(server.url + "/translate_file", files={"file": ("brief.txt", text.encode())},
-                           data={"source": "de", "target": "en"}, timeout=60)  # fmt: skip
+    answer = requests.post(
+        server.url + "/translate_file",
+        files={"file": ("brief.txt", text.encode())},
+        data={"source": "de", "target": "en"},
+        timeout=60,
+    )
     assert answer.status_code == 200, answer.text
     url = answer.json()["translatedFileUrl"]
     assert url.startswith(server.url + "/download_file/") and url.endswith(".brief.txt")
     download = requests.get(url, timeout=60)
     assert download.text == document(translator, text)
     assert 'filename="brief.txt"' in download.headers["content-disposition"]
-    refused = requests.post(server.url + "/translate_file", files={"file": ("a.pdf", b"%PDF")},
-                            data={"source": "de", "target": "en"}, timeout=60)  # fmt: skip
+    refused = requests.post(
+        server.url + "/translate_file",
+        files={"file": ("a.pdf", b"%PDF")},
+        data={"source": "de", "target": "en"},
+        timeout=60,
+    )
     assert refused.status_code == 400 and "file format not supported" in refused.json()["error"]
     assert requests.get(server.url + "/download_file/nothing.txt", timeout=60).status_code == 404
 
@@ -160,12 +208,26 @@ def test_translate_file_round_trips_a_text_document_through_its_download_url(ser
 def test_frontend_settings_have_libretranslates_shape(server):
     status, _, body = call(server.url, "GET", "/frontend/settings")
     assert status == 200
-    assert set(body) == {"charLimit", "frontendTimeout", "apiKeys", "keyRequired", "suggestions",
-                         "filesTranslation", "supportedFilesFormat", "language"}  # fmt: skip
-    assert body["charLimit"] == 300 and body["suggestions"] is False and body["filesTranslation"] is True
+    assert set(body) == {
+        "charLimit",
+        "frontendTimeout",
+        "apiKeys",
+        "keyRequired",
+        "suggestions",
+        "filesTranslation",
+        "supportedFilesFormat",
+        "language",
+    }
+    assert (
+        body["charLimit"] == 300
+        and body["suggestions"] is False
+        and body["filesTranslation"] is True
+    )
     assert ".txt" in body["supportedFilesFormat"] and ".html" in body["supportedFilesFormat"]
-    assert body["language"] == {"source": {"code": "auto", "name": "Auto Detect"},
-                                "target": {"code": "en", "name": "English"}}  # fmt: skip
+    assert body["language"] == {
+        "source": {"code": "auto", "name": "Auto Detect"},
+        "target": {"code": "en", "name": "English"},
+    }
 
 
 def test_the_json_api_still_answers_on_translate(server, translator):
@@ -175,14 +237,34 @@ def test_the_json_api_still_answers_on_translate(server, translator):
     assert status == 422 and body["field"] == "text"
 
 
-def test_mt_train_records_the_languages_of_the_files_suffixes_and_serve_checks_against_them(tmp_path, corpus_files):
+def test_mt_train_records_the_languages_of_the_files_suffixes_and_serve_checks_against_them(
+    tmp_path, corpus_files
+):
     from mt_cli.cli import app
     from mt_cli.model import checkpoint
 
     f = corpus_files  # train.de, train.en, valid.de, valid.en
-    args = ["train", "--train-src", f["train_src"], "--train-tgt", f["train_tgt"], "--valid-src", f["valid_src"],
-            "--valid-tgt", f["valid_tgt"], "--out", tmp_path / "run", "--preset", "tiny", "--max-steps", 1,
-            "--set", "tokenizer.vocab_size=90", "--set", "train.doctor=false"]  # fmt: skip
+    args = [
+        "train",
+        "--train-src",
+        f["train_src"],
+        "--train-tgt",
+        f["train_tgt"],
+        "--valid-src",
+        f["valid_src"],
+        "--valid-tgt",
+        f["valid_tgt"],
+        "--out",
+        tmp_path / "run",
+        "--preset",
+        "tiny",
+        "--max-steps",
+        1,
+        "--set",
+        "tokenizer.vocab_size=90",
+        "--set",
+        "train.doctor=false",
+    ]
     result = CliRunner().invoke(app, [str(a) for a in args])
     assert result.exit_code == 0, result.output
     model = checkpoint.load(tmp_path / "run" / "best.pt").config.model
@@ -202,8 +284,13 @@ def test_imported_models_languages_come_from_their_config_name_and_target_tokens
     plain = SimpleNamespace(src_vocab=["</s>", "<unk>", "▁Hund", "<pad>"])
     tokens = SimpleNamespace(src_vocab=["</s>", ">>fra<<", ">>por<<", "▁dog", "<pad>"])
     assert languages("Helsinki-NLP/opus-mt-de-en", {}, tmp_path, plain) == (("de",), ("en",))
-    assert languages("x", {"_name_or_path": "opus-mt-en-ROMANCE"}, tmp_path, tokens) == (("en",), ("fra", "por"))
-    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"source_lang": "nl", "target_lang": "en"}))
+    assert languages("x", {"_name_or_path": "opus-mt-en-ROMANCE"}, tmp_path, tokens) == (
+        ("en",),
+        ("fra", "por"),
+    )
+    (tmp_path / "tokenizer_config.json").write_text(
+        json.dumps({"source_lang": "nl", "target_lang": "en"})
+    )
     assert languages("Helsinki-NLP/opus-mt-de-en", {}, tmp_path, plain) == (("nl",), ("en",))
 
     assert _named("Helsinki-NLP/opus-mt-de-en") == (("de",), ("en",))
@@ -221,9 +308,14 @@ def test_suffixes_name_languages_and_other_suffixes_do_not():
     assert language_name("zh-Hant") == "Chinese (Hant)" and language_name("cmn_Hans") == "cmn_Hans"
 
 
-def test_browser_pages_on_other_origins_may_call_only_when_the_server_allows_their_origin(server, translator):
-    preflight = {"Origin": "https://app.example", "Access-Control-Request-Method": "POST",
-                 "Access-Control-Request-Headers": "content-type"}  # fmt: skip
+def test_browser_pages_on_other_origins_may_call_only_when_the_server_allows_their_origin(
+    server, translator
+):
+    preflight = {
+        "Origin": "https://app.example",
+        "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "content-type",
+    }
     closed = requests.options(server.url + "/translate", headers=preflight, timeout=60)
     assert "access-control-allow-origin" not in {k.lower() for k in closed.headers}
     running = start(translator, cors_origins=("https://app.example",))
@@ -231,11 +323,18 @@ def test_browser_pages_on_other_origins_may_call_only_when_the_server_allows_the
         opened = requests.options(running.url + "/translate", headers=preflight, timeout=60)
         assert opened.status_code == 200
         assert opened.headers["access-control-allow-origin"] == "https://app.example"
-        answer = requests.post(running.url + "/translate", json={"q": DE[0], "source": "de", "target": "en"},
-                               headers={"Origin": "https://app.example"}, timeout=60)  # fmt: skip
+        answer = requests.post(
+            running.url + "/translate",
+            json={"q": DE[0], "source": "de", "target": "en"},
+            headers={"Origin": "https://app.example"},
+            timeout=60,
+        )
         assert answer.headers["access-control-allow-origin"] == "https://app.example"
-        other = requests.options(running.url + "/translate", headers={**preflight, "Origin": "https://evil.example"},
-                                 timeout=60)  # fmt: skip
+        other = requests.options(
+            running.url + "/translate",
+            headers={**preflight, "Origin": "https://evil.example"},
+            timeout=60,
+        )
         assert other.headers.get("access-control-allow-origin") != "https://evil.example"
     finally:
         running.stop()

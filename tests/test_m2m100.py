@@ -31,13 +31,27 @@ SCRIPTS = {
     "cyrillic": dict(zip("abcdefghijklmnopqrstuvwxyzäöü", "абцдефгхийклмнопкрстувшхызэюя")),
     "arabic": dict(zip("abcdefghijklmnopqrstuvwxyzäöü", "ابتدهفغحيجكلمنوپقرسطئوشخيزعءؤ")),
     "devanagari": dict(zip("abcdefghijklmnopqrstuvwxyzäöü", "अबचदेफगहिजकलमनोपकरसतुवशखयज़ऐऔऊ")),
-    "han": dict(zip("abcdefghijklmnopqrstuvwxyzäöü", "人口大小山水火木金土日月天地上下中左右年生学先不了是我你")),
+    "han": dict(
+        zip(
+            "abcdefghijklmnopqrstuvwxyzäöü",
+            "人口大小山水火木金土日月天地上下中左右年生学先不了是我你",
+        )
+    ),
 }
-ODD = ["Ωμέγα ☃ qüz", "日本語 テキスト", "Ein\tHund  läuft", "ÆØÅ æøå ß", "😀 emoji", " leading space", "a  b   c"]
+ODD = [
+    "Ωμέγα ☃ qüz",
+    "日本語 テキスト",
+    "Ein\tHund  läuft",
+    "ÆØÅ æøå ß",
+    "😀 emoji",
+    " leading space",
+    "a  b   c",
+]
 
 
 def script_lines(n: int, seed: int = 0) -> list[str]:
-    """n lines: a fifth Latin, the rest in Cyrillic, Arabic, Devanagari and Han letters, and some odd ones."""
+    """n lines: a fifth Latin, the rest in Cyrillic, Arabic, Devanagari and Han letters, and some
+    odd ones."""
     src, tgt = make_pairs(n, seed)
     out = []
     for i, line in enumerate(src if seed % 2 == 0 else tgt):
@@ -53,19 +67,37 @@ def spm_model(lines: list[str]) -> bytes:
     import sentencepiece
 
     model = io.BytesIO()
-    sentencepiece.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_writer=model, vocab_size=400,
-                                             model_type="bpe", character_coverage=0.999, hard_vocab_limit=False,
-                                             minloglevel=2)  # fmt: skip
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(lines),
+        model_writer=model,
+        vocab_size=400,
+        model_type="bpe",
+        character_coverage=0.999,
+        hard_vocab_limit=False,
+        minloglevel=2,
+    )
     return model.getvalue()
 
 
 def random_model(d: Path, vocab_size: int, **extra: object) -> None:
     cfg = transformers.M2M100Config(
-        vocab_size=vocab_size, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
-        decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=128,
-        pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2, init_std=0.2, scale_embedding=True,
+        vocab_size=vocab_size,
+        d_model=32,
+        encoder_layers=2,
+        decoder_layers=2,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_ffn_dim=64,
+        decoder_ffn_dim=64,
+        max_position_embeddings=128,
+        pad_token_id=1,
+        bos_token_id=0,
+        eos_token_id=2,
+        decoder_start_token_id=2,
+        init_std=0.2,
+        scale_embedding=True,
         **extra,
-    )  # fmt: skip
+    )
     torch.manual_seed(0)
     transformers.M2M100ForConditionalGeneration(cfg).eval().save_pretrained(d)
 
@@ -99,7 +131,9 @@ def nllb_folder(d: Path) -> Path:
     src.mkdir(parents=True, exist_ok=True)
     (src / "sentencepiece.bpe.model").write_bytes(spm_model(script_lines(1500, seed=2)))
     (src / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "NllbTokenizer"}))
-    tok = transformers.NllbTokenizer.from_pretrained(src, extra_special_tokens=FAIRSEQ_LANGUAGE_CODES)
+    tok = transformers.NllbTokenizer.from_pretrained(
+        src, extra_special_tokens=FAIRSEQ_LANGUAGE_CODES
+    )
     tok.save_pretrained(d)
     (d / "sentencepiece.bpe.model").write_bytes((src / "sentencepiece.bpe.model").read_bytes())
     random_model(d, len(tok) + 2, tokenizer_class="NllbTokenizer")
@@ -134,8 +168,13 @@ def test_1000_lines_in_five_scripts_get_the_token_ids_transformers_gives(importe
     theirs = [[ids[i] for i in row] for row in hf_tok(lines).input_ids]
     ours = tr.source_ids(lines)
     assert ours == theirs
-    assert ours[0][0] == ids[hf_tok.convert_tokens_to_ids(hf_tok.src_lang if "_" in src else f"__{src}__")]
-    assert sum(row.count(1) for row in ours) > 20  # unknown characters (<unk> is mt id 1) are among them
+    assert (
+        ours[0][0]
+        == ids[hf_tok.convert_tokens_to_ids(hf_tok.src_lang if "_" in src else f"__{src}__")]
+    )
+    assert (
+        sum(row.count(1) for row in ours) > 20
+    )  # unknown characters (<unk> is mt id 1) are among them
 
 
 def test_log_probabilities_match_transformers_at_every_position(imported):
@@ -147,10 +186,14 @@ def test_log_probabilities_match_transformers_at_every_position(imported):
     lines, targets = script_lines(12, seed=4), script_lines(12, seed=5)
     batch = hf_tok(lines, text_target=targets, padding=True, return_tensors="pt")
     labels = batch["labels"]
-    dec_in = torch.cat([torch.full((len(lines), 1), 2), labels[:, :-1]], dim=1)  # </s> [target language] y ...
+    dec_in = torch.cat(
+        [torch.full((len(lines), 1), 2), labels[:, :-1]], dim=1
+    )  # </s> [target language] y ...
     ids = torch.tensor(to_mt(ckpt.tokenizer))
     with torch.no_grad():
-        theirs = hf(input_ids=batch.input_ids, attention_mask=batch.attention_mask, decoder_input_ids=dec_in).logits
+        theirs = hf(
+            input_ids=batch.input_ids, attention_mask=batch.attention_mask, decoder_input_ids=dec_in
+        ).logits
         src_ids, tgt_in = ids[batch.input_ids], ids[dec_in]
         src_ids[batch.attention_mask == 0] = 0
         tgt_in[dec_in == 1] = 0  # mt's PAD
@@ -175,13 +218,21 @@ def test_100_greedy_translations_equal_generate_with_the_forced_target_language(
     for line, hyps in zip(lines, found):
         enc = hf_tok([line], return_tensors="pt")
         limit = int(enc.input_ids.size(1) * tr.cfg.max_len_ratio) + tr.cfg.max_len_offset
-        # mt's limit counts EOS, which it writes at the limit; transformers' counts the language token
+        # mt's limit counts EOS, which it writes at the limit; transformers' counts the language
+        # token
         with torch.no_grad():
-            gen = hf.generate(**enc, forced_bos_token_id=forced, num_beams=1, do_sample=False,
-                              max_new_tokens=limit, suppress_tokens=[1])[0].tolist()  # fmt: skip
+            gen = hf.generate(
+                **enc,
+                forced_bos_token_id=forced,
+                num_beams=1,
+                do_sample=False,
+                max_new_tokens=limit,
+                suppress_tokens=[1],
+            )[0].tolist()
         assert gen[:2] == [2, forced]  # </s>, then the target language
         assert [model_ids[t] for t in hyps[0].tokens] == [t for t in gen[2:] if t != 2], line
-        # The text: transformers' own decoding, without language tokens (their tokenizer may keep them)
+        # The text: transformers' own decoding, without language tokens (their tokenizer may keep
+        # them)
         text_ids = [t for t in hyps[0].tokens if t not in languages]
         expected = hf_tok.decode([model_ids[t] for t in text_ids], skip_special_tokens=True)
         assert hyps[0].text == " ".join(expected.split()), line
@@ -192,9 +243,13 @@ def test_a_language_the_model_lacks_is_one_line_naming_the_nearest(imported):
     tr = Translator.load(out, device="cpu")
     with pytest.raises(MtError, match=r"name the source language \(source_lang\)"):
         tr.translate(["x"])
-    with pytest.raises(MtError, match=r"target language 'xx': the model has no such language; nearest: "):
+    with pytest.raises(
+        MtError, match=r"target language 'xx': the model has no such language; nearest: "
+    ):
         tr.for_languages(src, "xx")
-    assert tr.for_languages("de", "en").source_ids(["x"]) == tr.for_languages(src, tgt).source_ids(["x"])
+    assert tr.for_languages("de", "en").source_ids(["x"]) == tr.for_languages(src, tgt).source_ids(
+        ["x"]
+    )
 
 
 def test_export_writes_back_the_folder_bitwise_and_transformers_loads_it(imported, tmp_path):
@@ -204,22 +259,40 @@ def test_export_writes_back_the_folder_bitwise_and_transformers_loads_it(importe
 
     folder, out, src, tgt = imported
     back = export(checkpoint.load(out), tmp_path / "back", "hf")
-    before, after = load_file(str(folder / "model.safetensors")), load_file(str(back / "model.safetensors"))
+    before, after = (
+        load_file(str(folder / "model.safetensors")),
+        load_file(str(back / "model.safetensors")),
+    )
     assert set(after) <= set(before)
     for name, tensor in before.items():
-        if name in after or name not in ("lm_head.weight", "model.encoder.embed_tokens.weight",
-                                         "model.decoder.embed_tokens.weight"):  # fmt: skip
-            assert torch.equal(after[name], tensor), name  # the tied copies are one matrix, written once
-    for name in ("sentencepiece.bpe.model", "tokenizer_config.json", "vocab.json", "tokenizer.json"):
+        if name in after or name not in (
+            "lm_head.weight",
+            "model.encoder.embed_tokens.weight",
+            "model.decoder.embed_tokens.weight",
+        ):
+            assert torch.equal(after[name], tensor), (
+                name
+            )  # the tied copies are one matrix, written once
+    for name in (
+        "sentencepiece.bpe.model",
+        "tokenizer_config.json",
+        "vocab.json",
+        "tokenizer.json",
+    ):
         if (folder / name).is_file():
             assert (back / name).read_bytes() == (folder / name).read_bytes(), name
-    original, exported = (transformers.M2M100ForConditionalGeneration.from_pretrained(d).eval() for d in (folder, back))
+    original, exported = (
+        transformers.M2M100ForConditionalGeneration.from_pretrained(d).eval()
+        for d in (folder, back)
+    )
     hf_tok = hf_tokenizer(back, src, tgt)
     enc = hf_tok(script_lines(6, seed=7), return_tensors="pt", padding=True)
     forced = hf_tok.convert_tokens_to_ids(tgt if "_" in tgt else f"__{tgt}__")
     with torch.no_grad():
-        before_gen, after_gen = (m.generate(**enc, num_beams=2, max_new_tokens=20, forced_bos_token_id=forced)
-                                 for m in (original, exported))  # fmt: skip
+        before_gen, after_gen = (
+            m.generate(**enc, num_beams=2, max_new_tokens=20, forced_bos_token_id=forced)
+            for m in (original, exported)
+        )
     assert torch.equal(before_gen, after_gen)
 
 
@@ -228,36 +301,58 @@ def test_ctranslate2_translates_the_export_as_mt_does(imported, tmp_path):
     from mt_cli.interop import export
 
     folder, out, src, tgt = imported
-    tr = Translator.load(out, device="cpu", beam=1, max_len_offset=30, max_len_ratio=0.01, precision="fp32")
+    tr = Translator.load(
+        out, device="cpu", beam=1, max_len_offset=30, max_len_ratio=0.01, precision="fp32"
+    )
     tr = tr.for_languages(src, tgt)
-    ct2 = ctranslate2.Translator(str(export(checkpoint.load(out), tmp_path / "ct2", "ct2")), device="cpu")
+    ct2 = ctranslate2.Translator(
+        str(export(checkpoint.load(out), tmp_path / "ct2", "ct2")), device="cpu"
+    )
     lines = script_lines(20, seed=8)
     tok = tr.tokenizer
-    sources = [tok.tgt_pieces(ids) for ids in tr.source_ids(lines)]  # the language token, pieces, </s>
+    sources = [
+        tok.tgt_pieces(ids) for ids in tr.source_ids(lines)
+    ]  # the language token, pieces, </s>
     target = tok.tgt_pieces(list(tr.decoder_start))
-    # CTranslate2's max_decoding_length counts the target prefix and not </s>: 1 + 29 against mt's 30.
-    results = ct2.translate_batch(sources, target_prefix=[target] * len(lines), beam_size=1, max_decoding_length=30)
+    # CTranslate2's max_decoding_length counts the target prefix and not </s>: 1 + 29 against mt's
+    # 30.
+    results = ct2.translate_batch(
+        sources, target_prefix=[target] * len(lines), beam_size=1, max_decoding_length=30
+    )
     found = tr.search(lines)
-    assert [target + tok.tgt_pieces(hyps[0].tokens) for hyps in found] == [r.hypotheses[0] for r in results]
+    assert [target + tok.tgt_pieces(hyps[0].tokens) for hyps in found] == [
+        r.hypotheses[0] for r in results
+    ]
 
 
 def test_the_engine_beam_search_scoring_and_int8_read_the_language_tokens(imported):
     _, out, src, tgt = imported
     lines = script_lines(24, seed=9)
-    eager = Translator.load(out, device="cpu", beam=4, engine="eager", precision="fp32").for_languages(src, tgt)
-    step = Translator.load(out, device="cpu", beam=4, engine="step", precision="fp32").for_languages(src, tgt)
+    eager = Translator.load(
+        out, device="cpu", beam=4, engine="eager", precision="fp32"
+    ).for_languages(src, tgt)
+    step = Translator.load(
+        out, device="cpu", beam=4, engine="step", precision="fp32"
+    ).for_languages(src, tgt)
     found = eager.search(lines)
     assert [h[0].text for h in step.search(lines)] == [h[0].text for h in found]
-    # Forced scoring reads </s> and the target language first, as search did: the same log-probabilities
+    # Forced scoring reads </s> and the target language first, as search did: the same
+    # log-probabilities
     best = [hyps[0] for hyps in found]
-    scored = force(eager.model, eager.source_ids(lines), [h.tokens for h in best], 8, eager.decoder_start)
+    scored = force(
+        eager.model, eager.source_ids(lines), [h.tokens for h in best], 8, eager.decoder_start
+    )
     for s, h in zip(scored, best):
-        assert s.tokens == h.tokens and s.token_logprobs == pytest.approx(h.token_logprobs, abs=1e-4)
+        assert s.tokens == h.tokens and s.token_logprobs == pytest.approx(
+            h.token_logprobs, abs=1e-4
+        )
     int8 = Translator.load(out, device="cpu", beam=4, precision="int8").for_languages(src, tgt)
     assert int8.translate(lines[:6]) == [int8.translate([line])[0] for line in lines[:6]]
 
 
-def test_a_shortlist_for_an_imported_model_restricts_its_output_and_exports_as_a_vmap(imported, tmp_path):
+def test_a_shortlist_for_an_imported_model_restricts_its_output_and_exports_as_a_vmap(
+    imported, tmp_path
+):
     from conftest import write_lines
     from mt_cli.data.collate import pad
     from mt_cli.interop import export
@@ -265,11 +360,22 @@ def test_a_shortlist_for_an_imported_model_restricts_its_output_and_exports_as_a
 
     _, out, src, tgt = imported
     sources, targets = script_lines(300, seed=10), script_lines(300, seed=11)
-    shortlist = add_shortlist(out, write_lines(tmp_path / "s", sources), write_lines(tmp_path / "t", targets),
-                              tmp_path / "short.pt", per_source=5, frequent=10, log=lambda *_: None)  # fmt: skip
-    tr = Translator.load(tmp_path / "short.pt", device="cpu", beam=2, shortlist=True).for_languages(src, tgt)
+    shortlist = add_shortlist(
+        out,
+        write_lines(tmp_path / "s", sources),
+        write_lines(tmp_path / "t", targets),
+        tmp_path / "short.pt",
+        per_source=5,
+        frequent=10,
+        log=lambda *_: None,
+    )
+    tr = Translator.load(tmp_path / "short.pt", device="cpu", beam=2, shortlist=True).for_languages(
+        src, tgt
+    )
     lines = script_lines(10, seed=12)
-    allowed = set(shortlist.for_batch(pad(tr.source_ids(lines)))[0].tolist())  # one batch: its lines' union
+    allowed = set(
+        shortlist.for_batch(pad(tr.source_ids(lines)))[0].tolist()
+    )  # one batch: its lines' union
     assert len(allowed) < tr.tokenizer.tgt_vocab_size / 2
     for hyps in tr.search(lines):
         assert hyps[0].tokens and set(hyps[0].tokens) <= allowed
@@ -294,8 +400,22 @@ def test_mt_import_translate_and_score_from_the_command_line(imported, tmp_path)
     missing = runner.invoke(app, [*args, "--target-lang", "en"])
     assert missing.exit_code == 1 and "name the source language (source_lang)" in missing.output
     assert "Traceback" not in missing.output and len(missing.output.strip().splitlines()) == 1
-    scored = runner.invoke(app, ["score", "--checkpoint", str(out), "--src", str(lines), "--tgt", str(lines),
-                                 "--source-lang", "de", "--target-lang", tgt])  # fmt: skip
+    scored = runner.invoke(
+        app,
+        [
+            "score",
+            "--checkpoint",
+            str(out),
+            "--src",
+            str(lines),
+            "--tgt",
+            str(lines),
+            "--source-lang",
+            "de",
+            "--target-lang",
+            tgt,
+        ],
+    )
     assert scored.exit_code == 0 and len(scored.stdout.splitlines()) == 3, scored.output
 
 
@@ -316,21 +436,29 @@ def test_a_server_of_an_imported_model_takes_each_requests_languages(imported):
         asked = {"text": lines, "source_lang": "de", "target_lang": "en"}
         status, _, body = call(running.url, "POST", "/translate", asked)
         assert status == 200 and body["translations"] == to_en.translate(lines)
-        status, _, body = call(running.url, "POST", "/translate", {**asked, "source_lang": src, "target_lang": "fr"})
+        status, _, body = call(
+            running.url, "POST", "/translate", {**asked, "source_lang": src, "target_lang": "fr"}
+        )
         assert status == 200 and body["translations"] == to_fr.translate(lines)
-        status, _, body = call(running.url, "POST", "/translate", {"text": lines[:1], "source_lang": "de"})
+        status, _, body = call(
+            running.url, "POST", "/translate", {"text": lines[:1], "source_lang": "de"}
+        )
         assert status == 422 and "name the target language" in body["error"]
         lt = LibreTranslateAPI(running.url)  # LibreTranslate's clients send ISO 639-1 codes
         assert lt.translate(lines[0], "de", "fr") == to_fr.translate_document(lines[0], "text")
         listed = {entry["code"] for entry in lt.languages()}
         assert {"de", "en", "fr"} <= listed and len(listed) == len(tr.tokenizer.codes)
-        status, _, body = call(running.url, "POST", "/translate", {"q": "x", "source": "de", "target": "xx"})
+        status, _, body = call(
+            running.url, "POST", "/translate", {"q": "x", "source": "de", "target": "xx"}
+        )
         assert status == 400 and "de -> xx is not supported" in body["error"]
     finally:
         running.stop()
 
 
-def test_fine_tuning_an_imported_model_reads_its_language_tokens_and_its_scores_improve(imported, tmp_path):
+def test_fine_tuning_an_imported_model_reads_its_language_tokens_and_its_scores_improve(
+    imported, tmp_path
+):
     from conftest import write_lines
     from mt_cli.config import build_config
     from mt_cli.data.direction import Directed
@@ -342,27 +470,53 @@ def test_fine_tuning_an_imported_model_reads_its_language_tokens_and_its_scores_
     tok = start.tokenizer
     files = {}
     for name, n, seed in (("train", 200, 15), ("valid", 30, 16)):
-        files[name] = (write_lines(tmp_path / f"{name}.de", script_lines(n, seed)),
-                       write_lines(tmp_path / f"{name}.en", script_lines(n, seed + 1)))  # fmt: skip
-    # What training reads: the source language before each source, </s> then the target language before
-    # each target (the decoder's input), as transformers' tokenizer with text_target gives them.
+        files[name] = (
+            write_lines(tmp_path / f"{name}.de", script_lines(n, seed)),
+            write_lines(tmp_path / f"{name}.en", script_lines(n, seed + 1)),
+        )
+    # What training reads: the source language before each source, </s> then the target language
+    # before each target (the decoder's input), as transformers' tokenizer with text_target gives
+    # them.
     directed = Directed(tok, tok.language_tokens(src, tgt))
-    assert directed.encode_src(["x y"])[0] == Translator.load(out).for_languages(src, tgt).source_ids(["x y"])[0]
+    assert (
+        directed.encode_src(["x y"])[0]
+        == Translator.load(out).for_languages(src, tgt).source_ids(["x y"])[0]
+    )
     assert directed.encode_tgt(["x y"])[0] == [tok.codes[tgt], *tok.encode_tgt(["x y"])[0]]
-    sets = [f"train.init={out}", "train.valid_every=40", "train.warmup_steps=5", "train.batch_tokens=600",
-            "train.max_steps=40", "train.lr=3e-3", "decode.beam=1", "model.dropout=0"]  # fmt: skip
-    train(DataSpec.text_files(*files["train"], *files["valid"]), tmp_path / "run", build_config(sets=sets),
-          log=lambda *_: None)  # fmt: skip
+    sets = [
+        f"train.init={out}",
+        "train.valid_every=40",
+        "train.warmup_steps=5",
+        "train.batch_tokens=600",
+        "train.max_steps=40",
+        "train.lr=3e-3",
+        "decode.beam=1",
+        "model.dropout=0",
+    ]
+    train(
+        DataSpec.text_files(*files["train"], *files["valid"]),
+        tmp_path / "run",
+        build_config(sets=sets),
+        log=lambda *_: None,
+    )
     tuned = checkpoint.load(tmp_path / "run" / "last.pt")
     assert tuned.tokenizer.to_state() == tok.to_state() and tuned.config.model == start.config.model
     valid = [p.read_text(encoding="utf-8").splitlines() for p in files["valid"]]
     before, after = (
-        Translator.from_checkpoint(c, "cpu").for_languages("de", "en").score(*valid) for c in (start, tuned)
+        Translator.from_checkpoint(c, "cpu").for_languages("de", "en").score(*valid)
+        for c in (start, tuned)
     )
-    assert sum(h.score for h in after) > sum(h.score for h in before)  # log-probabilities of the pairs rose
+    assert sum(h.score for h in after) > sum(
+        h.score for h in before
+    )  # log-probabilities of the pairs rose
     txt = [write_lines(tmp_path / f"x{i}.txt", script_lines(20, i)) for i in range(2)]
     with pytest.raises(MtError, match="name the data's with files named by language"):
-        train(DataSpec.text_files(*txt, *txt), tmp_path / "r2", build_config(sets=sets), log=lambda *_: None)
+        train(
+            DataSpec.text_files(*txt, *txt),
+            tmp_path / "r2",
+            build_config(sets=sets),
+            log=lambda *_: None,
+        )
 
 
 @pytest.mark.skipif(shutil.which(os.environ.get("CXX", "g++")) is None, reason="no C++ compiler")
@@ -375,8 +529,12 @@ def test_the_compiled_step_translates_an_imported_model_as_the_eager_one(importe
     compiled.compile_checkpoint(path, "fp32")
     lines = script_lines(16, seed=18)
     for beam in (1, 3):
-        eager = Translator.load(path, device="cpu", beam=beam, engine="eager").for_languages(src, tgt)
-        fast = Translator.load(path, device="cpu", beam=beam, engine="compiled").for_languages(src, tgt)
+        eager = Translator.load(path, device="cpu", beam=beam, engine="eager").for_languages(
+            src, tgt
+        )
+        fast = Translator.load(path, device="cpu", beam=beam, engine="compiled").for_languages(
+            src, tgt
+        )
         assert fast.engine is not None and fast.engine.compiled is not None
         assert fast.translate(lines) == eager.translate(lines)
 
@@ -410,14 +568,34 @@ def test_source_auto_identifies_each_lines_language_and_reads_it(imported, tmp_p
             assert got == tr.for_languages(code, tgt).translate([line])[0]
     scored = auto.score(lines[:2], ["x y", "z"])  # forced decoding reads each line's language too
     alone = [
-        tr.for_languages(c, tgt).score([s], [t])[0].score for c, s, t in zip(detected[:2], lines[:2], ["x y", "z"])
+        tr.for_languages(c, tgt).score([s], [t])[0].score
+        for c, s, t in zip(detected[:2], lines[:2], ["x y", "z"])
     ]
-    assert [h.score for h in scored] == pytest.approx(alone, abs=1e-4)  # batched: padding changes the last bits
+    assert [h.score for h in scored] == pytest.approx(
+        alone, abs=1e-4
+    )  # batched: padding changes the last bits
     given = write_lines(tmp_path / "in.txt", list(REAL.values()))
-    jsonl = CliRunner().invoke(app, ["translate", "--checkpoint", str(out), str(given), "--source-lang", "auto",
-                                     "--target-lang", tgt, "--format", "jsonl", "--beam", "2"])  # fmt: skip
+    jsonl = CliRunner().invoke(
+        app,
+        [
+            "translate",
+            "--checkpoint",
+            str(out),
+            str(given),
+            "--source-lang",
+            "auto",
+            "--target-lang",
+            tgt,
+            "--format",
+            "jsonl",
+            "--beam",
+            "2",
+        ],
+    )
     assert jsonl.exit_code == 0, jsonl.output
-    assert [short_code(json.loads(x)["source_lang"]) for x in jsonl.stdout.splitlines()] == list(REAL)
+    assert [short_code(json.loads(x)["source_lang"]) for x in jsonl.stdout.splitlines()] == list(
+        REAL
+    )
 
 
 def test_source_auto_on_a_model_that_records_no_source_language_is_one_line(tmp_path):
@@ -426,11 +604,15 @@ def test_source_auto_on_a_model_that_records_no_source_language_is_one_line(tmp_
     fixture = Path(__file__).resolve().parent / "fixtures" / "decode" / "model.pt"
     ckpt = checkpoint.load(fixture)
     assert ckpt.config.model.source_langs == ModelConfig().source_langs == ()
-    with pytest.raises(MtError, match="source language auto: the model records no source languages"):
+    with pytest.raises(
+        MtError, match="source language auto: the model records no source languages"
+    ):
         Translator.from_checkpoint(ckpt, "cpu").for_languages("auto", None)
 
 
-def test_nllbs_legacy_layout_puts_the_source_language_after_eos_as_transformers_does(imported, tmp_path):
+def test_nllbs_legacy_layout_puts_the_source_language_after_eos_as_transformers_does(
+    imported, tmp_path
+):
     folder, _, src, tgt = imported
     if (folder / "vocab.json").is_file():
         pytest.skip("M2M100 has no legacy layout; NLLB's tokenizer has")
@@ -439,8 +621,12 @@ def test_nllbs_legacy_layout_puts_the_source_language_after_eos_as_transformers_
     tc = json.loads((legacy / "tokenizer_config.json").read_text())
     (legacy / "tokenizer_config.json").write_text(json.dumps({**tc, "legacy_behaviour": True}))
     hf_tok = transformers.AutoTokenizer.from_pretrained(legacy, src_lang=src, tgt_lang=tgt)
-    tr = Translator.load(import_hf(legacy, tmp_path / "legacy.pt"), device="cpu").for_languages(src, tgt)
+    tr = Translator.load(import_hf(legacy, tmp_path / "legacy.pt"), device="cpu").for_languages(
+        src, tgt
+    )
     lines = script_lines(200, seed=19)
     ids = to_mt(tr.tokenizer)
     theirs = [[ids[i] for i in row] for row in hf_tok(lines).input_ids]
-    assert tr.source_ids(lines) == theirs and theirs[0][-1] == ids[hf_tok.convert_tokens_to_ids(src)]
+    assert (
+        tr.source_ids(lines) == theirs and theirs[0][-1] == ids[hf_tok.convert_tokens_to_ids(src)]
+    )

@@ -1,6 +1,6 @@
-"""Marian's binary lexical shortlist (interop/marian_lex.py): a file written here in Marian's layout,
-with Marian's checksum, reads back; the shortlist shipped with the real Bergamot student passes its
-own checksum; a damaged or cut file is one clear error naming it."""
+"""Marian's binary lexical shortlist (interop/marian_lex.py): a file written here in Marian's
+layout, with Marian's checksum, reads back; the shortlist shipped with the real Bergamot student
+passes its own checksum; a damaged or cut file is one clear error naming it."""
 
 from __future__ import annotations
 
@@ -17,7 +17,11 @@ from mt_cli.interop.marian_lex import MAGIC, read_lex
 def write_lex(path: Path, first: int, lists: list[list[int]]) -> None:
     offsets = np.cumsum([0] + [len(t) for t in lists]).astype("<u8")
     targets = np.array([t for ts in lists for t in ts], dtype="<u4")
-    body = struct.pack("<4Q", first, 50, len(offsets), len(targets)) + offsets.tobytes() + targets.tobytes()
+    body = (
+        struct.pack("<4Q", first, 50, len(offsets), len(targets))
+        + offsets.tobytes()
+        + targets.tobytes()
+    )
     seed, mask = 0, 2**64 - 1
     for (word,) in struct.iter_unpack("<Q", body[: len(body) // 8 * 8]):  # Marian's util::hashMem
         seed ^= (word + 0x9E3779B9 + ((seed << 6) & mask) + (seed >> 2)) & mask
@@ -41,7 +45,9 @@ def test_a_flipped_byte_or_a_cut_file_is_one_error_naming_it(tmp_path):
     with pytest.raises(MtError, match="lex.s2t.bin: checksum mismatch: the shortlist is damaged"):
         read_lex(path)
     path.write_bytes(bytes(data[:-4]))
-    with pytest.raises(MtError, match=r"lex.s2t.bin: its header says [\d,]+ bytes, the file has [\d,]+"):
+    with pytest.raises(
+        MtError, match=r"lex.s2t.bin: its header says [\d,]+ bytes, the file has [\d,]+"
+    ):
         read_lex(path)
     path.write_bytes(b"\0" * 64)
     with pytest.raises(MtError, match="not a Marian binary shortlist"):

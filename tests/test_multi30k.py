@@ -1,4 +1,5 @@
-"""The chain on real data: a Multi30k subset from ../shared/data, and the `datasets` loading path."""
+"""The chain on real data: a Multi30k subset from ../shared/data, and the `datasets` loading
+path."""
 
 import json
 
@@ -12,7 +13,8 @@ from test_cli import mt
 
 MULTI30K = SHARED_DATA / "multi30k"
 needs_multi30k = pytest.mark.skipif(
-    not (MULTI30K / "train.de").is_file(), reason=f"Multi30k not found at {MULTI30K} (see data/README.md)"
+    not (MULTI30K / "train.de").is_file(),
+    reason=f"Multi30k not found at {MULTI30K} (see data/README.md)",
 )
 
 
@@ -26,18 +28,52 @@ def test_the_chain_runs_on_a_multi30k_subset(tmp_path):
             )
     run = tmp_path / "run"
     mt(
-        "train", "--train-src", sub["train.de"], "--train-tgt", sub["train.en"],
-        "--valid-src", sub["val.de"], "--valid-tgt", sub["val.en"], "--out", run,
-        "--preset", "tiny", "--max-steps", 40, "--batch-tokens", 2000, "--device", "cpu",
-        "--set", "tokenizer.vocab_size=1000", "--set", "train.valid_every=40", "--set", "train.log_every=10",
-    )  # fmt: skip
+        "train",
+        "--train-src",
+        sub["train.de"],
+        "--train-tgt",
+        sub["train.en"],
+        "--valid-src",
+        sub["val.de"],
+        "--valid-tgt",
+        sub["val.en"],
+        "--out",
+        run,
+        "--preset",
+        "tiny",
+        "--max-steps",
+        40,
+        "--batch-tokens",
+        2000,
+        "--device",
+        "cpu",
+        "--set",
+        "tokenizer.vocab_size=1000",
+        "--set",
+        "train.valid_every=40",
+        "--set",
+        "train.log_every=10",
+    )
     hyp = tmp_path / "hyp.en"
-    mt("translate", "--checkpoint", run / "best.pt", sub["test2016.de"], "--output", hyp, "--beam", 2)
+    mt(
+        "translate",
+        "--checkpoint",
+        run / "best.pt",
+        sub["test2016.de"],
+        "--output",
+        hyp,
+        "--beam",
+        2,
+    )
     assert len(read_lines(hyp)) == 100
     result = json.loads(mt("evaluate", "--hyp", hyp, "--ref", sub["test2016.en"], "--json").stdout)
     hyps, refs = read_lines(hyp), read_lines(sub["test2016.en"])
-    assert result["bleu"] == round(sacrebleu.corpus_bleu(hyps, [refs]).score, 2)  # sacreBLEU's own figure
-    assert len(set(hyps)) > 1 and hyps != read_lines(sub["test2016.de"])  # translations, not one string or copies
+    assert result["bleu"] == round(
+        sacrebleu.corpus_bleu(hyps, [refs]).score, 2
+    )  # sacreBLEU's own figure
+    assert len(set(hyps)) > 1 and hyps != read_lines(
+        sub["test2016.de"]
+    )  # translations, not one string or copies
     log = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
     losses = [e["loss"] for e in log if "loss" in e]
     assert losses[-1] < losses[0], "40 steps on real data should lower the training loss"

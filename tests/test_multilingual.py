@@ -53,14 +53,18 @@ def test_an_epoch_of_a_mixed_corpus_draws_each_by_its_share_repeating_the_small_
     small_rows = [s[1] for s in src if s[0] == 1]
     assert set(small_rows) == set(range(10))  # every line of the small corpus, repeated
     assert sorted(set(s[1] for s in src if s[0] == 0)) == sorted({s[1] for s in src if s[0] == 0})
-    assert np.array_equal(mixed.epoch_rows(seed=3), rows) and not np.array_equal(mixed.epoch_rows(seed=4), rows)
+    assert np.array_equal(mixed.epoch_rows(seed=3), rows) and not np.array_equal(
+        mixed.epoch_rows(seed=4), rows
+    )
 
 
 def test_a_joint_tokenizer_sample_gives_each_language_its_share():
     texts = {"de": [f"d{i}" for i in range(900)], "fr": [f"f{i}" for i in range(100)]}
     lines = sample_by_language(texts, 5.0, seed=0)
     share = sum(line.startswith("f") for line in lines) / len(lines)
-    assert len(lines) == 1000 and share == pytest.approx(sampling_probs([900, 100], [1, 1], 5.0)[1], abs=0.002)
+    assert len(lines) == 1000 and share == pytest.approx(
+        sampling_probs([900, 100], [1, 1], 5.0)[1], abs=0.002
+    )
 
 
 def _second_language(line: str) -> str:
@@ -70,7 +74,8 @@ def _second_language(line: str) -> str:
 
 @pytest.fixture(scope="module")
 def multilingual_run(tmp_path_factory):
-    """A tiny run of two directions, de->en (400 pairs) and de->fr (150), from a config's data.pairs."""
+    """A tiny run of two directions, de->en (400 pairs) and de->fr (150), from a config's
+    data.pairs."""
     from mt_cli.cli import app
 
     d = tmp_path_factory.mktemp("multi")
@@ -79,21 +84,55 @@ def multilingual_run(tmp_path_factory):
     src2, tgt2 = make_pairs(150, seed=2)
     files = {
         "en": (write_lines(d / "train.de", src), write_lines(d / "train.en", tgt)),
-        "fr": (write_lines(d / "b.de", src2), write_lines(d / "b.fr", [_second_language(t) for t in tgt2])),
+        "fr": (
+            write_lines(d / "b.de", src2),
+            write_lines(d / "b.fr", [_second_language(t) for t in tgt2]),
+        ),
     }
     valid = {
         "en": (write_lines(d / "valid.de", vsrc), write_lines(d / "valid.en", vtgt)),
-        "fr": (write_lines(d / "vb.de", vsrc), write_lines(d / "vb.fr", [_second_language(t) for t in vtgt])),
+        "fr": (
+            write_lines(d / "vb.de", vsrc),
+            write_lines(d / "vb.fr", [_second_language(t) for t in vtgt]),
+        ),
     }
-    pairs = [{"src": str(files[k][0]), "tgt": str(files[k][1]), "valid_src": str(valid[k][0]),
-              "valid_tgt": str(valid[k][1])} for k in ("en", "fr")]  # fmt: skip
+    pairs = [
+        {
+            "src": str(files[k][0]),
+            "tgt": str(files[k][1]),
+            "valid_src": str(valid[k][0]),
+            "valid_tgt": str(valid[k][1]),
+        }
+        for k in ("en", "fr")
+    ]
     import yaml
 
     (d / "multi.yaml").write_text(yaml.safe_dump({"data": {"pairs": pairs, "temperature": 2.0}}))
-    sets = ["train.valid_every=150", "model.d_model=64", "model.ffn_dim=128", "model.dropout=0.0",
-            "train.warmup_steps=20", "train.lr=3e-3", "tokenizer.vocab_size=120", "decode.beam=1"]  # fmt: skip
-    args = ["train", "--config", str(d / "multi.yaml"), "--out", str(d / "run"), "--preset", "tiny",
-            "--max-steps", "300", "--batch-tokens", "500", "--cache", str(d / "cache")]  # fmt: skip
+    sets = [
+        "train.valid_every=150",
+        "model.d_model=64",
+        "model.ffn_dim=128",
+        "model.dropout=0.0",
+        "train.warmup_steps=20",
+        "train.lr=3e-3",
+        "tokenizer.vocab_size=120",
+        "decode.beam=1",
+    ]
+    args = [
+        "train",
+        "--config",
+        str(d / "multi.yaml"),
+        "--out",
+        str(d / "run"),
+        "--preset",
+        "tiny",
+        "--max-steps",
+        "300",
+        "--batch-tokens",
+        "500",
+        "--cache",
+        str(d / "cache"),
+    ]
     done = CliRunner().invoke(app, [*args, *[x for s in sets for x in ("--set", s)]])
     assert done.exit_code == 0, done.output
     return d, d / "run", done.output
@@ -102,29 +141,41 @@ def multilingual_run(tmp_path_factory):
 def test_a_multilingual_run_records_its_languages_and_validates_each_pair(multilingual_run):
     d, run, output = multilingual_run
     ckpt = checkpoint.load(run / "last.pt")
-    assert (ckpt.config.model.source_langs, ckpt.config.model.target_langs) == (("de",), ("en", "fr"))
+    assert (ckpt.config.model.source_langs, ckpt.config.model.target_langs) == (
+        ("de",),
+        ("en", "fr"),
+    )
     assert ckpt.tokenizer.target_tags().keys() == {"en", "fr"}
     logged = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
     valid = [e for e in logged if "valid_bleu_by_pair" in e]
     assert valid and set(valid[-1]["valid_bleu_by_pair"]) == {"de-en", "de-fr"}
-    assert valid[-1]["valid_bleu"] == pytest.approx(sum(valid[-1]["valid_bleu_by_pair"].values()) / 2)
+    assert valid[-1]["valid_bleu"] == pytest.approx(
+        sum(valid[-1]["valid_bleu_by_pair"].values()) / 2
+    )
     assert "sampling 2 pairs at temperature 2" in output and "de-en" in output
 
 
 def test_a_multilingual_model_needs_its_target_language_and_writes_the_one_named(multilingual_run):
     d, run, _ = multilingual_run
     tr = Translator.load(run / "best.pt", device="cpu", beam=1)
-    with pytest.raises(MtError, match=r"the model writes 2 languages \(en, fr\); name the target language"):
+    with pytest.raises(
+        MtError, match=r"the model writes 2 languages \(en, fr\); name the target language"
+    ):
         tr.translate(["Ein hund läuft."])
     lines = make_pairs(30, seed=9)[0]
-    to_en, to_fr = tr.for_languages(target="en").translate(lines), tr.for_languages(target="fr").translate(lines)
+    to_en, to_fr = (
+        tr.for_languages(target="en").translate(lines),
+        tr.for_languages(target="fr").translate(lines),
+    )
     english = set(LEXICON.values())
     # The tag decides the language: English words for en, the made-up reversed ones for fr.
     en_words = [w.strip(".").lower() for line in to_en for w in line.split()]
     fr_words = [w.strip(".").lower() for line in to_fr for w in line.split()]
     assert sum(w in english for w in en_words) > 0.7 * len(en_words)
     assert sum(w in english for w in fr_words) < 0.3 * len(fr_words)
-    got = CliRunner().invoke(_app(), ["translate", "--checkpoint", str(run / "best.pt"), str(d / "valid.de")])
+    got = CliRunner().invoke(
+        _app(), ["translate", "--checkpoint", str(run / "best.pt"), str(d / "valid.de")]
+    )
     assert got.exit_code == 1 and "name the target language (target_lang)" in got.output
 
 
@@ -149,12 +200,29 @@ def test_data_pairs_refuse_files_that_name_no_language_and_command_line_data_bes
 
     pair = {"src": "a.txt", "tgt": "b.en", "valid_src": "v.txt", "valid_tgt": "v.en"}
     cfg = tmp_path / "c.yaml"
-    cfg.write_text(json.dumps({"data": {"pairs": [pair, {**pair, "tgt": "b.fr", "valid_tgt": "v.fr"}]}}))
-    with pytest.raises(MtError, match=r"data.pairs\[0\]: its files' names \(a.txt, b.en\) name no language; set "
-                                      "source_lang"):  # fmt: skip
+    cfg.write_text(
+        json.dumps({"data": {"pairs": [pair, {**pair, "tgt": "b.fr", "valid_tgt": "v.fr"}]}})
+    )
+    with pytest.raises(
+        MtError,
+        match=r"data.pairs\[0\]: its files' names \(a.txt, b.en\) name no language; set "
+        "source_lang",
+    ):
         DataSpec.of_pairs(build_config(yaml_path=cfg).data)
-    got = CliRunner().invoke(_app(), ["train", "--config", str(cfg), "--out", str(tmp_path / "r"),
-                                      "--train-src", "x.de", "--train-tgt", "x.en"])  # fmt: skip
+    got = CliRunner().invoke(
+        _app(),
+        [
+            "train",
+            "--config",
+            str(cfg),
+            "--out",
+            str(tmp_path / "r"),
+            "--train-src",
+            "x.de",
+            "--train-tgt",
+            "x.en",
+        ],
+    )
     assert got.exit_code == 1 and "the config lists data.pairs; give the data one way" in got.output
 
 

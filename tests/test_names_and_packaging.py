@@ -34,11 +34,19 @@ def test_marian_names_and_ids_map_both_ways_and_match_a_real_marian_model(tokeni
     assert [from_marian_name(n) for n in theirs] == layer_names
     cfg = tiny_config(tokenizer)
     shape = transformers.MarianConfig(
-        vocab_size=cfg.tgt_vocab_size, d_model=cfg.d_model, encoder_layers=cfg.enc_layers,
-        decoder_layers=cfg.dec_layers, encoder_attention_heads=cfg.n_heads, decoder_attention_heads=cfg.n_heads,
-        encoder_ffn_dim=cfg.ffn_dim, decoder_ffn_dim=cfg.ffn_dim, max_position_embeddings=cfg.max_positions,
-        pad_token_id=cfg.tgt_vocab_size - 1, decoder_start_token_id=cfg.tgt_vocab_size - 1, eos_token_id=0,
-    )  # fmt: skip
+        vocab_size=cfg.tgt_vocab_size,
+        d_model=cfg.d_model,
+        encoder_layers=cfg.enc_layers,
+        decoder_layers=cfg.dec_layers,
+        encoder_attention_heads=cfg.n_heads,
+        decoder_attention_heads=cfg.n_heads,
+        encoder_ffn_dim=cfg.ffn_dim,
+        decoder_ffn_dim=cfg.ffn_dim,
+        max_position_embeddings=cfg.max_positions,
+        pad_token_id=cfg.tgt_vocab_size - 1,
+        decoder_start_token_id=cfg.tgt_vocab_size - 1,
+        eos_token_id=0,
+    )
     marian = transformers.MarianMTModel(shape)
     marian_layers = {n for n in marian.state_dict() if ".layers." in n}
     assert set(theirs) == marian_layers
@@ -60,14 +68,23 @@ def test_gpu_peaks_match_the_whole_device_name_longest_model_first():
 
 
 # Import name -> distribution name, where they differ.
-DISTRIBUTIONS = {"yaml": "pyyaml", "markdown_it": "markdown-it-py", "lingua": "lingua-language-detector"}
+DISTRIBUTIONS = {
+    "yaml": "pyyaml",
+    "markdown_it": "markdown-it-py",
+    "lingua": "lingua-language-detector",
+}
 
 
 def test_every_package_mt_imports_is_declared_in_pyproject():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    declared = {d.split(">")[0].split("=")[0].split("[")[0].strip().lower() for d in project["dependencies"]}
-    optional = {d.split(">")[0].split("=")[0].strip().lower() for ds in project["optional-dependencies"].values()
-                for d in ds}  # fmt: skip
+    declared = {
+        d.split(">")[0].split("=")[0].split("[")[0].strip().lower() for d in project["dependencies"]
+    }
+    optional = {
+        d.split(">")[0].split("=")[0].strip().lower()
+        for ds in project["optional-dependencies"].values()
+        for d in ds
+    }
     imported = set()
     for path in (ROOT / "mt_cli").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):

@@ -27,7 +27,14 @@ from serving import Running  # noqa: E402
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "decode" / "model.pt"
 # Small limits, so that the fuzzer's largest valid requests (the document states them) stay cheap.
-CFG = ServeConfig(source_lang="de", target_lang="en", max_wait_ms=0, max_beam=4, max_request_lines=8, max_chars=200)
+CFG = ServeConfig(
+    source_lang="de",
+    target_lang="en",
+    max_wait_ms=0,
+    max_beam=4,
+    max_request_lines=8,
+    max_chars=200,
+)
 # Schemathesis' own list, and 413: it refuses a request as surely as 400 or 422 (the document
 # states the line and character limits, so the fuzzer sends requests just over them).
 REJECTIONS = "400 401 403 404 405 406 409 413 415 422 428 429 5xx".split()
@@ -43,14 +50,17 @@ CONFIG = {
 MODEL_RULES = re.compile(
     "|".join(
         [
-            r"is larger than the beam",  # nbest above the beam (the request's, or the checkpoint's when absent)
+            # nbest above the beam (the request's, or the checkpoint's when absent)
+            r"is larger than the beam",
             r"\d+ prefixes for \d+ lines",  # a prefix per line of text
             r"need beam search",  # a glossary term that applies to a line, with a beam of 1
             r"vocabulary lacks",  # a glossary term the model cannot spell
             r"the prefix is \d+ pieces",  # a prefix longer than the model's positions
             r"sources but \d+ targets",  # /score: a target per source
-            r"^line \d+|holds NUL characters",  # a LibreTranslate document that does not parse as its format
-            r"is not supported: this server translates",  # a language the model lacks (the JSON API's, DeepL's)
+            # a LibreTranslate document that does not parse as its format
+            r"^line \d+|holds NUL characters",
+            # a language the model lacks (the JSON API's, DeepL's)
+            r"is not supported: this server translates",
             r"does not support formality",  # DeepL's formality more or less: the models have none
             r"glossary_id: no glossary",  # DeepL's glossary_id names a file of the server's folder
         ]
@@ -65,14 +75,18 @@ def translator() -> Translator:
 
 @pytest.fixture(scope="module")
 def server(translator):
-    running = Running(create_app(lambda: translator, str(FIXTURE), CFG))  # named by its path, as `mt serve` does
+    running = Running(
+        create_app(lambda: translator, str(FIXTURE), CFG)
+    )  # named by its path, as `mt serve` does
     yield running
     running.stop()
 
 
 @pytest.fixture(scope="module")
 def api(server):
-    return schemathesis.openapi.from_url(server.url + "/openapi.json", config=schemathesis.Config.from_dict(CONFIG))
+    return schemathesis.openapi.from_url(
+        server.url + "/openapi.json", config=schemathesis.Config.from_dict(CONFIG)
+    )
 
 
 schema = schemathesis.pytest.from_fixture("api")
@@ -80,7 +94,13 @@ schema = schemathesis.pytest.from_fixture("api")
 
 @schema.parametrize()
 # Hypothesis' health checks judge the generator (slow or filtered data), not the server.
-@settings(max_examples=25, derandomize=True, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@settings(
+    max_examples=25,
+    derandomize=True,
+    deadline=None,
+    database=None,
+    suppress_health_check=list(HealthCheck),
+)
 def test_every_answer_is_one_the_openapi_document_allows(case):
     valid = case.meta.generation.mode.is_positive
     if valid:
@@ -95,14 +115,20 @@ def _served_pair(case) -> None:
     gets past it to the translation (to the document any code is valid: the languages are the
     model's); the source is auto for about half of them."""
     body = case.body
-    if isinstance(body, dict) and {"source", "target"} <= set(body) and case.path in ("/translate", "/translate_file"):
+    if (
+        isinstance(body, dict)
+        and {"source", "target"} <= set(body)
+        and case.path in ("/translate", "/translate_file")
+    ):
         body["source"] = ("de", "auto")[len(body["source"]) % 2]
         body["target"] = "en"
     if case.path == "/v2/translate" and isinstance(body, dict):
         body["target_lang"] = ("EN-GB", "en", "EN-US")[len(body.get("target_lang") or "") % 3]
         if "source_lang" in body:
             body["source_lang"] = "DE"
-    if case.path == "/translate_file" and isinstance(body, dict) and "file" in body:  # UTF-8, as documented
+    if (
+        case.path == "/translate_file" and isinstance(body, dict) and "file" in body
+    ):  # UTF-8, as documented
         data = getattr(body["file"], "data", body["file"])
         body["file"] = data.decode("utf-8", "replace").encode() if isinstance(data, bytes) else data
 
@@ -115,9 +141,13 @@ def _error(response) -> str:
         return ""
 
 
-def request(url: str, method: str, path: str, data: bytes = b"", kind: str = "application/json") -> tuple:
+def request(
+    url: str, method: str, path: str, data: bytes = b"", kind: str = "application/json"
+) -> tuple:
     """(status, lower-cased headers, parsed JSON body) of one raw request."""
-    req = urllib.request.Request(url + path, data=data or None, method=method, headers={"Content-Type": kind})
+    req = urllib.request.Request(
+        url + path, data=data or None, method=method, headers={"Content-Type": kind}
+    )
     try:
         with urllib.request.urlopen(req, timeout=60) as r:
             return r.status, {k.lower(): v for k, v in r.headers.items()}, json.loads(r.read())
@@ -130,16 +160,32 @@ def request(url: str, method: str, path: str, data: bytes = b"", kind: str = "ap
     [
         ("POST", "/translate", b'{"text": ["a", ', "application/json", 400, None),
         ("POST", "/score", b"\xff\xfe", "application/json", 400, None),
-        ("POST", "/attention", b"text=a", "application/x-www-form-urlencoded", 400, None),  # not JSON
+        (
+            "POST",
+            "/attention",
+            b"text=a",
+            "application/x-www-form-urlencoded",
+            400,
+            None,
+        ),  # not JSON
         ("POST", "/score", b'{"source": "a", "target": 5}', "application/json", 422, "target"),
         ("POST", "/translate", b'{"text": "a", "nbest": 2}', "application/json", 422, "format"),
         ("POST", "/translate", b'{"text": ["a"] , "beam": 5}', "application/json", 422, "beam"),
-        ("POST", "/translate", json.dumps({"text": ["a"] * 9}).encode(), "application/json", 413, "text"),
+        (
+            "POST",
+            "/translate",
+            json.dumps({"text": ["a"] * 9}).encode(),
+            "application/json",
+            413,
+            "text",
+        ),
         ("GET", "/nothing", b"", "application/json", 404, None),
         ("DELETE", "/translate", b"", "application/json", 405, None),
     ],
 )
-def test_the_json_apis_errors_are_one_object_naming_the_field(server, method, path, data, kind, status, field):
+def test_the_json_apis_errors_are_one_object_naming_the_field(
+    server, method, path, data, kind, status, field
+):
     got, headers, body = request(server.url, method, path, data, kind)
     assert (got, set(body), body["field"]) == (status, {"error", "field"}, field), body
     assert headers["content-type"] == "application/json"
@@ -151,7 +197,13 @@ def test_the_json_apis_errors_are_one_object_naming_the_field(server, method, pa
     ("method", "path", "data", "kind", "status"),
     [
         ("POST", "/translate", b"q=&source=de&target=en", "application/x-www-form-urlencoded", 400),
-        ("POST", "/translate", b'{"q": "a", "source": "de", "target": "fr"}', "application/json", 400),
+        (
+            "POST",
+            "/translate",
+            b'{"q": "a", "source": "de", "target": "fr"}',
+            "application/json",
+            400,
+        ),
         (
             "POST",
             "/translate",
@@ -173,7 +225,10 @@ def test_libretranslates_errors_are_its_own_shape(server, method, path, data, ki
 
 def test_a_body_over_the_limit_is_refused_in_the_shape_of_its_api(translator):
     running = Running(create_app(lambda: translator, "model.pt", ServeConfig(max_body_bytes=100)))
-    big, form = json.dumps({"text": "a" * 200}).encode(), b"q=" + b"a" * 200 + b"&source=de&target=en"
+    big, form = (
+        json.dumps({"text": "a" * 200}).encode(),
+        b"q=" + b"a" * 200 + b"&source=de&target=en",
+    )
     try:
         for path, data, kind, shape in [
             ("/translate", big, "application/json", {"error", "field"}),
@@ -181,7 +236,9 @@ def test_a_body_over_the_limit_is_refused_in_the_shape_of_its_api(translator):
             ("/detect", big, "application/json", {"error"}),
         ]:
             status, _, body = request(running.url, "POST", path, data, kind)
-            assert status == 413 and set(body) == shape and "serve.max_body_bytes" in body["error"], body
+            assert (
+                status == 413 and set(body) == shape and "serve.max_body_bytes" in body["error"]
+            ), body
             assert body.get("field") is None
     finally:
         running.stop()

@@ -16,7 +16,12 @@ from mt_cli.errors import MtError
 from mt_cli.tools.translate_files import translate_stream
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "decode" / "model.pt"
-LINES = ["Ein hund sieht ein rot haus.", "", "Der mann läuft schnell und der baum.", "Kind hat ein ball."]
+LINES = [
+    "Ein hund sieht ein rot haus.",
+    "",
+    "Der mann läuft schnell und der baum.",
+    "Kind hat ein ball.",
+]
 
 
 @pytest.fixture(scope="module")
@@ -65,14 +70,20 @@ def test_token_scores_are_the_pieces_and_eos_whose_log_probabilities_make_the_sc
         assert row["score"] == pytest.approx(sum(lps) / len(lps) ** alpha)
     plain = _jsonl(tr.with_options(length_penalty=0.0), OutputConfig("jsonl", token_scores=True))
     for row in (r for r in plain if r["score"] is not None):
-        assert math.isclose(row["score"], sum(row["token_logprobs"]), rel_tol=1e-6)  # alpha 0: the plain sum
+        assert math.isclose(
+            row["score"], sum(row["token_logprobs"]), rel_tol=1e-6
+        )  # alpha 0: the plain sum
 
 
 def test_an_nbest_longer_than_the_beam_or_text_with_nbest_is_one_clear_error(translator):
-    with pytest.raises(MtError, match=r"output.nbest 5 is larger than the beam \(4\).*raise decode.beam to 5"):
+    with pytest.raises(
+        MtError, match=r"output.nbest 5 is larger than the beam \(4\).*raise decode.beam to 5"
+    ):
         translate_stream(translator, LINES, io.StringIO(), OutputConfig("jsonl", nbest=5))
     with pytest.raises(MtError, match=r"larger than the beam \(1\)"):
-        translate_stream(translator.with_options(beam=1), LINES, io.StringIO(), OutputConfig("jsonl", nbest=2))
+        translate_stream(
+            translator.with_options(beam=1), LINES, io.StringIO(), OutputConfig("jsonl", nbest=2)
+        )
     with pytest.raises(MtError, match="need output.format jsonl"):
         OutputConfig("text", nbest=2)
     with pytest.raises(MtError, match="output.format must be text or jsonl"):
@@ -85,8 +96,20 @@ def test_mt_translate_writes_jsonl_and_refuses_bad_combinations_in_one_line(tmp_
 
     src = tmp_path / "in.txt"
     src.write_text("\n".join(LINES) + "\n", encoding="utf-8")
-    base = [sys.executable, "-m", "mt_cli", "translate", "--checkpoint", str(FIXTURE), str(src), "--device", "cpu"]
-    done = subprocess.run([*base, "--beam", "4", "--format", "jsonl", "--nbest", "2"], capture_output=True, text=True)
+    base = [
+        sys.executable,
+        "-m",
+        "mt_cli",
+        "translate",
+        "--checkpoint",
+        str(FIXTURE),
+        str(src),
+        "--device",
+        "cpu",
+    ]
+    done = subprocess.run(
+        [*base, "--beam", "4", "--format", "jsonl", "--nbest", "2"], capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stderr
     rows = [json.loads(line) for line in done.stdout.splitlines()]
     assert len(rows) == len(LINES) and rows[1] == {"translation": "", "score": None}
@@ -94,4 +117,6 @@ def test_mt_translate_writes_jsonl_and_refuses_bad_combinations_in_one_line(tmp_
     for bad in (["--nbest", "2"], ["--format", "jsonl", "--beam", "2", "--nbest", "3"]):
         done = subprocess.run([*base, *bad], capture_output=True, text=True)
         assert done.returncode != 0 and done.stdout == ""
-        assert len(done.stderr.strip().splitlines()) == 1 and done.stderr.startswith("mt: error: --nbest")
+        assert len(done.stderr.strip().splitlines()) == 1 and done.stderr.startswith(
+            "mt: error: --nbest"
+        )

@@ -12,7 +12,9 @@ from mt_cli.decode.engine import Engine
 from mt_cli.decode.precision import Packed, quantize
 from mt_cli.model.transformer import build_model
 
-needs_onednn = pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="PyTorch built without oneDNN")
+needs_onednn = pytest.mark.skipif(
+    not torch.backends.mkldnn.is_available(), reason="PyTorch built without oneDNN"
+)
 
 
 @needs_onednn
@@ -39,7 +41,9 @@ def test_the_int8_engine_steps_alike_with_packed_and_plain_weights(tokenizer, mo
         with torch.inference_mode():
             memory = engine.encode(src, src_mask)
             out, cache = engine.decode(tgt[:, :1], memory, src_mask)
-            steps = [out] + [engine.decode(tgt[:, t : t + 1], None, None, cache)[0] for t in range(1, 4)]
+            steps = [out] + [
+                engine.decode(tgt[:, t : t + 1], None, None, cache)[0] for t in range(1, 4)
+            ]
         return torch.cat(steps, dim=1)
 
     plain, packed = logits(False), logits(True)

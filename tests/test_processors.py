@@ -41,22 +41,32 @@ def test_no_repeat_bigram_on_a_scripted_model_gives_the_output_worked_out_on_pap
     rule = (NoRepeatNgram(2), end_at_limit)
     hyp = greedy_search(alternating_model(), src, limit, processors=rule)[0]
     assert hyp.tokens == [A, B, A, A]
-    assert hyp.token_logprobs == pytest.approx([math.log(p) for p in (0.7, 0.7, 0.7, 0.2, 0.1)], abs=1e-5)
+    assert hyp.token_logprobs == pytest.approx(
+        [math.log(p) for p in (0.7, 0.7, 0.7, 0.2, 0.1)], abs=1e-5
+    )
 
 
 @pytest.mark.parametrize("n", [1, 2, 3])
 def test_no_hypothesis_of_beam_search_repeats_an_ngram(n):
     src, limit = torch.ones(2, 3, dtype=torch.long), torch.tensor([9, 9])
-    found = beam_search(alternating_model(), src, limit, beam=3, length_penalty=1.0, processors=(NoRepeatNgram(n),))
+    found = beam_search(
+        alternating_model(), src, limit, beam=3, length_penalty=1.0, processors=(NoRepeatNgram(n),)
+    )
     for hyps in found:
         for h in hyps:
             assert len(set(_ngrams(h.tokens, n))) == len(_ngrams(h.tokens, n)), h.tokens
 
 
 @pytest.mark.parametrize("beam", [1, 4])
-def test_no_repeat_ngram_on_a_real_model_leaves_no_repeat_and_greedy_outputs_that_had_none_alone(beam):
+def test_no_repeat_ngram_on_a_real_model_leaves_no_repeat_and_greedy_outputs_that_had_none_alone(
+    beam,
+):
     tr = Translator.load(FIXTURE, device="cpu", beam=beam)
-    lines = [line for line in (FIXTURE.parent / "src.txt").read_text(encoding="utf-8").splitlines() if line][:40]
+    lines = [
+        line
+        for line in (FIXTURE.parent / "src.txt").read_text(encoding="utf-8").splitlines()
+        if line
+    ][:40]
     plain, ruled = tr.search(lines), tr.with_options(no_repeat_ngram=2).search(lines)
     changed = 0
     for a, b in zip(plain, ruled):

@@ -17,8 +17,19 @@ from mt_cli.documents.protect import Protector
 from mt_cli.errors import MtError
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "decode"
-SPANS = ["%s", "%(name)s", "%1$d", "{count}", "{0}", "https://example.org/a?b=1&c=%20x", "www.example.com/docs",
-         "anna.schmidt@example.de", "%-5.2f", "{{user}}", "TICKET-4711"]  # fmt: skip
+SPANS = [
+    "%s",
+    "%(name)s",
+    "%1$d",
+    "{count}",
+    "{0}",
+    "https://example.org/a?b=1&c=%20x",
+    "www.example.com/docs",
+    "anna.schmidt@example.de",
+    "%-5.2f",
+    "{{user}}",
+    "TICKET-4711",
+]
 
 
 def test_each_kind_of_span_is_found_and_a_percent_sign_in_prose_is_not():
@@ -26,7 +37,9 @@ def test_each_kind_of_span_is_found_and_a_percent_sign_in_prose_is_not():
     for span in SPANS:
         assert p.mask(f"Sende {span} jetzt.").spans == (span,), span
     assert p.mask("20% Rabatt und 5 % mehr, 100%ig.").spans == ()
-    assert p.mask("Siehe https://x.org/a.").spans == ("https://x.org/a",)  # the full stop ends the sentence
+    assert p.mask("Siehe https://x.org/a.").spans == (
+        "https://x.org/a",
+    )  # the full stop ends the sentence
 
 
 def test_a_placeholder_dropped_or_repeated_by_the_model_comes_out_exactly_once():
@@ -110,8 +123,17 @@ def test_a_pattern_that_does_not_compile_is_one_clear_error(tmp_path):
         Protector("(")
     src = tmp_path / "in.txt"
     src.write_text("Hallo.\n", encoding="utf-8")
-    result = CliRunner().invoke(app, ["translate", "--checkpoint", str(FIXTURE / "model.pt"), str(src),
-                                      "--protect-pattern", "("])  # fmt: skip
+    result = CliRunner().invoke(
+        app,
+        [
+            "translate",
+            "--checkpoint",
+            str(FIXTURE / "model.pt"),
+            str(src),
+            "--protect-pattern",
+            "(",
+        ],
+    )
     assert result.exit_code != 0
     assert "--protect-pattern '(' is not a regular expression" in result.output
     assert "Traceback" not in result.output

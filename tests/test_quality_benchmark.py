@@ -1,5 +1,6 @@
-"""benchmarks/quality.py runs a recipe end to end and writes its rows; docs/quality.md's table comes from them,
-and every table a benchmark script generates has its markers in the docs page it writes."""
+"""benchmarks/quality.py runs a recipe end to end and writes its rows; docs/quality.md's table comes
+from them, and every table a benchmark script generates has its markers in the docs page it writes.
+"""
 
 import re
 import subprocess
@@ -16,7 +17,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import quality  # noqa: E402
 
 
-def test_quality_script_runs_the_recipe_and_scores_best_pt_with_its_tuned_defaults_on_every_test_set(tmp_path):
+def test_quality_script_runs_the_recipe_and_scores_best_pt_tuned_on_every_test_set(
+    tmp_path,
+):
     data = tmp_path / "data" / "multi30k"
     data.mkdir(parents=True)
     for stem, n, seed in (
@@ -30,20 +33,36 @@ def test_quality_script_runs_the_recipe_and_scores_best_pt_with_its_tuned_defaul
         write_lines(data / f"{stem}.de", de)
         write_lines(data / f"{stem}.en", en)
     recipe = tmp_path / "tiny-recipe.yaml"
-    recipe.write_text("preset: tiny\ntokenizer:\n  vocab_size: 100\ntrain:\n  max_steps: 20\n  valid_every: 10\n"
-                      "  keep_last: 2\n  average_last: 2\n  tune_beams: [1, 2]\n  tune_length_penalties: [0.8, 1.2]\n"
-                      "  device: cpu\ndecode:\n  beam: 2\n")  # fmt: skip
+    recipe.write_text(
+        "preset: tiny\ntokenizer:\n  vocab_size: 100\ntrain:\n  max_steps: 20\n  valid_every: 10\n"
+        "  keep_last: 2\n  average_last: 2\n  tune_beams: [1, 2]\n  tune_length_penalties: [0.8, "
+        "1.2]\n"
+        "  device: cpu\ndecode:\n  beam: 2\n"
+    )
     results = tmp_path / "RESULTS.md"
-    cmd = [sys.executable, str(ROOT / "benchmarks" / "quality.py"), "--recipe", str(recipe), "--data",
-           str(tmp_path / "data"), "--out", str(tmp_path / "run"), "--results", str(results),
-           "--set", "train.batch_tokens=400"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        str(ROOT / "benchmarks" / "quality.py"),
+        "--recipe",
+        str(recipe),
+        "--data",
+        str(tmp_path / "data"),
+        "--out",
+        str(tmp_path / "run"),
+        "--results",
+        str(results),
+        "--set",
+        "train.batch_tokens=400",
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     rows = quality.read_results(results)
     assert [r["test"] for r in rows] == ["test2016", "test2017", "test2018"]
     assert all(r["pair"] == "de-en" and r["steps"] == "20" for r in rows)
     assert rows[0]["recipe"] == "tiny-recipe.yaml train.batch_tokens=400"
-    assert re.fullmatch(r"best\.pt = (average of 2|step \d+), beam \d, lp [\d.]+ \(tuned\)", rows[0]["checkpoint"])
+    assert re.fullmatch(
+        r"best\.pt = (average of 2|step \d+), beam \d, lp [\d.]+ \(tuned\)", rows[0]["checkpoint"]
+    )
     tuned = checkpoint.load(tmp_path / "run" / "best.pt").config.decode
     assert rows[0]["checkpoint"].endswith(f"beam {tuned.beam}, lp {tuned.length_penalty:g} (tuned)")
     assert "tuned decoding on the validation set (3 settings)" in proc.stderr
@@ -57,7 +76,9 @@ def test_quality_script_runs_the_recipe_and_scores_best_pt_with_its_tuned_defaul
 def test_docs_table_shows_the_newest_row_of_each_recipe_pair_and_test(tmp_path):
     results = tmp_path / "RESULTS.md"
     row = dict.fromkeys(quality.COLUMNS, "x")
-    quality.append_results([{**row, "test": "t1", "BLEU": "30.00"}, {**row, "test": "t2", "BLEU": "20.00"}], results)
+    quality.append_results(
+        [{**row, "test": "t1", "BLEU": "30.00"}, {**row, "test": "t2", "BLEU": "20.00"}], results
+    )
     quality.append_results([{**row, "test": "t1", "BLEU": "31.00"}], results)
     page = tmp_path / "quality.md"
     page.write_text("intro\n<!-- quality-table:start -->\nold\n<!-- quality-table:end -->\noutro\n")
@@ -72,22 +93,44 @@ def test_each_generated_table_has_its_markers_in_the_docs_page_its_script_writes
     import results as results_module
 
     assert set(results_module.PAGES) == {
-        "quality-table", "speed-table", "opus-speed-table", "shortlist-table", "serve-table", "data-scale",
-        "documents-table", "protect-table", "neighbour-table", "levers-table", "m2m-speed-table",
-        "multilingual-table", "clean-table", "distill-de-en-table",
-        "distill-en-de-table", "pivot-table", "cache-table", "models-table", "office-table",
-    }  # fmt: skip
+        "quality-table",
+        "speed-table",
+        "opus-speed-table",
+        "shortlist-table",
+        "serve-table",
+        "data-scale",
+        "documents-table",
+        "protect-table",
+        "neighbour-table",
+        "levers-table",
+        "m2m-speed-table",
+        "multilingual-table",
+        "clean-table",
+        "distill-de-en-table",
+        "distill-en-de-table",
+        "pivot-table",
+        "cache-table",
+        "models-table",
+        "office-table",
+    }
     for marker, page in results_module.PAGES.items():
         text = page.read_text(encoding="utf-8")
         assert page.parent == ROOT / "docs", marker
-        assert text.count(f"<!-- {marker}:start -->") == 1 and text.count(f"<!-- {marker}:end -->") == 1, page
+        assert (
+            text.count(f"<!-- {marker}:start -->") == 1
+            and text.count(f"<!-- {marker}:end -->") == 1
+        ), page
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert ":start -->" not in readme, "README holds no generated table: the scripts write docs/ pages"
+    assert ":start -->" not in readme, (
+        "README holds no generated table: the scripts write docs/ pages"
+    )
 
 
 def test_the_docs_quality_table_is_the_one_results_md_generates():
     page = quality.QUALITY_PAGE.read_text(encoding="utf-8")
-    table = page.split("<!-- quality-table:start -->\n", 1)[1].split("\n<!-- quality-table:end -->", 1)[0]
+    table = page.split("<!-- quality-table:start -->\n", 1)[1].split(
+        "\n<!-- quality-table:end -->", 1
+    )[0]
     assert table == quality.docs_table(quality.read_results(quality.RESULTS))
 
 
@@ -116,23 +159,33 @@ def test_trials_table_names_what_each_run_changed_and_its_validation_bleu(tmp_pa
 
     from mt_cli.config import build_config, to_yaml
 
-    for name, sets, bleus in (("a", [], [10.0, 20.0]), ("b", ["train.lr=0.002", "model.dropout=0.3"], [12.0, 11.0])):
+    for name, sets, bleus in (
+        ("a", [], [10.0, 20.0]),
+        ("b", ["train.lr=0.002", "model.dropout=0.3"], [12.0, 11.0]),
+    ):
         run = tmp_path / name
         run.mkdir()
         (run / "config.yaml").write_text(to_yaml(build_config("small", sets=sets)))
         log = [{"step": 50, "loss": 5.0, "tokens_per_s": 1000.0, "elapsed_s": 60.0}]
-        log += [{"step": 100 * (i + 1), "valid_bleu": b, "valid_nll": 3.0 - i} for i, b in enumerate(bleus)]
+        log += [
+            {"step": 100 * (i + 1), "valid_bleu": b, "valid_nll": 3.0 - i}
+            for i, b in enumerate(bleus)
+        ]
         (run / "log.jsonl").write_text("".join(json.dumps(e) + "\n" for e in log))
     rows = trials.table([tmp_path / "a", tmp_path / "b"]).splitlines()[2:]
     assert rows[0] == "| a | (baseline) | 200 | 1.0 | 1000 | 2.000 | 20.00 | 20.00 | - |"
-    assert rows[1] == "| b | model.dropout=0.3, train.lr=0.002 | 200 | 1.0 | 1000 | 2.000 | 11.00 | 12.00 | - |"
+    assert rows[1] == (
+        "| b | model.dropout=0.3, train.lr=0.002 | 200 | 1.0 | 1000 | 2.000 | 11.00 | 12.00 | - |"
+    )
 
 
 def test_new_quality_rows_join_their_table_above_sections_other_scripts_appended(tmp_path):
     results = tmp_path / "RESULTS.md"
     row = dict.fromkeys(quality.COLUMNS, "x")
     quality.append_results([{**row, "test": "t1"}], results)
-    results.write_text(results.read_text() + "\n## Speed\n\n| decoding | beam |\n|---|---|\n| mt | 5 |\n")
+    results.write_text(
+        results.read_text() + "\n## Speed\n\n| decoding | beam |\n|---|---|\n| mt | 5 |\n"
+    )
     quality.append_results([{**row, "test": "t2"}], results)
     text = results.read_text()
     assert text.index("| t2 |") < text.index("## Speed") and text.endswith("| mt | 5 |\n")

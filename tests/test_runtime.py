@@ -1,4 +1,5 @@
-"""GPU readiness that can be checked on a CPU: batch probing, fp16 scaling state, compile fallback."""
+"""GPU readiness that can be checked on a CPU: batch probing, fp16 scaling state, compile
+fallback."""
 
 from __future__ import annotations
 
@@ -28,19 +29,29 @@ def test_fp16_needs_cuda_and_auto_is_fp32_on_the_cpu(monkeypatch):
     cpu = torch.device("cpu")
     with pytest.raises(MtError, match="train.amp fp16 needs a CUDA device"):
         amp_dtype("fp16", cpu)
-    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: True)  # a CPU with bf16 arithmetic
-    assert amp_dtype("auto", cpu) is None and amp_dtype("bf16", cpu) == torch.bfloat16 and amp_dtype("off", cpu) is None
+    monkeypatch.setattr(
+        torch.cpu, "_is_amx_tile_supported", lambda: True
+    )  # a CPU with bf16 arithmetic
+    assert (
+        amp_dtype("auto", cpu) is None
+        and amp_dtype("bf16", cpu) == torch.bfloat16
+        and amp_dtype("off", cpu) is None
+    )
 
 
 def test_bf16_on_a_cpu_without_bf16_arithmetic_is_one_line_naming_fp32(monkeypatch):
     monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
     monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)
-    with pytest.raises(MtError, match=r"this CPU \(.*\) has no bf16 arithmetic .* set train.amp to off"):
+    with pytest.raises(
+        MtError, match=r"this CPU \(.*\) has no bf16 arithmetic .* set train.amp to off"
+    ):
         amp_dtype("bf16", torch.device("cpu"))
     assert amp_dtype("auto", torch.device("cpu")) is None
 
 
-def test_the_matmul_peak_shrinks_its_product_where_the_dtype_is_slow_instead_of_taking_minutes(monkeypatch):
+def test_the_matmul_peak_shrinks_its_product_where_the_dtype_is_slow_instead_of_taking_minutes(
+    monkeypatch,
+):
     import time
 
     from mt_cli.train import throughput
@@ -86,7 +97,9 @@ def test_the_gradient_scaler_state_is_saved_in_last_pt_and_resumed(tokenizer, tm
     assert fresh.get_scale() == 256.0 and fresh.get_growth_interval() == 7
 
 
-def test_a_failing_torch_compile_falls_back_to_eager_training_with_a_warning(corpus_files, tmp_path, monkeypatch):
+def test_a_failing_torch_compile_falls_back_to_eager_training_with_a_warning(
+    corpus_files, tmp_path, monkeypatch
+):
     from mt_cli.config import build_config
     from mt_cli.train.inputs import DataSpec
     from mt_cli.train.loop import train
@@ -99,11 +112,21 @@ def test_a_failing_torch_compile_falls_back_to_eager_training_with_a_warning(cor
 
     monkeypatch.setattr(torch, "compile", broken_compile)
     f = corpus_files
-    cfg = build_config("tiny", options={"tokenizer": {"vocab_size": 100},
-                                        "train": {"max_steps": 3, "compile": True, "batch_tokens": 0}})  # fmt: skip
+    cfg = build_config(
+        "tiny",
+        options={
+            "tokenizer": {"vocab_size": 100},
+            "train": {"max_steps": 3, "compile": True, "batch_tokens": 0},
+        },
+    )
     said: list[str] = []
     spec = DataSpec.text_files(f["train_src"], f["train_tgt"], f["valid_src"], f["valid_tgt"])
     state = train(spec, tmp_path / "run", cfg, log=said.append)
     assert state.step == 3
-    assert any("torch.compile failed (RuntimeError: no C++ compiler here); training without it" in m for m in said)
-    assert any("batch_tokens auto probes GPU memory; on cpu it is the default, 2048" in m for m in said)
+    assert any(
+        "torch.compile failed (RuntimeError: no C++ compiler here); training without it" in m
+        for m in said
+    )
+    assert any(
+        "batch_tokens auto probes GPU memory; on cpu it is the default, 2048" in m for m in said
+    )

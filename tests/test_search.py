@@ -11,7 +11,8 @@ from mt_cli.decode.translator import Translator
 
 A, B = 4, 5
 VOCAB = 6
-# Next-token probabilities after each prefix, worked out on paper below; anything else ends (EOS .98).
+# Next-token probabilities after each prefix, worked out on paper below; anything else ends (EOS
+# .98).
 SCRIPT = {
     (): {A: 0.6, B: 0.39, EOS: 0.01},
     (A,): {A: 0.4, EOS: 0.3, B: 0.3},
@@ -46,11 +47,19 @@ def test_output_stops_at_the_length_limit():
     model, src = scripted(), torch.ones(1, 3, dtype=torch.long)
     # With room for only one token, that token must be EOS.
     assert tokens(greedy_search(model, src, torch.tensor([1]))) == [[]]
-    assert best(beam_search(model, src, torch.tensor([2]), beam=2, length_penalty=1.0)) in ([[A]], [[B]])
+    assert best(beam_search(model, src, torch.tensor([2]), beam=2, length_penalty=1.0)) in (
+        [[A]],
+        [[B]],
+    )
 
 
 def _sources(tokenizer):
-    lines = ["Ein hund.", "Der mann sieht ein rot haus und ein baum.", "Kind läuft.", "Frau hat ein ball und haus."]
+    lines = [
+        "Ein hund.",
+        "Der mann sieht ein rot haus und ein baum.",
+        "Kind läuft.",
+        "Frau hat ein ball und haus.",
+    ]
     return tokenizer.encode_src(lines)
 
 
@@ -59,7 +68,13 @@ def test_beam_1_equals_greedy(tiny_model, tokenizer):
     greedy = best(search_ids(Engine(tiny_model), src_ids, DecodeConfig(beam=1, max_len_offset=5)))
     beam1 = [
         best(
-            beam_search(Engine(tiny_model), pad([s]), torch.tensor([len(s) * 3 // 2 + 5]), beam=1, length_penalty=1.0)
+            beam_search(
+                Engine(tiny_model),
+                pad([s]),
+                torch.tensor([len(s) * 3 // 2 + 5]),
+                beam=1,
+                length_penalty=1.0,
+            )
         )[0]
         for s in src_ids
     ]
@@ -78,8 +93,16 @@ def test_batched_decoding_equals_one_by_one(tiny_model, tokenizer):
 
 def test_translate_ids_returns_input_order_whatever_the_batching(tiny_model, tokenizer):
     src_ids = _sources(tokenizer)
-    one = best(search_ids(Engine(tiny_model), src_ids, DecodeConfig(beam=3, batch_size=1, max_len_offset=5)))
-    many = best(search_ids(Engine(tiny_model), src_ids, DecodeConfig(beam=3, batch_size=3, max_len_offset=5)))
+    one = best(
+        search_ids(
+            Engine(tiny_model), src_ids, DecodeConfig(beam=3, batch_size=1, max_len_offset=5)
+        )
+    )
+    many = best(
+        search_ids(
+            Engine(tiny_model), src_ids, DecodeConfig(beam=3, batch_size=3, max_len_offset=5)
+        )
+    )
     assert one == many
 
 
@@ -102,10 +125,25 @@ def test_int8_and_bf16_decoding_translate_every_line_and_mostly_as_fp32_does(tra
         assert sum(a == b for a, b in zip(out, outputs["fp32"])) >= 0.8 * len(lines)
 
 
-def test_a_token_budget_cuts_length_sorted_batches_and_changes_no_translation(tiny_model, tokenizer):
-    cut = Search(Engine(tiny_model), DecodeConfig(batch_size=3, batch_tokens=10)).batches([5, 3, 8, 2, 12, 1])
-    assert cut == [[5, 3, 1], [0], [2], [4]]  # 1+2+3 tokens; 5 (+8 > 10); 8; 12 alone, over the budget
+def test_a_token_budget_cuts_length_sorted_batches_and_changes_no_translation(
+    tiny_model, tokenizer
+):
+    cut = Search(Engine(tiny_model), DecodeConfig(batch_size=3, batch_tokens=10)).batches(
+        [5, 3, 8, 2, 12, 1]
+    )
+    assert cut == [
+        [5, 3, 1],
+        [0],
+        [2],
+        [4],
+    ]  # 1+2+3 tokens; 5 (+8 > 10); 8; 12 alone, over the budget
     src_ids = _sources(tokenizer)
-    by_sentences = best(search_ids(Engine(tiny_model), src_ids, DecodeConfig(beam=3, max_len_offset=5)))
-    by_tokens = best(search_ids(Engine(tiny_model), src_ids, DecodeConfig(beam=3, max_len_offset=5, batch_tokens=20)))
+    by_sentences = best(
+        search_ids(Engine(tiny_model), src_ids, DecodeConfig(beam=3, max_len_offset=5))
+    )
+    by_tokens = best(
+        search_ids(
+            Engine(tiny_model), src_ids, DecodeConfig(beam=3, max_len_offset=5, batch_tokens=20)
+        )
+    )
     assert by_tokens == by_sentences

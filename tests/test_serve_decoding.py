@@ -23,7 +23,9 @@ def translator() -> Translator:
     return Translator.load(FIXTURE / "model.pt", device="cpu")
 
 
-def test_a_yielding_translator_calls_its_function_before_each_model_call_and_translates_the_same(translator):
+def test_a_yielding_translator_calls_its_function_before_each_model_call_and_translates_the_same(
+    translator,
+):
     calls: list[int] = []
     greedy = translator.with_options(method="greedy")
     stepping = greedy.yielding(lambda: calls.append(1))
@@ -32,7 +34,9 @@ def test_a_yielding_translator_calls_its_function_before_each_model_call_and_tra
     longest = max(len(hyps[0].tokens) for hyps in found)
     # One encoder call for the batch, then one decoder step per output token (and EOS).
     assert 1 + longest <= len(calls) <= 2 + longest
-    assert stepping.with_options(beam=3).translate(DE) == translator.with_options(beam=3).translate(DE)
+    assert stepping.with_options(beam=3).translate(DE) == translator.with_options(beam=3).translate(
+        DE
+    )
 
 
 def test_an_express_batch_runs_between_the_steps_of_a_bulk_batch_on_the_same_thread():
@@ -59,7 +63,9 @@ def test_an_express_batch_runs_between_the_steps_of_a_bulk_batch_on_the_same_thr
         return ["express"]
 
     results: list[list[str]] = []
-    batching = threading.Thread(target=lambda: results.append(decoding.runner(bulk, express=False)("k", [])))
+    batching = threading.Thread(
+        target=lambda: results.append(decoding.runner(bulk, express=False)("k", []))
+    )
     batching.start()
     assert started.wait(10)
     assert decoding.runner(express, express=True)("k", []) == ["express"]
@@ -72,7 +78,9 @@ def test_an_express_batch_runs_between_the_steps_of_a_bulk_batch_on_the_same_thr
     assert threads == {"mt-decoding"}
 
 
-def test_every_model_of_a_server_decodes_on_its_one_decoding_thread(tmp_path, monkeypatch, translator):
+def test_every_model_of_a_server_decodes_on_its_one_decoding_thread(
+    tmp_path, monkeypatch, translator
+):
     pytest.importorskip("fastapi")
     import shutil
 
@@ -92,13 +100,26 @@ def test_every_model_of_a_server_decodes_on_its_one_decoding_thread(tmp_path, mo
 
     monkeypatch.setattr(search, "beam_search", recorded)
     cfg = ServeConfig(models=str(tmp_path), max_wait_ms=5)
-    running = Running(create_server(lambda: _entries([], cfg, lambda p: Translator.load(list(p), device="cpu")), cfg))
+    running = Running(
+        create_server(
+            lambda: _entries([], cfg, lambda p: Translator.load(list(p), device="cpu")), cfg
+        )
+    )
     try:
-        for source, target in (("de", "en"), ("en", "fr"), ("de", "fr")):  # de -> fr: both, through en
-            status, _, body = call(running.url, "POST", "/translate", {"q": DE[0], "source": source, "target": target})
+        for source, target in (
+            ("de", "en"),
+            ("en", "fr"),
+            ("de", "fr"),
+        ):  # de -> fr: both, through en
+            status, _, body = call(
+                running.url, "POST", "/translate", {"q": DE[0], "source": source, "target": target}
+            )
             assert status == 200, body
         big = call(
-            running.url, "POST", "/translate", {"text": DE * 40, "beam": 4, "source_lang": "de", "target_lang": "en"}
+            running.url,
+            "POST",
+            "/translate",
+            {"text": DE * 40, "beam": 4, "source_lang": "de", "target_lang": "en"},
         )
         assert big[0] == 200
     finally:

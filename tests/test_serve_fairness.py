@@ -39,7 +39,9 @@ class Recording:
 def test_a_small_request_waits_for_one_slice_of_a_large_one_not_all_of_it():
     runner = Recording()
     batcher = Batcher(runner.run, max_batch_tokens=100, max_wait_s=0, gap_s=0, max_queue_lines=1000)
-    big = batcher.submit_group("k", [(10, 60, f"big{i}") for i in range(5)])  # 5 slices, two never fit together
+    big = batcher.submit_group(
+        "k", [(10, 60, f"big{i}") for i in range(5)]
+    )  # 5 slices, two never fit together
     assert runner.started.wait(10)  # the first slice is being decoded
     small = batcher.submit("k", 1, 5, "small")
     runner.go.set()
@@ -48,7 +50,9 @@ def test_a_small_request_waits_for_one_slice_of_a_large_one_not_all_of_it():
     batcher.close(10)
     assert runner.batches[0] == ["big0"]
     assert runner.batches[1] == ["big1", "small"]  # served with the next slice, not after all five
-    assert [b for batch in runner.batches for b in batch if b.startswith("big")] == [f"big{i}" for i in range(5)]
+    assert [b for batch in runner.batches for b in batch if b.startswith("big")] == [
+        f"big{i}" for i in range(5)
+    ]
 
 
 def test_two_large_requests_take_turns_slice_by_slice():
@@ -67,7 +71,9 @@ def test_a_large_request_alone_for_two_batches_takes_as_many_slices_as_the_batch
     runner = Recording()
     runner.go.set()
     batcher = Batcher(runner.run, max_batch_tokens=100, max_wait_s=0, gap_s=0, max_queue_lines=1000)
-    assert batcher.submit_group("k", [(1, 30, f"s{i}") for i in range(7)]).result(10) == [f"s{i}" for i in range(7)]
+    assert batcher.submit_group("k", [(1, 30, f"s{i}") for i in range(7)]).result(10) == [
+        f"s{i}" for i in range(7)
+    ]
     batcher.close(10)
     # One slice first: clients just answered may be about to come back; then full batches.
     assert runner.batches == [["s0"], ["s1", "s2", "s3"], ["s4", "s5", "s6"]]
@@ -77,7 +83,9 @@ def test_a_large_request_takes_one_slice_a_batch_while_the_express_lane_is_busy(
     runner = Recording()
     runner.go.set()
     busy = Batcher(runner.run, 100, 0, 0, 1000, quiet=lambda: False)
-    assert busy.submit_group("k", [(1, 30, f"s{i}") for i in range(4)]).result(10) == [f"s{i}" for i in range(4)]
+    assert busy.submit_group("k", [(1, 30, f"s{i}") for i in range(4)]).result(10) == [
+        f"s{i}" for i in range(4)
+    ]
     busy.close(10)
     assert runner.batches == [["s0"], ["s1"], ["s2"], ["s3"]]
 
@@ -100,7 +108,9 @@ def translator() -> Translator:
 
 def test_a_request_sliced_small_translates_as_decoded_whole(translator):
     lines = (FIXTURE / "src.txt").read_text(encoding="utf-8").splitlines()
-    running = Running(create_app(lambda: translator, "model.pt", ServeConfig(slice_cost=40, max_wait_ms=5)))
+    running = Running(
+        create_app(lambda: translator, "model.pt", ServeConfig(slice_cost=40, max_wait_ms=5))
+    )
     try:
         status, _, body = call(running.url, "POST", "/translate", {"text": lines, "beam": 2})
     finally:
@@ -133,7 +143,9 @@ def test_a_client_past_its_requests_per_minute_gets_429_with_retry_after_and_oth
         limits.admit(Caller("10.0.0.1", "alpha"))
     with pytest.raises(ApiError):
         limits.admit(Caller("10.0.0.9", "alpha"))
-    limits.admit(Caller("10.0.0.1", "beta"))  # a key without its own limit has the server's, counted per key
+    limits.admit(
+        Caller("10.0.0.1", "beta")
+    )  # a key without its own limit has the server's, counted per key
     limits.admit(Caller("10.0.0.1", "beta"))
     with pytest.raises(ApiError):
         limits.admit(Caller("10.0.0.1", "beta"))
@@ -161,19 +173,37 @@ def test_a_server_with_limits_answers_429_and_413_in_each_apis_shape_and_counts_
     running = Running(create_app(lambda: translator, "model.pt", cfg))
     try:
         assert call(running.url, "POST", "/translate", {"text": "Rot hund."})[0] == 200
-        assert call(running.url, "POST", "/translate", {"q": "Rot hund.", "source": "de", "target": "en"})[0] == 200
+        assert (
+            call(
+                running.url,
+                "POST",
+                "/translate",
+                {"q": "Rot hund.", "source": "de", "target": "en"},
+            )[0]
+            == 200
+        )
         status, headers, body = call(running.url, "POST", "/translate", {"text": "Rot hund."})
-        assert status == 429 and int(headers["retry-after"]) >= 1 and "serve.req_limit" in body["error"]
+        assert (
+            status == 429
+            and int(headers["retry-after"]) >= 1
+            and "serve.req_limit" in body["error"]
+        )
         assert set(body) == {"error", "field"}
-        status, _, body = call(running.url, "POST", "/translate", {"q": "Rot hund.", "source": "de", "target": "en"})
+        status, _, body = call(
+            running.url, "POST", "/translate", {"q": "Rot hund.", "source": "de", "target": "en"}
+        )
         assert status == 429 and set(body) == {"error"}
         metrics = call(running.url, "GET", "/metrics")[2]
         assert 'mt_limited_total{limit="requests"} 2.0' in metrics
     finally:
         running.stop()
-    running = Running(create_app(lambda: translator, "model.pt", ServeConfig(char_limit=40, max_wait_ms=5)))
+    running = Running(
+        create_app(lambda: translator, "model.pt", ServeConfig(char_limit=40, max_wait_ms=5))
+    )
     try:
-        status, _, body = call(running.url, "POST", "/translate", {"text": ["Rot hund läuft schnell."] * 3})
+        status, _, body = call(
+            running.url, "POST", "/translate", {"text": ["Rot hund läuft schnell."] * 3}
+        )
         assert status == 413 and "serve.char_limit" in body["error"]
     finally:
         running.stop()
@@ -181,7 +211,9 @@ def test_a_server_with_limits_answers_429_and_413_in_each_apis_shape_and_counts_
 
 def test_a_server_with_an_express_lane_translates_as_without(translator):
     lines = (FIXTURE / "src.txt").read_text(encoding="utf-8").splitlines()
-    running = Running(create_app(lambda: translator, "model.pt", ServeConfig(express_cost=200, max_wait_ms=5)))
+    running = Running(
+        create_app(lambda: translator, "model.pt", ServeConfig(express_cost=200, max_wait_ms=5))
+    )
     try:
         results: dict[str, dict] = {}
         big = threading.Thread(

@@ -84,7 +84,9 @@ def test_a_folder_lists_every_model_by_its_languages_and_refuses_two_for_one_pai
         catalog(None, [tmp_path / "model.pt"])
 
 
-def test_each_pair_goes_to_its_model_or_through_english_and_languages_lists_them_all(folder, translator):
+def test_each_pair_goes_to_its_model_or_through_english_and_languages_lists_them_all(
+    folder, translator
+):
     from libretranslatepy import LibreTranslateAPI
 
     running = start(folder)
@@ -92,46 +94,89 @@ def test_each_pair_goes_to_its_model_or_through_english_and_languages_lists_them
         assert not any(m["loaded"] for m in health(running).values())  # loaded when first asked for
         lt = LibreTranslateAPI(running.url)
         listed = {entry["code"]: set(entry["targets"]) for entry in lt.languages()}
-        assert listed["de"] == {"en", "fr"} and listed["cs"] == {"en", "uk", "fr"} and listed["en"] == {"fr"}
+        assert (
+            listed["de"] == {"en", "fr"}
+            and listed["cs"] == {"en", "uk", "fr"}
+            and listed["en"] == {"fr"}
+        )
         assert listed["uk"] == set()
         once = translator.translate_document(DE[0], "text")
         assert lt.translate(DE[0], "de", "en") == once  # direct
         assert lt.translate(DE[0], "cs", "uk") == once  # the multilingual model
-        assert lt.translate(DE[0], "de", "fr") == translator.translate_document(once, "text")  # de -> en -> fr
+        assert lt.translate(DE[0], "de", "fr") == translator.translate_document(
+            once, "text"
+        )  # de -> en -> fr
         status, _, body = call(
-            running.url, "POST", "/translate", {"text": DE, "source_lang": "de", "target_lang": "fr"}
+            running.url,
+            "POST",
+            "/translate",
+            {"text": DE, "source_lang": "de", "target_lang": "fr"},
         )
-        assert status == 200 and body["translations"] == translator.translate(translator.translate(DE))
+        assert status == 200 and body["translations"] == translator.translate(
+            translator.translate(DE)
+        )
         status, _, body = call(
-            running.url, "POST", "/translate", {"text": DE, "source_lang": "de", "target_lang": "uk"}
+            running.url,
+            "POST",
+            "/translate",
+            {"text": DE, "source_lang": "de", "target_lang": "uk"},
         )
-        assert status == 422 and "de -> uk is not supported" in body["error"] and body["field"] == "target_lang"
-        asked = {"text": DE, "source_lang": "de", "target_lang": "fr", "format": "full", "alignment": True}
+        assert (
+            status == 422
+            and "de -> uk is not supported" in body["error"]
+            and body["field"] == "target_lang"
+        )
+        asked = {
+            "text": DE,
+            "source_lang": "de",
+            "target_lang": "fr",
+            "format": "full",
+            "alignment": True,
+        }
         status, _, body = call(running.url, "POST", "/translate", asked)
         assert status == 422 and "goes through en" in body["error"]
         status, _, body = call(running.url, "POST", "/translate", {"text": DE})
-        assert status == 422 and "name the language" in body["error"] and body["field"] == "source_lang"
+        assert (
+            status == 422
+            and "name the language" in body["error"]
+            and body["field"] == "source_lang"
+        )
         models = health(running)
-        assert all(m["loaded"] for m in models.values()) and models["multi.pt"]["source"] == ["cs", "pl"]
+        assert all(m["loaded"] for m in models.values()) and models["multi.pt"]["source"] == [
+            "cs",
+            "pl",
+        ]
         metrics = call(running.url, "GET", "/metrics")[2]
-        assert 'mt_model_requests_total{model="de-en.pt"} 3.0' in metrics  # two pivots and one direct
+        assert (
+            'mt_model_requests_total{model="de-en.pt"} 3.0' in metrics
+        )  # two pivots and one direct
         assert 'mt_model_requests_total{model="en-fr/best.pt"} 2.0' in metrics
         assert "mt_models_loaded 3.0" in metrics
     finally:
         running.stop()
 
 
-def test_past_max_loaded_or_the_memory_cap_the_least_recently_used_model_is_unloaded(folder, translator):
-    for options in ({"max_loaded": 2}, {"max_memory_mb": 2}):  # each file is 0.7 MB: two fit in 2 MB
+def test_past_max_loaded_or_the_memory_cap_the_least_recently_used_model_is_unloaded(
+    folder, translator
+):
+    for options in (
+        {"max_loaded": 2},
+        {"max_memory_mb": 2},
+    ):  # each file is 0.7 MB: two fit in 2 MB
         running = start(folder, **options)
         try:
             for source, target in (("de", "en"), ("cs", "uk"), ("de", "en"), ("en", "fr")):
                 status, _, body = call(
-                    running.url, "POST", "/translate", {"text": DE[:1], "source_lang": source, "target_lang": target}
+                    running.url,
+                    "POST",
+                    "/translate",
+                    {"text": DE[:1], "source_lang": source, "target_lang": target},
                 )
                 assert status == 200 and body["translations"] == translator.translate(DE[:1])
             loaded = {name for name, m in health(running).items() if m["loaded"]}
-            assert loaded == {"de-en.pt", "en-fr/best.pt"}, options  # multi.pt was used least recently
+            assert loaded == {"de-en.pt", "en-fr/best.pt"}, (
+                options
+            )  # multi.pt was used least recently
             metrics = call(running.url, "GET", "/metrics")[2]
             assert 'mt_model_unloads_total{model="multi.pt"} 1.0' in metrics
             assert 'mt_model_loads_total{model="de-en.pt"} 1.0' in metrics
@@ -150,25 +195,46 @@ def test_a_model_loading_never_holds_up_requests_for_a_loaded_one(translator):
     de_en, cs_en = Languages(("de",), ("en",), False), Languages(("cs",), ("en",), False)
 
     def catalog_():
-        return [Entry("fast.pt", lambda: (translator, de_en), de_en, 5, 1), Entry("slow.pt", slow, cs_en, 5, 1)]
+        return [
+            Entry("fast.pt", lambda: (translator, de_en), de_en, 5, 1),
+            Entry("slow.pt", slow, cs_en, 5, 1),
+        ]
 
     running = Running(create_server(catalog_, ServeConfig(max_wait_ms=5)))
     try:
-        assert call(running.url, "POST", "/translate", {"text": DE, "source_lang": "de", "target_lang": "en"})[0] == 200
+        assert (
+            call(
+                running.url,
+                "POST",
+                "/translate",
+                {"text": DE, "source_lang": "de", "target_lang": "en"},
+            )[0]
+            == 200
+        )
         waiting: list = []
         slow_request = threading.Thread(
             target=lambda: waiting.append(
-                call(running.url, "POST", "/translate", {"text": DE[:1], "source_lang": "cs", "target_lang": "en"})
+                call(
+                    running.url,
+                    "POST",
+                    "/translate",
+                    {"text": DE[:1], "source_lang": "cs", "target_lang": "en"},
+                )
             )
         )
         slow_request.start()
         assert loading.wait(30)
         started = time.monotonic()
         status, _, body = call(
-            running.url, "POST", "/translate", {"text": DE, "source_lang": "de", "target_lang": "en"}
+            running.url,
+            "POST",
+            "/translate",
+            {"text": DE, "source_lang": "de", "target_lang": "en"},
         )
         assert status == 200 and body["translations"] == translator.translate(DE)
-        assert not waiting and health(running)["slow.pt"]["loaded"] is False  # still loading meanwhile
+        assert (
+            not waiting and health(running)["slow.pt"]["loaded"] is False
+        )  # still loading meanwhile
         release.set()
         slow_request.join(60)
         assert waiting[0][0] == 200 and time.monotonic() - started < 60

@@ -23,7 +23,19 @@ from serving import Running, call  # noqa: E402
 
 
 def start(ckpt: Path, *extra: str) -> tuple[subprocess.Popen, str]:
-    cmd = [sys.executable, "-m", "mt_cli", "serve", "--checkpoint", str(ckpt), "--port", "0", "--device", "cpu", *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "mt_cli",
+        "serve",
+        "--checkpoint",
+        str(ckpt),
+        "--port",
+        "0",
+        "--device",
+        "cpu",
+        *extra,
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     first = proc.stdout.readline()  # type: ignore[union-attr]
     found = re.search(r"http://127\.0\.0\.1:\d+", first)
@@ -57,7 +69,9 @@ def test_sigterm_finishes_the_requests_in_flight_and_exits_0(trained, corpus):
         proc.kill()
     assert rc == 0 and time.monotonic() - stopped < 10
     assert all(status == 200 and len(body["translations"]) == 1000 for status, _, body in answers)
-    assert max(done_at) > stopped  # some were still in flight when the signal came, and were answered
+    assert (
+        max(done_at) > stopped
+    )  # some were still in flight when the signal came, and were answered
     with pytest.raises(OSError):  # and it no longer listens
         socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1])), timeout=2)
 
@@ -74,16 +88,27 @@ def test_threads_sets_how_many_cpu_threads_the_server_decodes_with(trained):
 
 
 def test_serve_errors_are_one_line(tmp_path, trained):
-    missing = subprocess.run([sys.executable, "-m", "mt_cli", "serve", "--checkpoint", str(tmp_path / "no.pt")],
-                             capture_output=True, text=True)  # fmt: skip
-    assert missing.returncode == 1 and missing.stderr.strip().count("\n") == 0 and "no.pt" in missing.stderr
+    missing = subprocess.run(
+        [sys.executable, "-m", "mt_cli", "serve", "--checkpoint", str(tmp_path / "no.pt")],
+        capture_output=True,
+        text=True,
+    )
+    assert (
+        missing.returncode == 1
+        and missing.stderr.strip().count("\n") == 0
+        and "no.pt" in missing.stderr
+    )
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = str(busy.getsockname()[1])
         ckpt = str(trained[1] / "run" / "best.pt")
-        taken = subprocess.run([sys.executable, "-m", "mt_cli", "serve", "--checkpoint", ckpt, "--port", port],
-                               capture_output=True, text=True, timeout=60)  # fmt: skip
+        taken = subprocess.run(
+            [sys.executable, "-m", "mt_cli", "serve", "--checkpoint", ckpt, "--port", port],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     assert taken.returncode == 1 and "cannot listen on 127.0.0.1:" + port in taken.stderr
     assert "Traceback" not in taken.stderr
 
@@ -110,15 +135,21 @@ def test_the_web_page_translates_a_typed_sentence_as_the_api_does(trained, corpu
         sentence = corpus[0][0]
         browser.find_element(By.ID, "text").send_keys(sentence)
         browser.find_element(By.ID, "translate").click()
-        shown = WebDriverWait(browser, 30).until(lambda b: b.find_elements(By.CSS_SELECTOR, "#results .translation"))
+        shown = WebDriverWait(browser, 30).until(
+            lambda b: b.find_elements(By.CSS_SELECTOR, "#results .translation")
+        )
         api = call(running.url, "POST", "/translate", {"text": [sentence]})[2]["translations"][0]
         assert shown[0].text == api == translator.translate([sentence])[0]
         browser.find_element(By.CSS_SELECTOR, "#results .attn").click()
         canvas = browser.find_element(By.ID, "heatmap")
         rows = WebDriverWait(browser, 30).until(lambda b: canvas.get_attribute("data-rows"))
         drawn = call(running.url, "POST", "/attention", {"text": sentence, "target": api})[2]
-        assert int(rows) == len(drawn["target"]) and int(canvas.get_attribute("data-columns")) == len(drawn["source"])
-        if os.environ.get("MT_SCREENSHOT"):  # the README's picture: MT_SCREENSHOT=docs/serve-page.png pytest ...
+        assert int(rows) == len(drawn["target"]) and int(
+            canvas.get_attribute("data-columns")
+        ) == len(drawn["source"])
+        if os.environ.get(
+            "MT_SCREENSHOT"
+        ):  # the README's picture: MT_SCREENSHOT=docs/serve-page.png pytest ...
             browser.save_screenshot(os.environ["MT_SCREENSHOT"])
     finally:
         browser.quit()
@@ -136,16 +167,25 @@ def _document_mode(browser, url: str) -> None:
 
 
 def _chrome(webdriver, service):
-    """Headless Chromium; `webdriver` and `service` are selenium's, imported by the test (it may skip)."""
+    """Headless Chromium; `webdriver` and `service` are selenium's, imported by the test (it may
+    skip)."""
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1100,900"):
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--window-size=1100,900",
+    ):
         options.add_argument(arg)
     return webdriver.Chrome(service=service(executable_path=DRIVER), options=options)
 
 
 @pytest.mark.skipif(not (CHROMIUM and DRIVER), reason=NO_BROWSER)
-def test_the_web_pages_document_mode_translates_a_text_document_keeping_its_paragraphs(trained, corpus):
+def test_the_web_pages_document_mode_translates_a_text_document_keeping_its_paragraphs(
+    trained, corpus
+):
     webdriver = pytest.importorskip("selenium.webdriver")
     from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
@@ -154,7 +194,9 @@ def test_the_web_pages_document_mode_translates_a_text_document_keeping_its_para
     from mt_cli import Translator
     from mt_cli.serve.app import create_app
 
-    translator = Translator.load(trained[1] / "run" / "best.pt", device="cpu")  # records de -> en (train.de, .en)
+    translator = Translator.load(
+        trained[1] / "run" / "best.pt", device="cpu"
+    )  # records de -> en (train.de, .en)
     running = Running(create_app(lambda: translator, "best.pt"))
     browser = _chrome(webdriver, Service)
     try:
@@ -166,7 +208,9 @@ def test_the_web_pages_document_mode_translates_a_text_document_keeping_its_para
         shown = WebDriverWait(browser, 30).until(lambda b: b.find_element(By.ID, "doc-output").text)
         expected = translator.translate_document(document, "text", source_lang="de")
         assert shown == expected.strip() and "\n\n" in shown  # the paragraphs stay apart
-        assert browser.find_element(By.ID, "doc-preview").get_attribute("hidden") is not None  # HTML only
+        assert (
+            browser.find_element(By.ID, "doc-preview").get_attribute("hidden") is not None
+        )  # HTML only
         html = f"<p>{corpus[0][0]} <b>{corpus[0][1]}</b></p>"
         # Before the server decodes: alignment reads the model's attention, one caller at a time.
         expected = translator.translate_document(html, "html", source_lang="de")
@@ -176,7 +220,10 @@ def test_the_web_pages_document_mode_translates_a_text_document_keeping_its_para
         browser.find_element(By.ID, "doc-translate").click()
         preview = browser.find_element(By.ID, "doc-preview")
         WebDriverWait(browser, 30).until(lambda b: preview.get_attribute("srcdoc") == expected)
-        assert browser.find_element(By.ID, "doc-output").text == expected and preview.get_attribute("sandbox") == ""
+        assert (
+            browser.find_element(By.ID, "doc-output").text == expected
+            and preview.get_attribute("sandbox") == ""
+        )
         if os.environ.get("MT_SCREENSHOT_DOCUMENT"):
             browser.save_screenshot(os.environ["MT_SCREENSHOT_DOCUMENT"])
     finally:
@@ -185,7 +232,9 @@ def test_the_web_pages_document_mode_translates_a_text_document_keeping_its_para
 
 
 @pytest.mark.skipif(not (CHROMIUM and DRIVER), reason=NO_BROWSER)
-def test_the_web_pages_document_mode_translates_an_uploaded_word_file_for_download(trained, corpus, tmp_path):
+def test_the_web_pages_document_mode_translates_an_uploaded_word_file_for_download(
+    trained, corpus, tmp_path
+):
     webdriver = pytest.importorskip("selenium.webdriver")
     docx = pytest.importorskip("docx")
     from selenium.webdriver.chrome.service import Service
@@ -200,7 +249,9 @@ def test_the_web_pages_document_mode_translates_an_uploaded_word_file_for_downlo
     paragraph = document.add_paragraph(corpus[0][0] + " ")
     paragraph.add_run(corpus[0][1]).bold = True
     document.save(tmp_path / "brief.docx")
-    expected = translator.translate_document((tmp_path / "brief.docx").read_bytes(), "docx", source_lang="de")
+    expected = translator.translate_document(
+        (tmp_path / "brief.docx").read_bytes(), "docx", source_lang="de"
+    )
     running = Running(create_app(lambda: translator, "best.pt"))
     browser = _chrome(webdriver, Service)
     try:
@@ -208,7 +259,9 @@ def test_the_web_pages_document_mode_translates_an_uploaded_word_file_for_downlo
         assert ".docx" in browser.find_element(By.ID, "doc-file").get_attribute("accept")
         browser.find_element(By.ID, "doc-file").send_keys(str(tmp_path / "brief.docx"))
         browser.find_element(By.ID, "doc-translate").click()
-        link = WebDriverWait(browser, 60).until(lambda b: b.find_element(By.ID, "doc-download").get_attribute("href"))
+        link = WebDriverWait(browser, 60).until(
+            lambda b: b.find_element(By.ID, "doc-download").get_attribute("href")
+        )
         with urllib.request.urlopen(link, timeout=60) as answer:
             data = answer.read()
         assert data == expected

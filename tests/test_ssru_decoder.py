@@ -31,7 +31,9 @@ def test_the_engine_steps_an_ssru_decoder_as_the_model_reads_whole_targets(token
     assert "decoder-self" not in model.attention_modules()  # nothing to draw: no self-attention
     src = _src(tokenizer.src_vocab_size)
     vocab = torch.arange(0, tokenizer.tgt_vocab_size, 2) if shortlist else None
-    with torch.inference_mode():  # 20 steps: past the attention buffers' first 16 (the cells never grow)
+    with (
+        torch.inference_mode()
+    ):  # 20 steps: past the attention buffers' first 16 (the cells never grow)
         want = _steps(Reference(model), src, 3, 20, vocab)
         got = _steps(Engine(model), src, 3, 20, vocab)
     for t, (a, b) in enumerate(zip(want, got)):
@@ -51,14 +53,18 @@ def test_bf16_and_int8_ssru_steps_stay_close_to_fp32(tokenizer, precision):
 
 @pytest.fixture(scope="module")
 def ssru_checkpoint(tmp_path_factory) -> Path:
-    """The decoding fixture's tokenizer, shortlist and settings around a random-weight SSRU model."""
+    """The decoding fixture's tokenizer, shortlist and settings around a random-weight SSRU
+    model."""
     ckpt = checkpoint.load(FIXTURE)
     model_cfg = dataclasses.replace(ckpt.config.model, decoder_autoreg="ssru")
     torch.manual_seed(0)
     model = build_model(model_cfg)
     path = tmp_path_factory.mktemp("ssru") / "model.pt"
     config = dataclasses.replace(ckpt.config, model=model_cfg)
-    checkpoint.save(path, checkpoint.Checkpoint(config, ckpt.tokenizer, model.state_dict(), None, ckpt.shortlist))
+    checkpoint.save(
+        path,
+        checkpoint.Checkpoint(config, ckpt.tokenizer, model.state_dict(), None, ckpt.shortlist),
+    )
     return path
 
 
@@ -92,14 +98,20 @@ def test_a_compiled_ssru_step_translates_as_the_eager_step(ssru_checkpoint):
 def test_export_of_an_ssru_model_is_refused_in_one_line(ssru_checkpoint, tmp_path):
     ckpt = checkpoint.load(ssru_checkpoint)
     for fmt in ("hf", "ct2"):
-        with pytest.raises(MtError, match="SSRU in place of self-attention .*self-attention decoder exports"):
+        with pytest.raises(
+            MtError, match="SSRU in place of self-attention .*self-attention decoder exports"
+        ):
             export(ckpt, tmp_path / fmt, fmt)
         assert not (tmp_path / fmt).exists()
 
 
-def test_export_of_a_model_with_marians_own_sinusoids_is_refused_in_one_line(ssru_checkpoint, tmp_path):
+def test_export_of_a_model_with_marians_own_sinusoids_is_refused_in_one_line(
+    ssru_checkpoint, tmp_path
+):
     ckpt = checkpoint.load(ssru_checkpoint)
-    cfg = dataclasses.replace(ckpt.config.model, decoder_autoreg="attention", positions="tensor2tensor")
+    cfg = dataclasses.replace(
+        ckpt.config.model, decoder_autoreg="attention", positions="tensor2tensor"
+    )
     ckpt = dataclasses.replace(ckpt, config=dataclasses.replace(ckpt.config, model=cfg))
     for fmt in ("hf", "ct2"):
         with pytest.raises(MtError, match="model.positions tensor2tensor"):
@@ -108,7 +120,8 @@ def test_export_of_a_model_with_marians_own_sinusoids_is_refused_in_one_line(ssr
 
 
 def test_an_ssru_decoder_learns(tokenizer):
-    """Teacher-forced training reaches the SSRU's weights: a few steps on one batch lower its loss."""
+    """Teacher-forced training reaches the SSRU's weights: a few steps on one batch lower its
+    loss."""
     torch.manual_seed(0)
     model = build_model(tiny_config(tokenizer, decoder_autoreg="ssru"))
     src, tgt = _src(tokenizer.src_vocab_size), _src(tokenizer.tgt_vocab_size, length=6)
@@ -117,7 +130,9 @@ def test_an_ssru_decoder_learns(tokenizer):
     losses = []
     for _ in range(10):
         logits = model(src, tgt_in)
-        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), tgt_out.flatten(), ignore_index=0)
+        loss = torch.nn.functional.cross_entropy(
+            logits.flatten(0, 1), tgt_out.flatten(), ignore_index=0
+        )
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -126,7 +141,9 @@ def test_an_ssru_decoder_learns(tokenizer):
     assert losses[-1] < 0.5 * losses[0]
 
 
-def test_distill_of_an_ssru_student_writes_student_pt_and_says_why_no_ct2(ssru_checkpoint, tmp_path):
+def test_distill_of_an_ssru_student_writes_student_pt_and_says_why_no_ct2(
+    ssru_checkpoint, tmp_path
+):
     """A student begun from an SSRU teacher's layers (--init-layers) cannot be a CTranslate2 model:
     mt distill's finish writes student.pt and says so, instead of failing at the end of the run."""
     pytest.importorskip("ctranslate2")
@@ -139,4 +156,6 @@ def test_distill_of_an_ssru_student_writes_student_pt_and_says_why_no_ct2(ssru_c
     student, ct2 = _finish(tmp_path, DistillConfig(), said.append)
     assert ct2 is None and not (tmp_path / "ct2").exists()
     assert checkpoint.load(student).config.model.decoder_autoreg == "ssru"
-    assert len(said) == 1 and said[0].startswith("CTranslate2 export skipped: this model's decoder has an SSRU")
+    assert len(said) == 1 and said[0].startswith(
+        "CTranslate2 export skipped: this model's decoder has an SSRU"
+    )

@@ -33,12 +33,17 @@ def _app():
     return app
 
 
-def test_backtranslation_pairs_the_models_translations_with_the_monolingual_lines(trained, tmp_path):
+def test_backtranslation_pairs_the_models_translations_with_the_monolingual_lines(
+    trained, tmp_path
+):
     ckpt, d = trained
     mono = make_pairs(12, seed=3)[0]
     lines = [*mono[:5], "", *mono[5:]]
-    done = backtranslate(d / "run" / "best.pt", write_lines(tmp_path / "mono.de", lines), tmp_path / "bt", "cpu")
-    # The model reads de and writes en: its translations are the synthetic side, named by their language.
+    done = backtranslate(
+        d / "run" / "best.pt", write_lines(tmp_path / "mono.de", lines), tmp_path / "bt", "cpu"
+    )
+    # The model reads de and writes en: its translations are the synthetic side, named by their
+    # language.
     assert (done.src.name, done.tgt.name, done.pairs, done.blank) == ("bt.en", "bt.de", 12, 1)
     assert done.tgt.read_text(encoding="utf-8").splitlines() == mono
     expected = Translator.load(d / "run" / "best.pt", device="cpu").translate(mono)
@@ -63,16 +68,22 @@ def test_a_killed_translation_goes_on_from_its_chunks_and_refuses_other_settings
     assert any("2 of 3 chunks already translated" in s for s in said)
     assert {p.name: p.stat().st_mtime_ns for p in (chunks[0], chunks[2])} == kept
     assert [p.read_text() for p in chunks] == whole
-    read = list(read_translations(src, work, 25, chunk_lines=10))  # every chunk's lines in step with the source
+    read = list(
+        read_translations(src, work, 25, chunk_lines=10)
+    )  # every chunk's lines in step with the source
     lines = src.read_text(encoding="utf-8").splitlines()
     assert [line for line, _ in read] == lines and [h[0][0] for _, h in read] == tr.translate(lines)
     with pytest.raises(MtError, match="translated before with other decode"):
         translate_corpus(tr.with_options(beam=2), src, work, [model], chunk_lines=10)
-    os.utime(src, ns=(src.stat().st_atime_ns, src.stat().st_mtime_ns + 10**9))  # copied again: same contents
+    os.utime(
+        src, ns=(src.stat().st_atime_ns, src.stat().st_mtime_ns + 10**9)
+    )  # copied again: same contents
     said.clear()
     translate_corpus(tr, src, work, [model], log=said.append, chunk_lines=10)
     assert any("3 of 3 chunks already translated" in s for s in said)
-    src.write_text(src.read_text(encoding="utf-8").replace("e", "E", 1), encoding="utf-8")  # edited: other work
+    src.write_text(
+        src.read_text(encoding="utf-8").replace("e", "E", 1), encoding="utf-8"
+    )  # edited: other work
     with pytest.raises(MtError, match="translated before with other sha256"):
         translate_corpus(tr, src, work, [model], chunk_lines=10)
 
@@ -86,14 +97,36 @@ def tagged_run(tmp_path_factory):
     for name, (src, tgt) in {"real": real, "bt": bt, "valid": valid}.items():
         files[name] = (write_lines(d / f"{name}.de", src), write_lines(d / f"{name}.en", tgt))
     pairs = [
-        {"src": str(files["real"][0]), "tgt": str(files["real"][1]),
-         "valid_src": str(files["valid"][0]), "valid_tgt": str(files["valid"][1])},
+        {
+            "src": str(files["real"][0]),
+            "tgt": str(files["real"][1]),
+            "valid_src": str(files["valid"][0]),
+            "valid_tgt": str(files["valid"][1]),
+        },
         {"src": str(files["bt"][0]), "tgt": str(files["bt"][1]), "tag": "<BT>", "weight": 2.0},
-    ]  # fmt: skip
+    ]
     (d / "bt.yaml").write_text(yaml.safe_dump({"data": {"pairs": pairs}}))
-    args = ["train", "--config", str(d / "bt.yaml"), "--out", str(d / "run"), "--preset", "tiny", "--max-steps", "3",
-            "--batch-tokens", "500", "--cache", str(d / "cache"), "--set", "tokenizer.vocab_size=100",
-            "--set", "decode.beam=1", "--set", "train.valid_every=3"]  # fmt: skip
+    args = [
+        "train",
+        "--config",
+        str(d / "bt.yaml"),
+        "--out",
+        str(d / "run"),
+        "--preset",
+        "tiny",
+        "--max-steps",
+        "3",
+        "--batch-tokens",
+        "500",
+        "--cache",
+        str(d / "cache"),
+        "--set",
+        "tokenizer.vocab_size=100",
+        "--set",
+        "decode.beam=1",
+        "--set",
+        "train.valid_every=3",
+    ]
     done = CliRunner().invoke(_app(), args)
     assert done.exit_code == 0, done.output
     return d, done.output
@@ -103,11 +136,15 @@ def test_the_tag_starts_synthetic_sources_only_and_batches_keep_the_weighted_mix
     d, output = tagged_run
     tok = Tokenizer.load(d / "run" / "tokenizer")
     tag = tok.src.piece_to_id("<BT>")
-    assert tag != tok.src.unk_id() and "<BT>" in tok.src.encode("Ein <BT> hund", out_type=str)  # one piece
+    assert tag != tok.src.unk_id() and "<BT>" in tok.src.encode(
+        "Ein <BT> hund", out_type=str
+    )  # one piece
     cfg = build_config(yaml_path=d / "bt.yaml", options={"train": {"batch_tokens": 500}})
     spec = DataSpec.of_pairs(cfg.data, cache=d / "cache2")
     assert [p.name for p in spec.pairs] == ["de-en", "de-en.BT"]
-    mixed, valid = load_corpora(spec, {k: f"t-{k}" for k in spec.sources()}, tok, cfg, lambda _: None, Dist())
+    mixed, valid = load_corpora(
+        spec, {k: f"t-{k}" for k in spec.sources()}, tok, cfg, lambda _: None, Dist()
+    )
     assert [v.name for v in valid] == ["de-en"]  # the synthetic pair is not validated
     expected = epoch_counts([300, 100], sampling_probs([300, 100], [1.0, 2.0], 1.0))
     assert expected == [240, 160]
@@ -142,16 +179,46 @@ def test_distillation_keeps_the_nbest_within_the_cross_entropy_limit(tmp_path):
         _write_pairs(src, work, 3, paths, DistillConfig(max_cross_entropy=0.1))
 
 
-def test_distill_trains_a_student_on_the_teachers_translations_and_writes_it_and_ct2(trained, corpus_files,
-                                                                                      tmp_path):  # fmt: skip
+def test_distill_trains_a_student_on_the_teachers_translations_and_writes_it_and_ct2(
+    trained, corpus_files, tmp_path
+):
     ckpt, d = trained
     teacher, f = d / "run" / "best.pt", corpus_files
-    args = ["distill", "--teacher", str(teacher), "--train-src", str(f["train_src"]), "--train-tgt",
-            str(f["train_tgt"]), "--valid-src", str(f["valid_src"]), "--valid-tgt", str(f["valid_tgt"]),
-            "--out", str(tmp_path / "d"), "--preset", "tiny", "--max-steps", "20", "--batch-tokens", "500",
-            "--original-weight", "1", "--device", "cpu", "--cache", str(tmp_path / "cache"),
-            "--set", "tokenizer.vocab_size=100", "--set", "decode.beam=1", "--set", "train.valid_every=20",
-            "--set", "model.dec_layers=1"]  # fmt: skip
+    args = [
+        "distill",
+        "--teacher",
+        str(teacher),
+        "--train-src",
+        str(f["train_src"]),
+        "--train-tgt",
+        str(f["train_tgt"]),
+        "--valid-src",
+        str(f["valid_src"]),
+        "--valid-tgt",
+        str(f["valid_tgt"]),
+        "--out",
+        str(tmp_path / "d"),
+        "--preset",
+        "tiny",
+        "--max-steps",
+        "20",
+        "--batch-tokens",
+        "500",
+        "--original-weight",
+        "1",
+        "--device",
+        "cpu",
+        "--cache",
+        str(tmp_path / "cache"),
+        "--set",
+        "tokenizer.vocab_size=100",
+        "--set",
+        "decode.beam=1",
+        "--set",
+        "train.valid_every=20",
+        "--set",
+        "model.dec_layers=1",
+    ]
     done = CliRunner().invoke(_app(), args)
     assert done.exit_code == 0, done.output
     out = tmp_path / "d"
@@ -162,7 +229,10 @@ def test_distill_trains_a_student_on_the_teachers_translations_and_writes_it_and
     assert "sampling 2 pairs" in done.output  # the teacher's pairs beside the originals
     student = checkpoint.load(out / "student.pt")
     # int8 on a CPU (auto) where the student's own training found it as good as fp32, else fp32
-    assert student.config.model.dec_layers == 1 and student.config.decode.precision in ("auto", "fp32")
+    assert student.config.model.dec_layers == 1 and student.config.decode.precision in (
+        "auto",
+        "fp32",
+    )
     assert student.config.decode.shortlist == (student.shortlist is not None)
     assert len(Translator.load(out / "student.pt", device="cpu").translate(sources[:3])) == 3
     pytest.importorskip("ctranslate2")
@@ -171,16 +241,46 @@ def test_distill_trains_a_student_on_the_teachers_translations_and_writes_it_and
     assert again.exit_code == 0 and "1 of 1 chunks already translated" in again.output
 
 
-def test_distill_on_monolingual_sources_trains_on_the_teachers_translations_alone(trained, corpus_files, tmp_path):
+def test_distill_on_monolingual_sources_trains_on_the_teachers_translations_alone(
+    trained, corpus_files, tmp_path
+):
     _, d = trained
     teacher, f = d / "run" / "best.pt", corpus_files
     mono = tmp_path / "mono.de"  # source text with no translations of its own
     mono.write_text(f["train_src"].read_text(encoding="utf-8"), encoding="utf-8")
-    args = ["distill", "--teacher", str(teacher), "--train-src", str(mono), "--valid-src", str(f["valid_src"]),
-            "--valid-tgt", str(f["valid_tgt"]), "--out", str(tmp_path / "d"), "--preset", "tiny", "--max-steps", "5",
-            "--batch-tokens", "500", "--device", "cpu", "--cache", str(tmp_path / "cache"),
-            "--set", "tokenizer.vocab_size=100", "--set", "decode.beam=1", "--set", "train.valid_every=5",
-            "--set", "model.dec_layers=1", "--set", "train.tune_precision=false"]  # fmt: skip
+    args = [
+        "distill",
+        "--teacher",
+        str(teacher),
+        "--train-src",
+        str(mono),
+        "--valid-src",
+        str(f["valid_src"]),
+        "--valid-tgt",
+        str(f["valid_tgt"]),
+        "--out",
+        str(tmp_path / "d"),
+        "--preset",
+        "tiny",
+        "--max-steps",
+        "5",
+        "--batch-tokens",
+        "500",
+        "--device",
+        "cpu",
+        "--cache",
+        str(tmp_path / "cache"),
+        "--set",
+        "tokenizer.vocab_size=100",
+        "--set",
+        "decode.beam=1",
+        "--set",
+        "train.valid_every=5",
+        "--set",
+        "model.dec_layers=1",
+        "--set",
+        "train.tune_precision=false",
+    ]
     refused = CliRunner().invoke(_app(), [*args, "--original-weight", "1"])
     assert refused.exit_code != 0 and "is monolingual: --original-weight needs" in refused.output
     done = CliRunner().invoke(_app(), args)
@@ -189,6 +289,8 @@ def test_distill_on_monolingual_sources_trains_on_the_teachers_translations_alon
     teacher_says = Translator.load(teacher, device="cpu").translate(sources)
     # The languages are the files' suffixes: the validation target's names the target side.
     assert (tmp_path / "d" / "distilled.de").read_text(encoding="utf-8").splitlines() == sources
-    assert (tmp_path / "d" / "distilled.en").read_text(encoding="utf-8").splitlines() == teacher_says
+    assert (tmp_path / "d" / "distilled.en").read_text(
+        encoding="utf-8"
+    ).splitlines() == teacher_says
     assert "sampling" not in done.output  # one corpus: the teacher's pairs alone
     assert (tmp_path / "d" / "student.pt").is_file()

@@ -8,11 +8,21 @@ from mt_cli.scripts import is_mostly_cjk
 
 def test_tokenizer_training_handles_mostly_chinese_text():
     zh = ["我们今天去公园。", "他喜欢看书。", "这是一个很好的例子。", "她在学校学习中文。"] * 20
-    en = ["We go to the park today.", "He likes reading.", "This is a good example.", "She studies."] * 20
+    en = [
+        "We go to the park today.",
+        "He likes reading.",
+        "This is a good example.",
+        "She studies.",
+    ] * 20
     assert is_mostly_cjk(zh) and not is_mostly_cjk(en)
     tok = train_tokenizer(zh, en, TokenizerConfig(vocab_size=120, joint=False))
-    assert tok.decode_tgt(tok.encode_tgt(["We go to the park today."])) == ["We go to the park today."]
-    assert "".join(tok.src.encode("我们今天去公园。", out_type=str)).replace("▁", "") == "我们今天去公园。"
+    assert tok.decode_tgt(tok.encode_tgt(["We go to the park today."])) == [
+        "We go to the park today."
+    ]
+    assert (
+        "".join(tok.src.encode("我们今天去公园。", out_type=str)).replace("▁", "")
+        == "我们今天去公园。"
+    )
 
 
 def test_source_ids_end_with_eos_and_targets_carry_no_specials(tokenizer):
@@ -41,6 +51,10 @@ def test_a_missing_or_empty_tokenizer_folder_is_a_clear_error(tmp_path):
 
 
 def test_a_vocabulary_smaller_than_the_alphabet_is_a_clear_error_not_a_sentencepiece_traceback():
-    lines = ["".join(chr(0x4E00 + 7 * i + j) for j in range(7)) for i in range(40)]  # 280 distinct characters
+    lines = [
+        "".join(chr(0x4E00 + 7 * i + j) for j in range(7)) for i in range(40)
+    ]  # 280 distinct characters
     with pytest.raises(MtError, match=r"vocab_size 50 is too small: this text needs \d+ pieces"):
-        train_tokenizer(lines, lines, TokenizerConfig(vocab_size=50, joint=True, character_coverage=1.0))
+        train_tokenizer(
+            lines, lines, TokenizerConfig(vocab_size=50, joint=True, character_coverage=1.0)
+        )

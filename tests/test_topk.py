@@ -1,4 +1,5 @@
-"""The block-wise top k (decode/topk.py) returns what torch.topk does, on rows long enough to take it."""
+"""The block-wise top k (decode/topk.py) returns what torch.topk does, on rows long enough to take
+it."""
 
 import torch
 

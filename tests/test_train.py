@@ -38,7 +38,9 @@ def test_cosine_lr_warms_up_then_falls_to_zero_as_the_budget_is_spent():
     assert lr_at(100, peak, warmup, "cosine", progress=0.0) == pytest.approx(peak)
     assert lr_at(5000, peak, warmup, "cosine", progress=0.5) == pytest.approx(peak / 2)
     assert lr_at(5000, peak, warmup, "cosine", progress=1.0) == pytest.approx(0.0)
-    assert lr_at(9000, peak, warmup, "cosine", progress=1.3) == pytest.approx(0.0)  # past the budget: no rise
+    assert lr_at(9000, peak, warmup, "cosine", progress=1.3) == pytest.approx(
+        0.0
+    )  # past the budget: no rise
     falling = [lr_at(1000, peak, warmup, "cosine", progress=p / 100) for p in range(101)]
     assert all(a > b for a, b in zip(falling, falling[1:]))
 
@@ -57,9 +59,13 @@ def test_a_cosine_run_logs_a_falling_lr_that_ends_near_zero(corpus_files, tmp_pa
     import json
 
     out = tmp_path / "run"
-    cfg = _tiny_run_config(max_steps=40, warmup_steps=5, lr_schedule="cosine", log_every=5, valid_every=40)
+    cfg = _tiny_run_config(
+        max_steps=40, warmup_steps=5, lr_schedule="cosine", log_every=5, valid_every=40
+    )
     train(*_paths(corpus_files, out), cfg, log=lambda m: None)
-    lrs = [e["lr"] for e in map(json.loads, (out / "log.jsonl").read_text().splitlines()) if "lr" in e]
+    lrs = [
+        e["lr"] for e in map(json.loads, (out / "log.jsonl").read_text().splitlines()) if "lr" in e
+    ]
     assert len(lrs) == 8 and all(a > b for a, b in zip(lrs, lrs[1:]))
     assert lrs[-1] < cfg.train.lr * 0.01
 
@@ -94,7 +100,9 @@ def test_chunked_output_layer_loss_equals_the_plain_loss_and_its_gradients():
     want.backward()
     want_h, want_w = h.grad.clone(), weight.grad.clone()
     h.grad = weight.grad = None
-    got = output_layer_loss(h, weight, target, smoothing=0.1, chunk=64)  # 300 rows: the last chunk is short
+    got = output_layer_loss(
+        h, weight, target, smoothing=0.1, chunk=64
+    )  # 300 rows: the last chunk is short
     (2.0 * got).backward()  # the incoming gradient scales what the forward pass worked out
     assert got.item() == pytest.approx(want.item(), rel=1e-6)
     torch.testing.assert_close(h.grad, 2.0 * want_h, rtol=1e-5, atol=1e-5)
@@ -122,7 +130,12 @@ def test_loss_falls_and_greedy_reproduces_the_targets_when_overfitting_8_pairs(t
 
 
 def _paths(files, out: Path) -> tuple[DataSpec, Path]:
-    return (DataSpec.text_files(files["train_src"], files["train_tgt"], files["valid_src"], files["valid_tgt"]), out)
+    return (
+        DataSpec.text_files(
+            files["train_src"], files["train_tgt"], files["valid_src"], files["valid_tgt"]
+        ),
+        out,
+    )
 
 
 def _tiny_run_config(**train) -> Config:
@@ -130,7 +143,13 @@ def _tiny_run_config(**train) -> Config:
         "tiny",
         options={
             "tokenizer": {"vocab_size": 100},
-            "train": {"batch_tokens": 300, "valid_every": 10, "log_every": 5, "device": "cpu", **train},
+            "train": {
+                "batch_tokens": 300,
+                "valid_every": 10,
+                "log_every": 5,
+                "device": "cpu",
+                **train,
+            },
             "decode": {"beam": 2, "max_len_offset": 5},
         },
     )
@@ -175,13 +194,18 @@ def test_rerunning_on_a_finished_run_resumes_and_continues_to_the_new_limit(corp
 
 
 def test_max_epochs_stops_after_whole_passes(corpus_files, tmp_path):
-    state = train(*_paths(corpus_files, tmp_path / "run"), _tiny_run_config(max_epochs=1), log=lambda m: None)
+    state = train(
+        *_paths(corpus_files, tmp_path / "run"), _tiny_run_config(max_epochs=1), log=lambda m: None
+    )
     assert state.epoch == 1 and state.batch_in_epoch == 0 and state.step > 1
 
 
-def test_each_epoch_is_shuffled_with_its_own_seed_as_a_resumed_run_shuffles_it(corpus_files, tmp_path, monkeypatch):
+def test_each_epoch_is_shuffled_with_its_own_seed_as_a_resumed_run_shuffles_it(
+    corpus_files, tmp_path, monkeypatch
+):
     """Epoch e trains on make_batches(..., seed + e): the order a run resumed in epoch e replays.
-    (Every epoch after the first used to repeat the first one's order, unless the run was resumed.)"""
+    (Every epoch after the first used to repeat the first one's order, unless the run was resumed.)
+    """
     import mt_cli.train.loop as loop
     from mt_cli.data.pairs import make_batches
 
@@ -205,18 +229,29 @@ def test_config_defaults_are_sane_for_the_small_preset():
     cfg = build_config("small")
     assert (cfg.model.d_model, cfg.model.enc_layers, cfg.model.dec_layers) == (256, 3, 3)
     # The training and tokenizer defaults the README's recipes are written against.
-    assert (cfg.train.batch_tokens, cfg.train.lr, cfg.train.warmup_steps, cfg.train.lr_schedule) == (
+    assert (
+        cfg.train.batch_tokens,
+        cfg.train.lr,
+        cfg.train.warmup_steps,
+        cfg.train.lr_schedule,
+    ) == (
         2048,
         1e-3,
         400,
         "inverse_sqrt",
     )
-    assert (cfg.tokenizer.vocab_size, cfg.tokenizer.model_type, cfg.tokenizer.joint) == (8000, "unigram", True)
+    assert (cfg.tokenizer.vocab_size, cfg.tokenizer.model_type, cfg.tokenizer.joint) == (
+        8000,
+        "unigram",
+        True,
+    )
     assert (cfg.decode.beam, cfg.decode.length_penalty, cfg.decode.method) == (5, 1.0, "beam")
     assert math.isclose(cfg.train.label_smoothing, 0.1)
 
 
-def test_keep_last_keeps_the_newest_validations_and_average_last_writes_an_averaged_model(corpus_files, tmp_path):
+def test_keep_last_keeps_the_newest_validations_and_average_last_writes_an_averaged_model(
+    corpus_files, tmp_path
+):
     import json
 
     out = tmp_path / "run"
@@ -225,11 +260,15 @@ def test_keep_last_keeps_the_newest_validations_and_average_last_writes_an_avera
     # average_last 3 needs three kept checkpoints even though keep_last is 2.
     assert sorted(p.name for p in out.glob("step*.pt")) == ["step20.pt", "step30.pt", "step40.pt"]
     assert (out / "averaged.pt").is_file()
-    last = [r for r in map(json.loads, (out / "log.jsonl").read_text().splitlines()) if "averaged" in r][-1]
+    last = [
+        r for r in map(json.loads, (out / "log.jsonl").read_text().splitlines()) if "averaged" in r
+    ][-1]
     assert last["averaged"] == ["step20.pt", "step30.pt", "step40.pt"] and "valid_bleu" in last
 
 
-def test_early_stopping_ends_the_run_after_patience_validations_without_improvement(corpus_files, tmp_path):
+def test_early_stopping_ends_the_run_after_patience_validations_without_improvement(
+    corpus_files, tmp_path
+):
     # A learning rate of ~0 keeps the model, and so the validation BLEU, from ever improving.
     cfg = _tiny_run_config(max_steps=200, valid_every=5, patience=2, lr=1e-12, warmup_steps=0)
     messages: list[str] = []
@@ -251,17 +290,26 @@ def test_ema_update_moves_each_weight_a_fixed_fraction_toward_the_model(tokenize
 
 def test_with_ema_best_holds_the_averaged_weights_and_last_can_resume_them(corpus_files, tmp_path):
     out = tmp_path / "run"
-    train(*_paths(corpus_files, out), _tiny_run_config(max_steps=10, ema_decay=0.9), log=lambda m: None)
+    train(
+        *_paths(corpus_files, out),
+        _tiny_run_config(max_steps=10, ema_decay=0.9),
+        log=lambda m: None,
+    )
     best, last = checkpoint.load(out / "best.pt"), checkpoint.load(out / "last.pt")
     key = "decoder.layers.0.feed_forward.fc1.weight"
     assert torch.equal(best.model_state[key], last.train_state["ema"][key])
     assert not torch.equal(best.model_state[key], last.model_state[key])
-    state = train(*_paths(corpus_files, out), _tiny_run_config(max_steps=12, ema_decay=0.9), log=lambda m: None)
+    state = train(
+        *_paths(corpus_files, out),
+        _tiny_run_config(max_steps=12, ema_decay=0.9),
+        log=lambda m: None,
+    )
     assert state.step == 12
 
 
 def _nan_on(calls: set[int], monkeypatch):
-    """Make the training loss NaN on the given calls (1-based), as a bad batch or an overflow would."""
+    """Make the training loss NaN on the given calls (1-based), as a bad batch or an overflow
+    would."""
     import mt_cli.model.loss as loss_module
 
     real, count = loss_module.output_layer_loss, [0]
@@ -274,7 +322,9 @@ def _nan_on(calls: set[int], monkeypatch):
     monkeypatch.setattr(loss_module, "output_layer_loss", loss)
 
 
-def test_a_non_finite_step_is_skipped_with_a_warning_and_training_goes_on(corpus_files, tmp_path, monkeypatch):
+def test_a_non_finite_step_is_skipped_with_a_warning_and_training_goes_on(
+    corpus_files, tmp_path, monkeypatch
+):
     _nan_on({3, 4}, monkeypatch)
     out = tmp_path / "run"
     cfg = _tiny_run_config(max_steps=8, log_every=1, valid_every=8)
@@ -286,7 +336,9 @@ def test_a_non_finite_step_is_skipped_with_a_warning_and_training_goes_on(corpus
     assert all(torch.isfinite(w).all() for w in weights.values() if w.is_floating_point())
 
 
-def test_too_many_non_finite_steps_stop_the_run_and_leave_last_pt_as_it_was(corpus_files, tmp_path, monkeypatch):
+def test_too_many_non_finite_steps_stop_the_run_and_leave_last_pt_as_it_was(
+    corpus_files, tmp_path, monkeypatch
+):
     out = tmp_path / "run"
     cfg = _tiny_run_config(max_steps=4, valid_every=4)
     train(*_paths(corpus_files, out), cfg, log=lambda m: None)
@@ -309,8 +361,14 @@ def test_save_every_writes_last_pt_between_validations(corpus_files, tmp_path, m
     monkeypatch.setattr(train_module, "count_nonfinite", crash_after_step_4)
     out = tmp_path / "run"
     with pytest.raises(MtError, match="crash"):
-        train(*_paths(corpus_files, out), _tiny_run_config(max_steps=7, valid_every=100, save_every=3), log=print)
-    assert checkpoint.load(out / "last.pt").train_state["step"] == 3  # saved at step 3, no validation yet
+        train(
+            *_paths(corpus_files, out),
+            _tiny_run_config(max_steps=7, valid_every=100, save_every=3),
+            log=print,
+        )
+    assert (
+        checkpoint.load(out / "last.pt").train_state["step"] == 3
+    )  # saved at step 3, no validation yet
 
 
 def test_resuming_with_changed_data_is_refused(corpus_files, tmp_path):
@@ -319,18 +377,31 @@ def test_resuming_with_changed_data_is_refused(corpus_files, tmp_path):
         path.write_bytes(corpus_files[k].read_bytes())
     out = tmp_path / "run"
     train(*_paths(files, out), _tiny_run_config(max_steps=2, valid_every=2), log=lambda m: None)
-    train(*_paths(files, out), _tiny_run_config(max_steps=3, valid_every=2), log=lambda m: None)  # same data: resumes
+    train(
+        *_paths(files, out), _tiny_run_config(max_steps=3, valid_every=2), log=lambda m: None
+    )  # same data: resumes
     files["train_tgt"].write_text(files["train_tgt"].read_text().replace("dog", "cat"))
-    with pytest.raises(MtError, match=r"train_src\.txt / .*train_tgt\.txt: not the train data that .*last\.pt was"):
+    with pytest.raises(
+        MtError, match=r"train_src\.txt / .*train_tgt\.txt: not the train data that .*last\.pt was"
+    ):
         train(*_paths(files, out), _tiny_run_config(max_steps=4, valid_every=2), log=lambda m: None)
 
 
-def test_resuming_with_a_different_model_config_is_refused_and_last_pt_is_kept(corpus_files, tmp_path):
+def test_resuming_with_a_different_model_config_is_refused_and_last_pt_is_kept(
+    corpus_files, tmp_path
+):
     out = tmp_path / "run"
-    train(*_paths(corpus_files, out), _tiny_run_config(max_steps=2, valid_every=2), log=lambda m: None)
+    train(
+        *_paths(corpus_files, out), _tiny_run_config(max_steps=2, valid_every=2), log=lambda m: None
+    )
     before = (out / "last.pt").read_bytes()
-    wider = build_config("tiny", options={"tokenizer": {"vocab_size": 100}, "train": {"max_steps": 4}},
-                         sets=["model.ffn_dim=96"])  # fmt: skip
-    with pytest.raises(MtError, match=r"last\.pt: the run was started with a different model config"):
+    wider = build_config(
+        "tiny",
+        options={"tokenizer": {"vocab_size": 100}, "train": {"max_steps": 4}},
+        sets=["model.ffn_dim=96"],
+    )
+    with pytest.raises(
+        MtError, match=r"last\.pt: the run was started with a different model config"
+    ):
         train(*_paths(corpus_files, out), wider, log=lambda m: None)
     assert (out / "last.pt").read_bytes() == before

@@ -28,13 +28,21 @@ from mt_cli.train.signals import StopSignals
 
 
 def _spec(files) -> DataSpec:
-    return DataSpec.text_files(files["train_src"], files["train_tgt"], files["valid_src"], files["valid_tgt"])
+    return DataSpec.text_files(
+        files["train_src"], files["train_tgt"], files["valid_src"], files["valid_tgt"]
+    )
 
 
 def _config(**train_fields) -> Config:
     train_fields = {"batch_tokens": 300, "valid_every": 100, "device": "cpu", **train_fields}
-    return build_config("tiny", options={"tokenizer": {"vocab_size": 100}, "train": train_fields,
-                                         "decode": {"beam": 1, "max_len_offset": 5}})  # fmt: skip
+    return build_config(
+        "tiny",
+        options={
+            "tokenizer": {"vocab_size": 100},
+            "train": train_fields,
+            "decode": {"beam": 1, "max_len_offset": 5},
+        },
+    )
 
 
 def test_batch_tokens_auto_is_resolved_once_saved_in_config_yaml_and_last_pt_and_reused_on_resume(
@@ -54,14 +62,16 @@ def test_batch_tokens_auto_is_resolved_once_saved_in_config_yaml_and_last_pt_and
     resolved = TrainConfig.batch_tokens  # on a CPU, auto is the default
     assert yaml.safe_load((out / "config.yaml").read_text())["train"]["batch_tokens"] == resolved
     last = checkpoint.load(out / "last.pt")
-    assert last.config.train.batch_tokens == resolved and last.train_state["batch_tokens"] == resolved
+    assert (
+        last.config.train.batch_tokens == resolved and last.train_state["batch_tokens"] == resolved
+    )
     train(_spec(corpus_files), out, _config(batch_tokens=0, max_steps=4), log=said.append)
     assert len(probes) == 1  # the resumed run did not probe again
     assert f"batch_tokens auto: {resolved}, as resolved when the run started" in said
     assert yaml.safe_load((out / "config.yaml").read_text())["train"]["batch_tokens"] == resolved
 
 
-def test_validation_batches_by_its_own_token_budget_and_never_runs_the_output_layer_on_whole_batches(
+def test_validation_batches_by_its_own_token_budget_never_the_output_layer_on_whole_batches(
     tokenizer, corpus, monkeypatch
 ):
     torch.manual_seed(0)
@@ -79,15 +89,24 @@ def test_validation_batches_by_its_own_token_budget_and_never_runs_the_output_la
     rows = []
     real_projection = model.output_projection.forward
     model.output_projection.forward = lambda h: rows.append(h.shape[0]) or real_projection(h)
-    monkeypatch.setattr(Transformer, "forward", lambda *a, **k: pytest.fail("validation built whole-batch logits"))
+    monkeypatch.setattr(
+        Transformer, "forward", lambda *a, **k: pytest.fail("validation built whole-batch logits")
+    )
     monkeypatch.setattr(validation_module, "LOSS_CHUNK", 16)
-    cfg = build_config("tiny", options={"train": {"batch_tokens": 64, "valid_batch_tokens": 100000},
-                                        "decode": {"beam": 1}})  # fmt: skip
+    cfg = build_config(
+        "tiny",
+        options={
+            "train": {"batch_tokens": 64, "valid_batch_tokens": 100000},
+            "decode": {"beam": 1},
+        },
+    )
     v = validation_module.validate(model, tokenizer, pairs, tgt[:40], cfg, torch.device("cpu"))
     assert budgets == [100000]  # one batch of all 40 pairs, not the training batch's budget
     n_targets = sum(len(t) + 1 for t in pairs.tgt)
     loss_rows = rows[: (n_targets + 15) // 16]  # then come the decoding steps' calls
-    assert max(loss_rows) <= 16 and sum(loss_rows) == n_targets  # the loss's logits, a chunk at a time
+    assert (
+        max(loss_rows) <= 16 and sum(loss_rows) == n_targets
+    )  # the loss's logits, a chunk at a time
     assert v.loss > 0 and v.nll > 0
 
 
@@ -105,25 +124,37 @@ def test_weight_decay_shrinks_weight_matrices_but_not_biases_or_layernorm_weight
     assert any("norm" in n for n, p in model.named_parameters() if p.dim() == 1)
 
 
-def test_bytes_that_are_not_utf8_in_the_validation_set_are_counted_in_the_log(corpus_files, tmp_path):
+def test_bytes_that_are_not_utf8_in_the_validation_set_are_counted_in_the_log(
+    corpus_files, tmp_path
+):
     valid = corpus_files["valid_src"].read_bytes().split(b"\n")
     valid[2] = valid[2] + b" \xff"
     (tmp_path / "valid.de").write_bytes(b"\n".join(valid))
-    spec = DataSpec.text_files(corpus_files["train_src"], corpus_files["train_tgt"], tmp_path / "valid.de",
-                               corpus_files["valid_tgt"])  # fmt: skip
+    spec = DataSpec.text_files(
+        corpus_files["train_src"],
+        corpus_files["train_tgt"],
+        tmp_path / "valid.de",
+        corpus_files["valid_tgt"],
+    )
     said: list[str] = []
     train(spec, tmp_path / "run", _config(max_steps=1, on_bad_utf8="replace"), log=said.append)
     line = next(m for m in said if m.startswith(f"{tmp_path / 'valid.de'} / "))
     assert "repaired (U+FFFD) 1 with bytes that are not UTF-8" in line
 
 
-def test_resuming_with_a_different_tokenizer_config_is_refused_and_last_pt_is_kept(corpus_files, tmp_path):
+def test_resuming_with_a_different_tokenizer_config_is_refused_and_last_pt_is_kept(
+    corpus_files, tmp_path
+):
     out = tmp_path / "run"
     train(_spec(corpus_files), out, _config(max_steps=2), log=lambda m: None)
     before = (out / "last.pt").read_bytes()
-    other = build_config("tiny", options={"tokenizer": {"vocab_size": 90}, "train": {"max_steps": 4,
-                                                                                    "batch_tokens": 300}})  # fmt: skip
-    with pytest.raises(MtError, match=r"last\.pt: the run was started with a different tokenizer config"):
+    other = build_config(
+        "tiny",
+        options={"tokenizer": {"vocab_size": 90}, "train": {"max_steps": 4, "batch_tokens": 300}},
+    )
+    with pytest.raises(
+        MtError, match=r"last\.pt: the run was started with a different tokenizer config"
+    ):
         train(_spec(corpus_files), out, other, log=lambda m: None)
     assert (out / "last.pt").read_bytes() == before
 
@@ -138,7 +169,9 @@ def test_a_first_signal_asks_to_stop_and_a_second_stops_at_once():
     assert signal.getsignal(signal.SIGINT) is previous  # the handlers are put back
 
 
-def test_a_second_ctrl_c_mid_step_stops_training_at_once_without_saving(corpus_files, tmp_path, monkeypatch):
+def test_a_second_ctrl_c_mid_step_stops_training_at_once_without_saving(
+    corpus_files, tmp_path, monkeypatch
+):
     import mt_cli.train.loop as loop
 
     out = tmp_path / "run"
@@ -154,7 +187,9 @@ def test_a_second_ctrl_c_mid_step_stops_training_at_once_without_saving(corpus_f
         return real_step(*args, **kwargs)
 
     monkeypatch.setattr(loop, "train_step", interrupted)
-    with pytest.raises(MtError, match=r"stopped at once, mid-step; .*last\.pt holds the last saved state"):
+    with pytest.raises(
+        MtError, match=r"stopped at once, mid-step; .*last\.pt holds the last saved state"
+    ):
         train(_spec(corpus_files), out, _config(max_steps=10, save_every=3), log=lambda m: None)
     assert (out / "last.pt").read_bytes() == before  # nothing was saved after the second signal
     assert len(calls) == 2
@@ -163,7 +198,9 @@ def test_a_second_ctrl_c_mid_step_stops_training_at_once_without_saving(corpus_f
 def test_resuming_with_weight_decay_switched_on_is_refused_with_one_line(corpus_files, tmp_path):
     out = tmp_path / "run"
     train(_spec(corpus_files), out, _config(max_steps=2), log=lambda m: None)
-    with pytest.raises(MtError, match=r"last\.pt: its optimizer state does not fit this run's optimizer"):
+    with pytest.raises(
+        MtError, match=r"last\.pt: its optimizer state does not fit this run's optimizer"
+    ):
         train(_spec(corpus_files), out, _config(max_steps=4, weight_decay=0.1), log=lambda m: None)
 
 
@@ -185,12 +222,16 @@ def test_faster_amp_picks_the_arithmetic_that_times_faster_and_leaves_the_rng_al
     assert torch.equal(torch.get_rng_state(), rng)
 
 
-def test_amp_auto_times_once_on_a_bf16_cpu_and_a_resumed_run_keeps_the_choice(corpus_files, tmp_path, monkeypatch):
+def test_amp_auto_times_once_on_a_bf16_cpu_and_a_resumed_run_keeps_the_choice(
+    corpus_files, tmp_path, monkeypatch
+):
     timed = []
     monkeypatch.setattr(run_setup, "cpu_has_bf16", lambda: True)
     monkeypatch.setattr(run_setup, "AMP_PROBE_MIN_D_MODEL", 0)
     monkeypatch.setattr(
-        run_setup, "faster_amp", lambda objective, batches: timed.append(len(batches)) or torch.bfloat16
+        run_setup,
+        "faster_amp",
+        lambda objective, batches: timed.append(len(batches)) or torch.bfloat16,
     )
     out, said = tmp_path / "run", []
     train(_spec(corpus_files), out, _config(max_steps=2), log=said.append)
@@ -204,6 +245,13 @@ def test_amp_auto_times_once_on_a_bf16_cpu_and_a_resumed_run_keeps_the_choice(co
 def test_amp_auto_does_not_time_a_deterministic_run(corpus_files, tmp_path, monkeypatch):
     monkeypatch.setattr(run_setup, "cpu_has_bf16", lambda: True)
     monkeypatch.setattr(run_setup, "AMP_PROBE_MIN_D_MODEL", 0)
-    monkeypatch.setattr(run_setup, "faster_amp", lambda *a: pytest.fail("timed a deterministic run"))
-    train(_spec(corpus_files), tmp_path / "run", _config(max_steps=1, deterministic=True), log=lambda *_: None)
+    monkeypatch.setattr(
+        run_setup, "faster_amp", lambda *a: pytest.fail("timed a deterministic run")
+    )
+    train(
+        _spec(corpus_files),
+        tmp_path / "run",
+        _config(max_steps=1, deterministic=True),
+        log=lambda *_: None,
+    )
     assert checkpoint.load(tmp_path / "run" / "last.pt").train_state["amp"] == "off"

@@ -14,7 +14,11 @@ from mt_cli.decode.processors import DEFAULT_PROCESSORS, Step
 from mt_cli.errors import MtError
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "decode" / "model.pt"
-LINES = ["Ein hund sieht ein rot haus.", "Der mann läuft schnell und der baum.", "Kind hat ein ball."]
+LINES = [
+    "Ein hund sieht ein rot haus.",
+    "Der mann läuft schnell und der baum.",
+    "Kind hat ein ball.",
+]
 
 
 @pytest.fixture(scope="module")
@@ -34,18 +38,23 @@ def _teacher_forced_logprobs(tr: Translator, line: str, tokens: list[int]) -> li
 
 
 @pytest.mark.parametrize("beam", [1, 4])
-def test_hypotheses_carry_their_tokens_log_probabilities_and_the_length_normalised_score(translator, beam):
+def test_hypotheses_carry_their_tokens_log_probabilities_and_the_length_normalised_score(
+    translator, beam
+):
     tr = translator.with_options(beam=beam, length_penalty=1.0)
     for line, hyps in zip(LINES, tr.search(LINES)):
         assert len(hyps) == (1 if beam == 1 else 4)
         for h in hyps:
             assert isinstance(h, Hypothesis) and EOS not in h.tokens
             assert len(h.token_logprobs) == len(h.tokens) + 1  # EOS included
-            torch.testing.assert_close(h.token_logprobs, _teacher_forced_logprobs(tr, line, h.tokens), atol=1e-4,
-                                       rtol=1e-4)  # fmt: skip
+            torch.testing.assert_close(
+                h.token_logprobs, _teacher_forced_logprobs(tr, line, h.tokens), atol=1e-4, rtol=1e-4
+            )
             assert h.score == pytest.approx(sum(h.token_logprobs) / len(h.token_logprobs), abs=1e-5)
             assert h.text == " ".join(tr.tokenizer.decode_tgt([h.tokens])[0].split())
-        assert [h.score for h in hyps] == sorted((h.score for h in hyps), reverse=True)  # best first
+        assert [h.score for h in hyps] == sorted(
+            (h.score for h in hyps), reverse=True
+        )  # best first
     assert tr.translate(LINES) == [hyps[0].text for hyps in tr.search(LINES)]
 
 
@@ -78,7 +87,8 @@ def test_method_greedy_is_greedy_whatever_the_beam_size(translator):
 
 
 def test_a_processor_in_the_list_acts_on_every_step_of_either_search(translator):
-    """The one place rules act: ban the token greedy search wanted first, and neither search emits it."""
+    """The one place rules act: ban the token greedy search wanted first, and neither search emits
+    it."""
     first = translator.with_options(beam=1).search(LINES[:1])[0][0].tokens[0]
 
     def ban(lprobs: torch.Tensor, step: Step) -> torch.Tensor:

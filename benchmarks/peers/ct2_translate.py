@@ -1,6 +1,8 @@
-"""Translate a file with CTranslate2 as its user would: the whole-process peer of `mt translate FILE`.
+"""Translate a file with CTranslate2 as its user would: the whole-process peer of `mt translate
+FILE`.
 
-    python benchmarks/peers/ct2_translate.py CT2_FOLDER SRC OUT [--beam 5] [--batch 64] [--length-penalty 1]
+    python benchmarks/peers/ct2_translate.py CT2_FOLDER SRC OUT [--beam 5] [--batch 64]
+    [--length-penalty 1]
 
 CT2_FOLDER is `mt export --format ct2` output (it holds source.spm and target.spm). Imports
 CTranslate2 and SentencePiece only. Batches are length-sorted, and each gets mt's length limit
@@ -39,7 +41,10 @@ for start in range(0, len(order), args.batch):
     idx = order[start : start + args.batch]
     limit = int(max(len(pieces[i]) for i in idx) * 1.5) + 10
     results = translator.translate_batch(
-        [pieces[i] for i in idx], beam_size=args.beam, max_decoding_length=limit, length_penalty=args.length_penalty
+        [pieces[i] for i in idx],
+        beam_size=args.beam,
+        max_decoding_length=limit,
+        length_penalty=args.length_penalty,
     )
     for i, r in zip(idx, results):
         out[i] = tgt.decode_pieces(r.hypotheses[0])

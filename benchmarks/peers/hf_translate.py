@@ -34,7 +34,12 @@ for start in range(0, len(order), args.batch):
     limit = int(max(lengths[i] for i in idx) * 1.5) + 10
     with torch.inference_mode():
         ids = model.generate(
-            **enc, num_beams=args.beam, do_sample=False, early_stopping=True, length_penalty=1.0, max_new_tokens=limit
+            **enc,
+            num_beams=args.beam,
+            do_sample=False,
+            early_stopping=True,
+            length_penalty=1.0,
+            max_new_tokens=limit,
         )
     for i, text in zip(idx, tok.batch_decode(ids, skip_special_tokens=True)):
         out[i] = text

@@ -1,4 +1,5 @@
-"""The `mt` app and what its commands share: one-line errors, config options, common option types."""
+"""The `mt` app and what its commands share: one-line errors, config options, common option
+types."""
 
 import dataclasses
 import functools
@@ -17,7 +18,14 @@ from mt_cli import __version__
 from mt_cli.errors import MtError
 
 # `mt --help` lists the commands by the stage of the work they belong to.
-DATA, TRAIN, DECODE, SERVE, INSPECT, INTEROP = STAGES = ("Data", "Train", "Decode", "Serve", "Inspect", "Interop")
+DATA, TRAIN, DECODE, SERVE, INSPECT, INTEROP = STAGES = (
+    "Data",
+    "Train",
+    "Decode",
+    "Serve",
+    "Inspect",
+    "Interop",
+)
 
 app = typer.Typer(
     help="mt: train, run and score Transformer translation models.",
@@ -47,11 +55,15 @@ def _versions(value: bool) -> None:
 @app.callback()
 def main_options(
     show_version: Annotated[
-        bool, typer.Option("--version", callback=_versions, is_eager=True, help="Print the version and exit.")
+        bool,
+        typer.Option(
+            "--version", callback=_versions, is_eager=True, help="Print the version and exit."
+        ),
     ] = False,
 ) -> None:
     """mt: train, run and score Transformer translation models."""
-    # The library says what long work it starts (a compile, say) through `logging`; a command shows it on stderr.
+    # The library says what long work it starts (a compile, say) through `logging`; a command shows
+    # it on stderr.
     library = logging.getLogger("mt_cli")
     if not any(isinstance(h, _Say) for h in library.handlers):
         library.addHandler(_Say())
@@ -89,31 +101,46 @@ def config_options(
     flags: dict[str, str] | None = None,
     types: dict[str, type] | None = None,
 ) -> Callable[[F], F]:
-    """Give a command one option per field of each config section that is marked `cli` (or per
-    field named in `only`), with the field's help, typed as the field is (a tuple as comma-separated
+    """Give a command one option per field of each config section that is marked `cli` (or per field
+    named in `only`), with the field's help, typed as the field is (a tuple as comma-separated
     values, a bool as --x/--no-x) unless `types` says otherwise, flagged `--max-steps` for max_steps
     unless the field or `flags` names another. The command gets those the user gave as
     `options={"train": {"max_steps": 10}}`. A library error naming one of these fields
-    (`train.max_steps`) is printed with its flag (`--max-steps`). Adding an option is adding a field."""
+    (`train.max_steps`) is printed with its flag (`--max-steps`). Adding an option is adding a
+    field."""
     fields = [
-        (cls, f) for cls in sections for f in dataclasses.fields(cls) if (f.name in only if only else f.metadata["cli"])
+        (cls, f)
+        for cls in sections
+        for f in dataclasses.fields(cls)
+        if (f.name in only if only else f.metadata["cli"])
     ]
     names = [f.name for _, f in fields]
     if len(set(names)) != len(names):
-        raise AssertionError(f"two sections give the same option: {names}")  # a programming error, caught by tests
+        raise AssertionError(
+            f"two sections give the same option: {names}"
+        )  # a programming error, caught by tests
     flag_of = {
-        f.name: (flags or {}).get(f.name) or f.metadata["flag"] or "--" + f.name.replace("_", "-") for _, f in fields
+        f.name: (flags or {}).get(f.name) or f.metadata["flag"] or "--" + f.name.replace("_", "-")
+        for _, f in fields
     }
 
     def wrap(fn: F) -> F:
-        extra = [_option_parameter(f, flag_of[f.name], (types or {}).get(f.name)) for _, f in fields]
+        extra = [
+            _option_parameter(f, flag_of[f.name], (types or {}).get(f.name)) for _, f in fields
+        ]
         signature, own = inspect.signature(fn), typing.get_type_hints(fn, include_extras=True)
         # The command's own parameters with their annotations resolved (they are strings under
         # `from __future__ import annotations`, and Typer reads this signature as it is).
-        kept = [p.replace(annotation=own[p.name]) for p in signature.parameters.values() if p.name != "options"]
+        kept = [
+            p.replace(annotation=own[p.name])
+            for p in signature.parameters.values()
+            if p.name != "options"
+        ]
         clash = {p.name for p in kept} & set(names)
         if clash:
-            raise AssertionError(f"{fn.__name__}: parameters named like config fields: {sorted(clash)}")
+            raise AssertionError(
+                f"{fn.__name__}: parameters named like config fields: {sorted(clash)}"
+            )
 
         @functools.wraps(fn)
         def command(**given: Any) -> Any:
@@ -121,20 +148,24 @@ def config_options(
             for cls, f in fields:
                 value = given.pop(f.name)
                 if value is not None:  # `is not`: an option given as 0 (--port 0) is given
-                    options[_section(cls)][f.name] = _parse_tuple(value, f.type) if isinstance(value, str) else value
+                    options[_section(cls)][f.name] = (
+                        _parse_tuple(value, f.type) if isinstance(value, str) else value
+                    )
             try:
                 return fn(options=options, **given)
             except MtError as e:
                 raise MtError(_with_flags(str(e), sections, flag_of)) from None
 
-        command.__signature__ = signature.replace(parameters=kept + extra)  # type: ignore[attr-defined]
+        shown = signature.replace(parameters=kept + extra)
+        command.__signature__ = shown  # type: ignore[attr-defined]
         return command  # type: ignore[return-value]
 
     return wrap
 
 
 def _section(cls: type) -> str:
-    return str(getattr(cls, "section"))  # noqa: B009 (every config section names itself; mypy sees a type)
+    # Every config section names itself; mypy sees only a type.
+    return str(getattr(cls, "section"))  # noqa: B009
 
 
 def _option_parameter(f: dataclasses.Field, flag: str, kind: type | None) -> inspect.Parameter:
@@ -143,13 +174,23 @@ def _option_parameter(f: dataclasses.Field, flag: str, kind: type | None) -> ins
     hint = kind or _FIELD_TYPES.get(str(f.type)) or str
     if hint is bool and "/" not in flag:
         flag = f"{flag}/--no-{flag[2:]}"
-    annotation: Any = Annotated[hint | None, typer.Option(flag, help=f.metadata["help"], show_default=False)]
-    return inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation)
+    annotation: Any = Annotated[
+        hint | None, typer.Option(flag, help=f.metadata["help"], show_default=False)
+    ]
+    return inspect.Parameter(
+        f.name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation
+    )
 
 
 # A field's annotation (a string under `from __future__ import annotations`) -> the option's type;
 # tuples travel as comma-separated text.
-_FIELD_TYPES: dict[str, type] = {"int": int, "float": float, "str": str, "bool": bool, "float | None": float}
+_FIELD_TYPES: dict[str, type] = {
+    "int": int,
+    "float": float,
+    "str": str,
+    "bool": bool,
+    "float | None": float,
+}
 
 
 def _parse_tuple(value: str, annotation: Any) -> Any:
@@ -177,4 +218,6 @@ def err(message: str) -> None:
 
 
 ExistingFile = Annotated[Path, typer.Option(help="A UTF-8 text file, one sentence per line.")]
-Device = Annotated[str, typer.Option(help="auto (CUDA, then MPS, then CPU), cpu, cuda, cuda:N or mps.")]
+Device = Annotated[
+    str, typer.Option(help="auto (CUDA, then MPS, then CPU), cpu, cuda, cuda:N or mps.")
+]

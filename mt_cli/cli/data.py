@@ -26,7 +26,10 @@ def tokenizer_train(
     corpus = read_parallel(src, tgt)
     tok = train_tokenizer(corpus.src, corpus.tgt, cfg)
     tok.save(out)
-    err(f"wrote {out} ({'joint' if tok.joint else 'separate'}: {tok.src_vocab_size}/{tok.tgt_vocab_size} pieces)")
+    err(
+        f"wrote {out} ({'joint' if tok.joint else 'separate'}: "
+        f"{tok.src_vocab_size}/{tok.tgt_vocab_size} pieces)"
+    )
 
 
 @app.command(rich_help_panel=DATA)
@@ -35,20 +38,28 @@ def tokenizer_train(
 def doctor(
     src: ExistingFile,
     tgt: ExistingFile,
-    valid_src: Annotated[Path | None, typer.Option(help="Validation source, checked and compared with train.")] = None,
+    valid_src: Annotated[
+        Path | None, typer.Option(help="Validation source, checked and compared with train.")
+    ] = None,
     valid_tgt: Annotated[Path | None, typer.Option(help="Validation target.")] = None,
-    test_src: Annotated[Path | None, typer.Option(help="Test source, checked and compared with train.")] = None,
+    test_src: Annotated[
+        Path | None, typer.Option(help="Test source, checked and compared with train.")
+    ] = None,
     test_tgt: Annotated[Path | None, typer.Option(help="Test target.")] = None,
-    tokenizer: Annotated[Path | None, typer.Option(help="Tokenizer folder: also report unknown pieces.")] = None,
+    tokenizer: Annotated[
+        Path | None, typer.Option(help="Tokenizer folder: also report unknown pieces.")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the findings as JSON.")] = False,
     options: dict[str, dict[str, Any]] | None = None,
 ) -> None:
     """Check a parallel corpus: line counts, bad bytes, empty lines, duplicates, copies, length
-    outliers, long lines, train/valid/test overlap, unknown pieces. Exits 1 when it finds an error."""
+    outliers, long lines, train/valid/test overlap, unknown pieces; exits 1 on an error."""
     from mt_cli.data.doctor import run
 
     limits = DoctorConfig(**(options or {}).get("doctor", {}))
-    text, has_error = run(src, tgt, (valid_src, valid_tgt), (test_src, test_tgt), tokenizer, limits, as_json)
+    text, has_error = run(
+        src, tgt, (valid_src, valid_tgt), (test_src, test_tgt), tokenizer, limits, as_json
+    )
     typer.echo(text)
     if has_error:
         raise typer.Exit(1)

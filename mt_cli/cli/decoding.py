@@ -7,7 +7,15 @@ from typing import Annotated, Any
 import typer
 
 from mt_cli.cli.app import DECODE, Device, app, config_options, err, friendly
-from mt_cli.config import DEFAULT_METRICS, DEVICE, DecodeConfig, DocumentConfig, OutputConfig, TrainConfig, TuningConfig
+from mt_cli.config import (
+    DEFAULT_METRICS,
+    DEVICE,
+    DecodeConfig,
+    DocumentConfig,
+    OutputConfig,
+    TrainConfig,
+    TuningConfig,
+)
 from mt_cli.errors import MtError
 
 # translate's options: one alias each, so the command reads as a list of them. readable=False:
@@ -16,29 +24,46 @@ from mt_cli.errors import MtError
 Checkpoints = Annotated[
     list[Path],
     typer.Option(
-        "--checkpoint", help="A checkpoint written by `mt train` (best.pt); repeat for an ensemble.", readable=False
+        "--checkpoint",
+        help="A checkpoint written by `mt train` (best.pt); repeat for an ensemble.",
+        readable=False,
     ),
 ]
-Input = Annotated[Path | None, typer.Argument(help="Text to translate; stdin when absent.", readable=False)]
-Output = Annotated[Path | None, typer.Option(help="Where to write; stdout when absent.", readable=False)]
+Input = Annotated[
+    Path | None, typer.Argument(help="Text to translate; stdin when absent.", readable=False)
+]
+Output = Annotated[
+    Path | None, typer.Option(help="Where to write; stdout when absent.", readable=False)
+]
 PrefixFile = Annotated[
     Path | None,
-    typer.Option(help="One target prefix per input line (empty: none); outputs start with it.", readable=False),
+    typer.Option(
+        help="One target prefix per input line (empty: none); outputs start with it.",
+        readable=False,
+    ),
 ]
 GlossaryFile = Annotated[
     Path | None,
-    typer.Option(help="TSV of `source term<TAB>target term`: found terms must be translated so.", readable=False),
+    typer.Option(
+        help="TSV of `source term<TAB>target term`: found terms must be translated so.",
+        readable=False,
+    ),
 ]
 ConstraintsFile = Annotated[
     Path | None,
-    typer.Option(help="Per input line, tab-separated target terms the output must contain.", readable=False),
+    typer.Option(
+        help="Per input line, tab-separated target terms the output must contain.", readable=False
+    ),
 ]
 SourceLang = Annotated[
-    str | None, typer.Option(help="The language read (de; NLLB: deu_Latn or de), for a model told its source.")
+    str | None,
+    typer.Option(help="The language read (de; NLLB: deu_Latn or de), for a model told its source."),
 ]
 TargetLang = Annotated[
     str | None,
-    typer.Option(help="The language to write (de; NLLB: deu_Latn or de), for a model that writes several."),
+    typer.Option(
+        help="The language to write (de; NLLB: deu_Latn or de), for a model that writes several."
+    ),
 ]
 
 
@@ -75,17 +100,23 @@ def translate(
     )
     written = input if given.get("output", {}).get("in_place") else output
     if written is not None:
-        err(f"translated {n} lines into {written}" if n is not None else f"translated {input} into {written}")
+        err(
+            f"translated {n} lines into {written}"
+            if n is not None
+            else f"translated {input} into {written}"
+        )
 
 
 @app.command("compile", rich_help_panel=DECODE)
 @friendly
 @config_options(DecodeConfig, only=("precision",))
 def compile_step(
-    checkpoint: Annotated[Path, typer.Option(help="A checkpoint written by `mt train` (best.pt).", readable=False)],
+    checkpoint: Annotated[
+        Path, typer.Option(help="A checkpoint written by `mt train` (best.pt).", readable=False)
+    ],
     options: dict[str, dict[str, Any]] | None = None,
 ) -> None:
-    """Compile the checkpoint's decoder step for this CPU ahead of time (decode.engine compiled), once:
+    """Compile the checkpoint's decoder step for this CPU ahead of time (decode.engine compiled):
     kept beside the checkpoint, translate and serve then load it in milliseconds."""
     from mt_cli.decode.compiled import compile_checkpoint
 
@@ -100,8 +131,12 @@ def score(
     src: Annotated[Path, typer.Option(help="Source sentences, one per line.")],
     tgt: Annotated[Path, typer.Option(help="Their translations to score, one per line.")],
     output: Annotated[Path | None, typer.Option(help="Where to write; stdout when absent.")] = None,
-    format: Annotated[str, typer.Option(help="text (one score per line) or jsonl (with each token's).")] = "text",
-    normalize: Annotated[bool, typer.Option(help="Divide by the token count (EOS included).")] = False,
+    format: Annotated[
+        str, typer.Option(help="text (one score per line) or jsonl (with each token's).")
+    ] = "text",
+    normalize: Annotated[
+        bool, typer.Option(help="Divide by the token count (EOS included).")
+    ] = False,
     batch_size: Annotated[int | None, typer.Option(help="Pairs scored together.")] = None,
     source_lang: SourceLang = None,
     target_lang: TargetLang = None,
@@ -112,7 +147,15 @@ def score(
     from mt_cli.tools.translate_files import score_file
 
     n = score_file(
-        checkpoint, src, tgt, output, device, format, normalize, (source_lang, target_lang), batch_size=batch_size
+        checkpoint,
+        src,
+        tgt,
+        output,
+        device,
+        format,
+        normalize,
+        (source_lang, target_lang),
+        batch_size=batch_size,
     )
     if output is not None:
         err(f"scored {n} pairs into {output}")
@@ -124,16 +167,26 @@ def score(
 def evaluate(
     ref: Annotated[list[Path], typer.Option(help="Reference file; repeat for several references.")],
     hyp: Annotated[
-        list[Path] | None, typer.Option(help="Hypothesis file (system output); repeat with --significance.")
+        list[Path] | None,
+        typer.Option(help="Hypothesis file (system output); repeat with --significance."),
     ] = None,
-    checkpoint: Annotated[Path | None, typer.Option(help="Translate --src with this model first.")] = None,
+    checkpoint: Annotated[
+        Path | None, typer.Option(help="Translate --src with this model first.")
+    ] = None,
     src: Annotated[Path | None, typer.Option(help="Source file, with --checkpoint.")] = None,
-    metrics: Annotated[str, typer.Option(help="Comma-separated: bleu, chrf, ter.")] = ",".join(DEFAULT_METRICS),
-    tokenize: Annotated[str | None, typer.Option(help="sacrebleu tokenizer; default zh for Chinese, else 13a.")] = None,
+    metrics: Annotated[str, typer.Option(help="Comma-separated: bleu, chrf, ter.")] = ",".join(
+        DEFAULT_METRICS
+    ),
+    tokenize: Annotated[
+        str | None, typer.Option(help="sacrebleu tokenizer; default zh for Chinese, else 13a.")
+    ] = None,
     device: Device = DEVICE,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     significance: Annotated[
-        bool, typer.Option("--significance", help="Paired bootstrap: does each later --hyp beat the first?")
+        bool,
+        typer.Option(
+            "--significance", help="Paired bootstrap: does each later --hyp beat the first?"
+        ),
     ] = False,
     options: dict[str, dict[str, Any]] | None = None,  # decoding, with --checkpoint
 ) -> None:
@@ -150,7 +203,9 @@ def evaluate(
         raise MtError("several --hyp files are compared with --significance")
     chosen = tuple(m.strip() for m in metrics.split(",") if m.strip())
     decoding = (options or {}).get("decode", {})
-    result = evaluate_run(hyp[0] if hyp else None, ref, checkpoint, src, chosen, tokenize, device, **decoding)
+    result = evaluate_run(
+        hyp[0] if hyp else None, ref, checkpoint, src, chosen, tokenize, device, **decoding
+    )
     if as_json:
         typer.echo(json.dumps({k: v for k, v in result.items() if k != "text"}))
     else:
@@ -165,7 +220,8 @@ def tune_decoding(
     src: Annotated[Path, typer.Option(help="Validation source (never the test set).")],
     ref: Annotated[Path, typer.Option(help="Validation reference.")],
     out: Annotated[
-        Path | None, typer.Option(help="Write a copy of the checkpoint with the best pair as default.")
+        Path | None,
+        typer.Option(help="Write a copy of the checkpoint with the best pair as default."),
     ] = None,
     device: Device = DEVICE,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
@@ -194,10 +250,16 @@ def tune_decoding(
     flags={"shortlist_per_source": "--per-source", "shortlist_frequent": "--frequent"},
 )
 def shortlist_command(
-    checkpoint: Annotated[Path, typer.Option(help="The checkpoint to give a shortlist (mt's or imported).")],
-    train_src: Annotated[Path, typer.Option(help="Source side of a parallel corpus, one sentence per line.")],
+    checkpoint: Annotated[
+        Path, typer.Option(help="The checkpoint to give a shortlist (mt's or imported).")
+    ],
+    train_src: Annotated[
+        Path, typer.Option(help="Source side of a parallel corpus, one sentence per line.")
+    ],
     train_tgt: Annotated[Path, typer.Option(help="Its target side, line-aligned.")],
-    out: Annotated[Path, typer.Option(help="The checkpoint to write: a new file, or --checkpoint itself.")],
+    out: Annotated[
+        Path, typer.Option(help="The checkpoint to write: a new file, or --checkpoint itself.")
+    ],
     options: dict[str, dict[str, Any]] | None = None,
 ) -> None:
     """Build a vocabulary shortlist from a parallel corpus into a checkpoint: decoding then scores

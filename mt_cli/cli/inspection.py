@@ -14,9 +14,11 @@ def attention(
     checkpoint: Annotated[Path, typer.Option(help="A checkpoint written by `mt train`.")],
     src: Annotated[str, typer.Option(help="The source sentence.")],
     out: Annotated[Path, typer.Option(help="Folder for the PNG files.")],
-    tgt: Annotated[str | None, typer.Option(help="A reference translation; default: the model's own.")] = None,
+    tgt: Annotated[
+        str | None, typer.Option(help="A reference translation; default: the model's own.")
+    ] = None,
 ) -> None:
-    """Draw attention heat maps, every layer and head: encoder, decoder self- and encoder-decoder attention."""
+    """Draw every layer's and head's attention: encoder, decoder self- and encoder-decoder."""
     from mt_cli.tools.heatmap import attention_figures
 
     for path in attention_figures(checkpoint, src, tgt, out):
@@ -26,7 +28,9 @@ def attention(
 @app.command(rich_help_panel=INSPECT)
 @friendly
 def plot(
-    runs: Annotated[list[Path], typer.Argument(help="Run folders (the --out of mt train); several overlay.")],
+    runs: Annotated[
+        list[Path], typer.Argument(help="Run folders (the --out of mt train); several overlay.")
+    ],
     out: Annotated[Path, typer.Option(help="The PNG file to write.")],
 ) -> None:
     """Draw training loss, validation loss, validation BLEU and learning rate against step."""
@@ -51,15 +55,21 @@ def report(
 @friendly
 def export_model(
     checkpoint: Annotated[Path, typer.Option(help="Checkpoint to export, e.g. RUN/best.pt.")],
-    out: Annotated[Path, typer.Option(help="New folder to write (an existing non-empty one is refused).")],
+    out: Annotated[
+        Path, typer.Option(help="New folder to write (an existing non-empty one is refused).")
+    ],
     format_: Annotated[
-        str, typer.Option("--format", help="hf: a Hugging Face MarianMTModel folder; ct2: a CTranslate2 model.")
+        str,
+        typer.Option(
+            "--format", help="hf: a Hugging Face MarianMTModel folder; ct2: a CTranslate2 model."
+        ),
     ] = "hf",
     quantization: Annotated[
-        str | None, typer.Option(help="ct2 only: int8, int8_float32, bfloat16, ... (CTranslate2's names).")
+        str | None,
+        typer.Option(help="ct2 only: int8, int8_float32, bfloat16, ... (CTranslate2's names)."),
     ] = None,
 ) -> None:
-    """Export a checkpoint to Hugging Face transformers (MarianMTModel) or CTranslate2, same weights."""
+    """Export a checkpoint to Hugging Face (MarianMTModel) or CTranslate2, with the same weights."""
     from mt_cli.interop import export
     from mt_cli.model.checkpoint import load
 
@@ -72,15 +82,19 @@ def import_model(
     folder: Annotated[
         Path,
         typer.Argument(
-            help="A MarianMTModel or M2M100 / NLLB-200 folder (save_pretrained's), a hub id to fetch, or a Marian"
-            " folder as Firefox Translations ships its students (model .bin, .spm vocabulary, config .yml)."
+            help="A MarianMTModel or M2M100 / NLLB-200 folder (save_pretrained's), a hub id to "
+            "fetch, "
+            "or a Marian"
+            " folder as Firefox Translations ships its students (model .bin, .spm vocabulary, "
+            "config .yml)."
         ),
     ],
     out: Annotated[Path, typer.Option(help="The mt checkpoint to write, e.g. opus-de-en.pt.")],
     format_: Annotated[str, typer.Option("--format", help="hf: a Hugging Face folder.")] = "hf",
 ) -> None:
-    """Import a pretrained model (Hugging Face Marian / OPUS-MT, M2M100, NLLB-200, a Firefox Translations
-    student) as an mt checkpoint: translate, score, fine-tune (`mt train --init`) and serve it like any other."""
+    """Import a pretrained model (Hugging Face Marian / OPUS-MT, M2M100, NLLB-200, a Firefox
+    Translations student) as an mt checkpoint: translate, score, fine-tune (`mt train --init`) and
+    serve it like any other."""
     from mt_cli.errors import MtError
     from mt_cli.interop import import_folder
 

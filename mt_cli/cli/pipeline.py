@@ -11,7 +11,8 @@ from mt_cli.config import DEVICE, DecodeConfig, TrainConfig
 from mt_cli.config.pipeline import CleanConfig, DistillConfig
 
 SetOptions = Annotated[
-    list[str] | None, typer.Option("--set", help="Any clean.* field: --set clean.rules=empty,duplicate.")
+    list[str] | None,
+    typer.Option("--set", help="Any clean.* field: --set clean.rules=empty,duplicate."),
 ]
 
 
@@ -21,7 +22,9 @@ SetOptions = Annotated[
 def clean(
     src: ExistingFile,
     tgt: ExistingFile,
-    out_prefix: Annotated[Path, typer.Option(help="Writes PREFIX.<lang> (else .src/.tgt) and PREFIX.removed.tsv.")],
+    out_prefix: Annotated[
+        Path, typer.Option(help="Writes PREFIX.<lang> (else .src/.tgt) and PREFIX.removed.tsv.")
+    ],
     device: Device = DEVICE,
     set_: SetOptions = None,
     options: dict[str, dict[str, Any]] | None = None,
@@ -40,10 +43,15 @@ def clean(
 @friendly
 @config_options(DecodeConfig)
 def backtranslate(
-    checkpoint: Annotated[Path, typer.Option(help="A model from the target language into the source language.")],
+    checkpoint: Annotated[
+        Path, typer.Option(help="A model from the target language into the source language.")
+    ],
     mono: Annotated[Path, typer.Option(help="Target-language text, one sentence per line.")],
     out_prefix: Annotated[
-        Path, typer.Option(help="Writes PREFIX.<source> (synthetic) and PREFIX.<target> (else .src/.tgt).")
+        Path,
+        typer.Option(
+            help="Writes PREFIX.<source> (synthetic) and PREFIX.<target> (else .src/.tgt)."
+        ),
     ],
     device: Device = DEVICE,
     options: dict[str, dict[str, Any]] | None = None,
@@ -65,20 +73,35 @@ def backtranslate(
 @friendly
 @config_options(TrainConfig, DistillConfig, types={"batch_tokens": str})
 def distill(
-    teacher: Annotated[list[Path], typer.Option(help="A teacher checkpoint; repeat for an ensemble.")],
+    teacher: Annotated[
+        list[Path], typer.Option(help="A teacher checkpoint; repeat for an ensemble.")
+    ],
     train_src: ExistingFile,
     valid_src: ExistingFile,
     valid_tgt: ExistingFile,
-    out: Annotated[Path, typer.Option(help="Folder: the teacher's translations, the student's run, student.pt, ct2/.")],
+    out: Annotated[
+        Path,
+        typer.Option(
+            help="Folder: the teacher's translations, the student's run, student.pt, ct2/."
+        ),
+    ],
     train_tgt: Annotated[
         Path | None,
-        typer.Option(help="The sources' own translations; without it, the sources are monolingual text."),
+        typer.Option(
+            help="The sources' own translations; without it, the sources are monolingual text."
+        ),
     ] = None,
-    preset: Annotated[str | None, typer.Option(help="The student's size: tiny, small, base or big.")] = None,
-    config: Annotated[Path | None, typer.Option(help="The student's YAML config, as mt train takes.")] = None,
+    preset: Annotated[
+        str | None, typer.Option(help="The student's size: tiny, small, base or big.")
+    ] = None,
+    config: Annotated[
+        Path | None, typer.Option(help="The student's YAML config, as mt train takes.")
+    ] = None,
     set_: Annotated[
         list[str] | None,
-        typer.Option("--set", help="A field of the student's config, or of distill: --set distill.nbest=2."),
+        typer.Option(
+            "--set", help="A field of the student's config, or of distill: --set distill.nbest=2."
+        ),
     ] = None,
     cache: Annotated[Path | None, typer.Option(help="Where tokenized corpora are cached.")] = None,
     options: dict[str, dict[str, Any]] | None = None,
@@ -102,5 +125,7 @@ def distill(
         data = monolingual_spec(train_src, valid_src, valid_tgt, cache)
     else:
         data = DataSpec.text_files(train_src, train_tgt, valid_src, valid_tgt, cache=cache)
-    done = run(teacher, data, out, cfg, dcfg, cfg.train.device, log=err)  # --device: teachers' and student's
+    done = run(
+        teacher, data, out, cfg, dcfg, cfg.train.device, log=err
+    )  # --device: teachers' and student's
     err(f"wrote {done.student}" + (f" and {done.ct2}" if done.ct2 else ""))

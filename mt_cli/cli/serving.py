@@ -12,7 +12,10 @@ Served = Annotated[
     list[Path],
     typer.Option(
         "--checkpoint",
-        help="A checkpoint written by `mt train` (best.pt); repeat for an ensemble (with --models: another model).",
+        help=(
+            "A checkpoint written by `mt train` (best.pt); repeat for an ensemble (with "
+            "--models: another model)."
+        ),
         readable=False,
     ),
 ]

@@ -19,9 +19,14 @@ def parse_batch_tokens(value: str | None) -> int | None:
     return int(value) if value is not None else None
 
 
-TextFile = Annotated[Path | None, typer.Option(help="A UTF-8 text file, one sentence per line (.gz too).")]
+TextFile = Annotated[
+    Path | None, typer.Option(help="A UTF-8 text file, one sentence per line (.gz too).")
+]
 Table = Annotated[
-    Path | None, typer.Option(help="Pairs in one file: .tsv (source<TAB>target), .csv, .jsonl or .parquet (.gz too).")
+    Path | None,
+    typer.Option(
+        help="Pairs in one file: .tsv (source<TAB>target), .csv, .jsonl or .parquet (.gz too)."
+    ),
 ]
 
 
@@ -29,7 +34,9 @@ Table = Annotated[
 @friendly
 @config_options(TrainConfig, types={"batch_tokens": str})  # --batch-tokens auto
 def train(
-    out: Annotated[Path, typer.Option(help="Run folder: best.pt, last.pt, log.jsonl. Rerun to resume.")],
+    out: Annotated[
+        Path, typer.Option(help="Run folder: best.pt, last.pt, log.jsonl. Rerun to resume.")
+    ],
     train_src: TextFile = None,
     train_tgt: TextFile = None,
     valid_src: TextFile = None,
@@ -37,30 +44,51 @@ def train(
     train: Table = None,
     valid: Table = None,
     dataset: Annotated[
-        str | None, typer.Option(help="A Hugging Face dataset (name or local folder) for splits not given as files.")
+        str | None,
+        typer.Option(
+            help="A Hugging Face dataset (name or local folder) for splits not given as files."
+        ),
     ] = None,
-    dataset_config: Annotated[str | None, typer.Option(help="The dataset's configuration, e.g. de-en.")] = None,
+    dataset_config: Annotated[
+        str | None, typer.Option(help="The dataset's configuration, e.g. de-en.")
+    ] = None,
     train_split: Annotated[str, typer.Option(help="The dataset's training split.")] = "train",
-    valid_split: Annotated[str, typer.Option(help="The dataset's validation split.")] = "validation",
+    valid_split: Annotated[
+        str, typer.Option(help="The dataset's validation split.")
+    ] = "validation",
     src_lang: Annotated[
         str | None,
-        typer.Option(help="Source column, or key of a 'translation' column (e.g. de; a language code is recorded)."),
+        typer.Option(
+            help=(
+                "Source column, or key of a 'translation' column (e.g. de; a language code "
+                "is recorded)."
+            )
+        ),
     ] = None,
-    tgt_lang: Annotated[str | None, typer.Option(help="Target column or key (e.g. en; recorded likewise).")] = None,
+    tgt_lang: Annotated[
+        str | None, typer.Option(help="Target column or key (e.g. en; recorded likewise).")
+    ] = None,
     tokenizer: Annotated[
-        Path | None, typer.Option(help="Tokenizer folder; without it one is trained into OUT/tokenizer.")
+        Path | None,
+        typer.Option(help="Tokenizer folder; without it one is trained into OUT/tokenizer."),
     ] = None,
     cache: Annotated[
-        Path | None, typer.Option(help="Where tokenized corpora are cached (default $MT_CACHE or ~/.cache/mt).")
+        Path | None,
+        typer.Option(help="Where tokenized corpora are cached (default $MT_CACHE or ~/.cache/mt)."),
     ] = None,
-    preset: Annotated[str | None, typer.Option(help="Model size: tiny, small, base or big.")] = None,
-    config: Annotated[Path | None, typer.Option(help="YAML config (model/tokenizer/train/decode/data).")] = None,
+    preset: Annotated[
+        str | None, typer.Option(help="Model size: tiny, small, base or big.")
+    ] = None,
+    config: Annotated[
+        Path | None, typer.Option(help="YAML config (model/tokenizer/train/decode/data).")
+    ] = None,
     set_: Annotated[
-        list[str] | None, typer.Option("--set", help="Override any field: --set model.dropout=0 (repeatable).")
+        list[str] | None,
+        typer.Option("--set", help="Override any field: --set model.dropout=0 (repeatable)."),
     ] = None,
     options: dict[str, dict[str, Any]] | None = None,  # the train.* fields given as options
 ) -> None:
-    """Train a Transformer; writes OUT/best.pt (best validation BLEU), OUT/last.pt and OUT/log.jsonl.
+    """Train a Transformer: writes OUT/best.pt (best validation BLEU), OUT/last.pt, OUT/log.jsonl.
 
     Data: text files (--train-src/--train-tgt, --valid-src/--valid-tgt), a table file per split
     (--train, --valid), or --dataset; several directions in one model: data.pairs in --config.
@@ -77,36 +105,60 @@ def train(
     from mt_cli.train.loop import train as run_training
 
     train_options = (options or {}).get("train", {})
-    given = {k: parse_batch_tokens(v) if k == "batch_tokens" else v for k, v in train_options.items()}
+    given = {
+        k: parse_batch_tokens(v) if k == "batch_tokens" else v for k, v in train_options.items()
+    }
     cfg = build_config(preset, config, {"train": given}, set_)
-    files = {"train_src": train_src, "train_tgt": train_tgt, "valid_src": valid_src, "valid_tgt": valid_tgt,
-             "train": train, "valid": valid}  # fmt: skip
+    files = {
+        "train_src": train_src,
+        "train_tgt": train_tgt,
+        "valid_src": valid_src,
+        "valid_tgt": valid_tgt,
+        "train": train,
+        "valid": valid,
+    }
     if cfg.data.pairs:  # several directions, from the config's data section
         spec = _pairs_spec(cfg.data, files, dataset, tokenizer, cache)
     else:
         spec = data_spec(
-            files, dataset, dataset_config, (train_split, valid_split), (src_lang, tgt_lang), tokenizer, cache
+            files,
+            dataset,
+            dataset_config,
+            (train_split, valid_split),
+            (src_lang, tgt_lang),
+            tokenizer,
+            cache,
         )
     run_training(spec, out, cfg, log=err)
 
 
 def _pairs_spec(
-    data: Any, files: dict[str, Path | None], dataset: str | None, tokenizer: Path | None, cache: Path | None
+    data: Any,
+    files: dict[str, Path | None],
+    dataset: str | None,
+    tokenizer: Path | None,
+    cache: Path | None,
 ) -> Any:
     """data.pairs' DataSpec; data options given beside it are refused, naming them."""
     from mt_cli.errors import MtError
     from mt_cli.train.inputs import DataSpec
 
-    given = [f"--{k.replace('_', '-')}" for k, v in files.items() if v] + (["--dataset"] if dataset else [])
+    given = [f"--{k.replace('_', '-')}" for k, v in files.items() if v] + (
+        ["--dataset"] if dataset else []
+    )
     if given:
-        raise MtError(f"the config lists data.pairs; give the data one way: drop {', '.join(given)}")
+        raise MtError(
+            f"the config lists data.pairs; give the data one way: drop {', '.join(given)}"
+        )
     return DataSpec.of_pairs(data, tokenizer, cache)
 
 
 @app.command(rich_help_panel=TRAIN)
 @friendly
 def average(
-    checkpoints: Annotated[list[Path], typer.Argument(help="Checkpoints of one run, e.g. RUN/step*.pt.")],
+    checkpoints: Annotated[
+        list[Path], typer.Argument(help="Checkpoints of one run, e.g. RUN/step*.pt.")
+    ],
     out: Annotated[Path, typer.Option(help="Where to write the averaged checkpoint.")],
 ) -> None:
     """Average the weights of several checkpoints of one run into one checkpoint."""
@@ -119,9 +171,13 @@ def average(
 @app.command("config", rich_help_panel=TRAIN)
 @friendly
 def show_config(
-    preset: Annotated[str | None, typer.Option(help="Model size: tiny, small, base or big.")] = None,
+    preset: Annotated[
+        str | None, typer.Option(help="Model size: tiny, small, base or big.")
+    ] = None,
     config: Annotated[Path | None, typer.Option(help="YAML config to layer on the preset.")] = None,
-    set_: Annotated[list[str] | None, typer.Option("--set", help="Override a field (repeatable).")] = None,
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", help="Override a field (repeatable).")
+    ] = None,
 ) -> None:
     """Print the full resolved config as YAML: every field, with the value a run would use."""
     from mt_cli.config import build_config, to_yaml
@@ -134,14 +190,17 @@ def show_config(
 @config_options(QuickstartConfig)
 def quickstart(
     data: Annotated[
-        Path | None, typer.Option(help="Local Multi30k folder; without it the files come from the HF hub.")
+        Path | None,
+        typer.Option(help="Local Multi30k folder; without it the files come from the HF hub."),
     ] = None,
     device: Device = DEVICE,
     options: dict[str, dict[str, Any]] | None = None,
 ) -> None:
-    """Train German->English on Multi30k with the small preset, then translate and score test2016."""
+    """Train German->English on Multi30k (small preset), then translate and score test2016."""
     from mt_cli.tools.quickstart import run_quickstart
 
-    result = run_quickstart(data, QuickstartConfig(**(options or {}).get("quickstart", {})), device, log=err)
+    result = run_quickstart(
+        data, QuickstartConfig(**(options or {}).get("quickstart", {})), device, log=err
+    )
     typer.echo(f"test2016 de->en: BLEU {result['bleu']:.2f}, chrF {result['chrf']:.2f}")
     typer.echo(result["signature"]["bleu"])

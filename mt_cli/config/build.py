@@ -26,11 +26,24 @@ class Config:
 
 # Presets override ModelConfig defaults only; everything else keeps its one default above.
 PRESETS: dict[str, dict[str, dict[str, Any]]] = {
-    "tiny": {"model": {"d_model": 32, "n_heads": 2, "ffn_dim": 64, "enc_layers": 1, "dec_layers": 1}},
-    "small": {"model": {}},  # the dataclass defaults: 256-d, 4 heads, 3+3 layers, for Multi30k on a CPU
-    "base": {"model": {"d_model": 512, "n_heads": 8, "ffn_dim": 2048, "enc_layers": 6, "dec_layers": 6}},
+    "tiny": {
+        "model": {"d_model": 32, "n_heads": 2, "ffn_dim": 64, "enc_layers": 1, "dec_layers": 1}
+    },
+    "small": {
+        "model": {}
+    },  # the dataclass defaults: 256-d, 4 heads, 3+3 layers, for Multi30k on a CPU
+    "base": {
+        "model": {"d_model": 512, "n_heads": 8, "ffn_dim": 2048, "enc_layers": 6, "dec_layers": 6}
+    },
     "big": {
-        "model": {"d_model": 1024, "n_heads": 16, "ffn_dim": 4096, "enc_layers": 6, "dec_layers": 6, "dropout": 0.3}
+        "model": {
+            "d_model": 1024,
+            "n_heads": 16,
+            "ffn_dim": 4096,
+            "enc_layers": 6,
+            "dec_layers": 6,
+            "dropout": 0.3,
+        }
     },
 }
 
@@ -49,7 +62,9 @@ def to_dict(cfg: Config) -> dict[str, Any]:
 
 
 def to_yaml(cfg: Config) -> str:
-    return importlib.import_module("yaml").safe_dump(to_dict(cfg), sort_keys=False)  # imported on first use
+    return importlib.import_module("yaml").safe_dump(
+        to_dict(cfg), sort_keys=False
+    )  # imported on first use
 
 
 def from_dict(data: dict[str, Any], where: str = "config") -> Config:
@@ -94,4 +109,6 @@ def build_config(
     for item in sets or []:
         data = merge(data, parse_set(item))
     where = str(yaml_path) if yaml_path else "config"
-    return from_dict(data, where=f"{where} with the command-line options" if options or sets else where)
+    return from_dict(
+        data, where=f"{where} with the command-line options" if options or sets else where
+    )

@@ -18,28 +18,39 @@ def _check(ok: bool, message: str) -> None:
 
 @dataclass(frozen=True)
 class OutputConfig:
-    """What `mt translate` writes for each input line, and where. A property of the call, not of the model:
-    not part of Config, not saved in checkpoints."""
+    """What `mt translate` writes for each input line, and where. A property of the call, not of the
+    model: not part of Config, not saved in checkpoints."""
 
     section = "output"
-    format: str = option("text", "text (the best translation) or jsonl (one JSON object with its score).", cli=True)
-    nbest: int = option(1, "jsonl: also the K best hypotheses, best first (K <= beam; sampling: K draws).", cli=True)
-    token_scores: bool = option(False, "jsonl: each output piece with its log-probability.", cli=True)
+    format: str = option(
+        "text", "text (the best translation) or jsonl (one JSON object with its score).", cli=True
+    )
+    nbest: int = option(
+        1, "jsonl: also the K best hypotheses, best first (K <= beam; sampling: K draws).", cli=True
+    )
+    token_scores: bool = option(
+        False, "jsonl: each output piece with its log-probability.", cli=True
+    )
     alignment: bool = option(
         False, "jsonl: per output piece, the source piece the last layer attends to most.", cli=True
     )
     in_place: bool = option(
         False,
-        "Write the translation over the input file, replacing it only once complete; without it, an output"
+        "Write the translation over the input file, replacing it only once complete; without it, "
+        "an output"
         " that is the input is refused.",
         cli=True,
     )
 
     def __post_init__(self) -> None:
-        _check(self.format in ("text", "jsonl"), f"output.format must be text or jsonl, not {self.format!r}")
+        _check(
+            self.format in ("text", "jsonl"),
+            f"output.format must be text or jsonl, not {self.format!r}",
+        )
         _check(self.nbest >= 1, f"output.nbest must be at least 1, not {self.nbest}")
         _check(
-            self.format == "jsonl" or (self.nbest == 1 and not self.token_scores and not self.alignment),
+            self.format == "jsonl"
+            or (self.nbest == 1 and not self.token_scores and not self.alignment),
             "output.nbest, output.token_scores and output.alignment need output.format jsonl"
             " (text is one line per input line)",
         )
@@ -70,21 +81,29 @@ class DocumentConfig:
     section = "document"
     input_type: str = option(
         "auto",
-        "auto (by extension: .html/.htm, .md, .srt, .vtt, .po; else lines), lines (one sentence per line),"
+        "auto (by extension: .html/.htm, .md, .srt, .vtt, .po; else lines), lines (one sentence "
+        "per line),"
         " text (paragraphs at blank lines, split into sentences), html, markdown, srt, vtt or po.",
         cli=True,
     )
     protect: bool = option(
         True,
-        "Carry placeholders (%s, {name}), URLs, e-mail addresses and protect_pattern through untranslated.",
+        "Carry placeholders (%s, {name}), URLs, e-mail addresses and protect_pattern through "
+        "untranslated.",
         cli=True,
     )
-    protect_pattern: str = option("", "A regular expression whose matches are protected too.", cli=True)
-    overwrite: bool = option(False, "po: translate entries that already have a translation too.", cli=True)
+    protect_pattern: str = option(
+        "", "A regular expression whose matches are protected too.", cli=True
+    )
+    overwrite: bool = option(
+        False, "po: translate entries that already have a translation too.", cli=True
+    )
     source_lang: str = option(
         "",
-        "The source language (de, zh; NLLB: deu_Latn or de; auto: identified per line among the model's): its"
-        " rules split sentences, and a model told its source language (M2M100, NLLB) reads it; default: the"
+        "The source language (de, zh; NLLB: deu_Latn or de; auto: identified per line among the "
+        "model's): its"
+        " rules split sentences, and a model told its source language (M2M100, NLLB) reads it; "
+        "default: the"
         " checkpoint's.",
         cli=True,
     )
@@ -92,7 +111,8 @@ class DocumentConfig:
     def __post_init__(self) -> None:
         _check(
             self.input_type in DOCUMENT_TYPES,
-            f"document.input_type {self.input_type!r} is not a document type; use one of {', '.join(DOCUMENT_TYPES)}",
+            f"document.input_type {self.input_type!r} is not a document type; use one of "
+            f"{', '.join(DOCUMENT_TYPES)}",
         )
 
 
@@ -102,7 +122,9 @@ class DoctorConfig:
 
     section = "doctor"
     max_chars: int = option(1000, "Lines longer than this many characters are reported.", cli=True)
-    max_ratio: float = option(3.0, "Length ratios this many times off the corpus median are reported.", cli=True)
+    max_ratio: float = option(
+        3.0, "Length ratios this many times off the corpus median are reported.", cli=True
+    )
 
 
 @dataclass(frozen=True)
@@ -110,66 +132,103 @@ class ServeConfig:
     """`mt serve`'s address, limits and batching: a property of the server, not of the model."""
 
     section = "serve"
-    host: str = option("127.0.0.1", "Address to listen on; loopback unless told otherwise.", cli=True)
-    port: int = option(8000, "Port to listen on (0: any free one; the URL printed says which).", cli=True)
-    threads: int = option(0, "CPU threads decoding uses (0: PyTorch's default, one per core).", cli=True)
-    max_batch_tokens: int = option(2048, "Source tokens merged into one decoding batch, across requests.", cli=True)
-    max_wait_ms: float = option(50.0, "At most this long a batch waits for other requests to join it.", cli=True)
-    batch_gap_ms: float = option(2.0, "A batch starts sooner once no request has come for this long.", cli=True)
-    max_request_lines: int = option(1000, "Lines one request may hold; more is refused with 413.", cli=True)
-    max_body_bytes: int = option(1 << 20, "Bytes one request body may hold; more is refused with 413.", cli=True)
-    max_beam: int = option(64, "Largest beam, and n-best, one request may ask for; more is refused with 422.", cli=True)
-    max_queue_lines: int = option(4000, "Lines that may wait; past this requests get 503 with Retry-After.", cli=True)
+    host: str = option(
+        "127.0.0.1", "Address to listen on; loopback unless told otherwise.", cli=True
+    )
+    port: int = option(
+        8000, "Port to listen on (0: any free one; the URL printed says which).", cli=True
+    )
+    threads: int = option(
+        0, "CPU threads decoding uses (0: PyTorch's default, one per core).", cli=True
+    )
+    max_batch_tokens: int = option(
+        2048, "Source tokens merged into one decoding batch, across requests.", cli=True
+    )
+    max_wait_ms: float = option(
+        50.0, "At most this long a batch waits for other requests to join it.", cli=True
+    )
+    batch_gap_ms: float = option(
+        2.0, "A batch starts sooner once no request has come for this long.", cli=True
+    )
+    max_request_lines: int = option(
+        1000, "Lines one request may hold; more is refused with 413.", cli=True
+    )
+    max_body_bytes: int = option(
+        1 << 20, "Bytes one request body may hold; more is refused with 413.", cli=True
+    )
+    max_beam: int = option(
+        64, "Largest beam, and n-best, one request may ask for; more is refused with 422.", cli=True
+    )
+    max_queue_lines: int = option(
+        4000, "Lines that may wait; past this requests get 503 with Retry-After.", cli=True
+    )
     shutdown_s: float = option(8.0, "On SIGTERM: seconds the requests in flight get to finish.")
     source_lang: str = option(
         "",
-        "The source language (a code: de): for a checkpoint that records none, what /languages offers; for one told"
-        " its source (NLLB, M2M100), with serve.target_lang, the direction of requests that name none.",
+        "The source language (a code: de): for a checkpoint that records none, what /languages "
+        "offers; for one told"
+        " its source (NLLB, M2M100), with serve.target_lang, the direction of requests that name "
+        "none.",
         cli=True,
     )
     target_lang: str = option(
         "",
-        "The target language (en), for a model of several: its target token (>>en<<, <2en>, NLLB's eng_Latn) is"
-        " read with each line unless a request names another; for a checkpoint that records none, what /languages"
+        "The target language (en), for a model of several: its target token (>>en<<, <2en>, NLLB's "
+        "eng_Latn) is"
+        " read with each line unless a request names another; for a checkpoint that records none, "
+        "what /languages"
         " offers.",
         cli=True,
     )
     max_chars: int = option(
         5000,
-        "Characters one text may hold (a line of the JSON API, LibreTranslate's q, DeepL's text); more is refused.",
+        "Characters one text may hold (a line of the JSON API, LibreTranslate's q, DeepL's text); "
+        "more is refused.",
         cli=True,
     )
     # 1,024 measured against 4,096 and whole requests with a 1,000-line beam-8 neighbour
     # (benchmarks/serve_neighbour.py): single lines' p99 4.9x unloaded, against 6.9x and 73x.
     slice_cost: int = option(
         1024,
-        "Source tokens x beam of one request decoded in one turn: a larger request is decoded in slices,"
-        " in turn with the others, so it delays a small one by one slice at most (0: whole requests).",
+        "Source tokens x beam of one request decoded in one turn: a larger request is decoded in "
+        "slices,"
+        " in turn with the others, so it delays a small one by one slice at most (0: whole "
+        "requests).",
         cli=True,
     )
     express_cost: int = option(
         1024,
-        "Source tokens x beam up to which a request takes the express lane: decoded between two steps of"
+        "Source tokens x beam up to which a request takes the express lane: decoded between two "
+        "steps of"
         " larger requests' searches, never after them (0: one lane).",
         cli=True,
     )
     max_request_cost: int = option(
-        2_000_000, "Characters x beam one request may cost (all its texts); more is refused with 413.", cli=True
+        2_000_000,
+        "Characters x beam one request may cost (all its texts); more is refused with 413.",
+        cli=True,
     )
     req_limit: int = option(
         0,
-        "Requests per minute one client (its API key, else its address) may make; more get 429 (0: no limit).",
+        "Requests per minute one client (its API key, else its address) may make; more get 429 (0: "
+        "no limit).",
         cli=True,
     )
     char_limit: int = option(
-        0, "Characters one request may hold, all its texts together; more is refused with 413 (0: no limit).", cli=True
+        0,
+        "Characters one request may hold, all its texts together; more is refused with 413 (0: no "
+        "limit).",
+        cli=True,
     )
     api_keys: str = option(
-        "", "A file of API keys, one per line: every request must then carry one (else 403).", cli=True
+        "",
+        "A file of API keys, one per line: every request must then carry one (else 403).",
+        cli=True,
     )
     models: str = option(
         "",
-        "A folder of models to serve (NAME.pt files and run folders' best.pt), each by the languages it records;"
+        "A folder of models to serve (NAME.pt files and run folders' best.pt), each by the "
+        "languages it records;"
         " requests are routed by their languages.",
         cli=True,
     )
@@ -177,31 +236,45 @@ class ServeConfig:
         0, "Models loaded at once; past it the least recently used is unloaded (0: all).", cli=True
     )
     max_memory_mb: int = option(
-        0, "Megabytes of model files loaded at once; past it the least recently used is unloaded (0: no cap).", cli=True
+        0,
+        "Megabytes of model files loaded at once; past it the least recently used is unloaded (0: "
+        "no cap).",
+        cli=True,
     )
     pivot_lang: str = option(
-        "en", "A pair no model translates goes through this language, by two models (empty: never).", cli=True
+        "en",
+        "A pair no model translates goes through this language, by two models (empty: never).",
+        cli=True,
     )
     glossaries: str = option(
         "",
-        "A folder of glossaries (NAME.tsv: `source term<TAB>target term` lines) that DeepL's glossary_id names.",
+        "A folder of glossaries (NAME.tsv: `source term<TAB>target term` lines) that DeepL's "
+        "glossary_id names.",
         cli=True,
     )
-    cache_size: int = option(0, "Translations kept in memory, answering exact repeats (0: none).", cli=True)
+    cache_size: int = option(
+        0, "Translations kept in memory, answering exact repeats (0: none).", cli=True
+    )
     char_quota: int = option(
         0,
-        "Characters one API key (or all requests without one) may have translated; past it, refused (0: none).",
+        "Characters one API key (or all requests without one) may have translated; past it, "
+        "refused (0: none).",
         cli=True,
     )
-    # Off by default: with "*", any web page the user visits could read what the local server translates.
+    # Off by default: with "*", any web page the user visits could read what the local server
+    # translates.
     cors_origins: tuple[str, ...] = option(
         (),
-        "Web origins whose pages may call the API from a browser (comma-separated; * for any, as LibreTranslate).",
+        "Web origins whose pages may call the API from a browser (comma-separated; * for any, as "
+        "LibreTranslate).",
         cli=True,
     )
 
     def __post_init__(self) -> None:
-        _check(0 <= self.port <= 65535, f"serve.port must be 0 (any free port) to 65535, not {self.port}")
+        _check(
+            0 <= self.port <= 65535,
+            f"serve.port must be 0 (any free port) to 65535, not {self.port}",
+        )
         for field in ("source_lang", "target_lang", "pivot_lang"):
             code = getattr(self, field)
             _check(
@@ -217,7 +290,10 @@ class ServeConfig:
             "max_chars",
             "max_request_cost",
         ):
-            _check(getattr(self, name) >= 1, f"serve.{name} must be at least 1, not {getattr(self, name)}")
+            _check(
+                getattr(self, name) >= 1,
+                f"serve.{name} must be at least 1, not {getattr(self, name)}",
+            )
         _check(self.max_wait_ms >= 0, "serve.max_wait_ms must not be negative")
         _check(self.batch_gap_ms >= 0, "serve.batch_gap_ms must not be negative")
         _check(self.threads >= 0, "serve.threads must be 0 (PyTorch's default) or more")
@@ -231,10 +307,14 @@ class ServeConfig:
             "char_quota",
             "express_cost",
         ):
-            _check(getattr(self, name) >= 0, f"serve.{name} must be 0 (none) or more, not {getattr(self, name)}")
+            _check(
+                getattr(self, name) >= 0,
+                f"serve.{name} must be 0 (none) or more, not {getattr(self, name)}",
+            )
         _check(
             self.max_queue_lines >= self.max_request_lines,
-            "serve.max_queue_lines must be at least serve.max_request_lines, or a full request could never wait",
+            "serve.max_queue_lines must be at least serve.max_request_lines, or a full request "
+            "could never wait",
         )
 
 
@@ -244,13 +324,20 @@ class TuningConfig:
     that test's score a guess at nothing."""
 
     section = "tuning"
-    beams: tuple[int, ...] = option((1, 4, 5, 8), "Beam sizes to try (comma-separated on the command line).", cli=True)
+    beams: tuple[int, ...] = option(
+        (1, 4, 5, 8), "Beam sizes to try (comma-separated on the command line).", cli=True
+    )
     length_penalties: tuple[float, ...] = option(
-        (0.6, 1.0, 1.4), "Length penalties to try with each beam above 1 (comma-separated).", cli=True
+        (0.6, 1.0, 1.4),
+        "Length penalties to try with each beam above 1 (comma-separated).",
+        cli=True,
     )
 
     def __post_init__(self) -> None:
-        _check(bool(self.beams) and all(b >= 1 for b in self.beams), "tuning.beams must be one or more beams of 1+")
+        _check(
+            bool(self.beams) and all(b >= 1 for b in self.beams),
+            "tuning.beams must be one or more beams of 1+",
+        )
         _check(
             bool(self.length_penalties) and all(a >= 0 for a in self.length_penalties),
             "tuning.length_penalties must be one or more penalties of 0 or more",

@@ -11,7 +11,8 @@ from mt_cli.errors import MtError
 
 ACTIVATIONS = ("relu", "gelu", "swish")  # swish is SiLU, x * sigmoid(x), as OPUS-MT models use
 
-# Where a command runs when --device is not given: "auto" picks CUDA, then Apple's MPS, then the CPU.
+# Where a command runs when --device is not given: "auto" picks CUDA, then Apple's MPS, then the
+# CPU.
 DEVICE = "auto"
 
 # What `mt evaluate` scores when --metrics is not given.

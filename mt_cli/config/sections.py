@@ -20,44 +20,69 @@ class ModelConfig:
     ffn_dim: int = option(1024, "Inner width of each position-wise feed-forward layer.")
     enc_layers: int = option(3, "Encoder layers.")
     dec_layers: int = option(3, "Decoder layers.")
-    dropout: float = option(0.1, "Dropout on embeddings, sublayer outputs and the feed-forward output.")
+    dropout: float = option(
+        0.1, "Dropout on embeddings, sublayer outputs and the feed-forward output."
+    )
     attention_dropout: float = option(0.0, "Dropout on attention weights.")
     activation_dropout: float = option(0.0, "Dropout after the feed-forward activation.")
-    pre_norm: bool = option(False, "Normalise before each sublayer; false: after the residual add (the paper, Marian).")
-    tie_embeddings: bool = option(True, "Source, target and output share one matrix when the vocabulary is joint.")
+    pre_norm: bool = option(
+        False, "Normalise before each sublayer; false: after the residual add (the paper, Marian)."
+    )
+    tie_embeddings: bool = option(
+        True, "Source, target and output share one matrix when the vocabulary is joint."
+    )
     max_positions: int = option(1024, "Longest sequence, in pieces, the model reads or writes.")
-    src_vocab_size: int = option(0, "Source pieces; filled in from the tokenizer (0: not yet known).")
-    tgt_vocab_size: int = option(0, "Target pieces; filled in from the tokenizer (0: not yet known).")
+    src_vocab_size: int = option(
+        0, "Source pieces; filled in from the tokenizer (0: not yet known)."
+    )
+    tgt_vocab_size: int = option(
+        0, "Target pieces; filled in from the tokenizer (0: not yet known)."
+    )
     shared_vocab: bool = option(True, "One joint tokenizer for both sides.")
     # "pad" starts as Marian and CTranslate2 do, so exported models decode identically at step 0;
     # checkpoints of format 1 were trained with "bos", and keep it.
     decoder_start: str = option(
-        "pad", "What the decoder reads at step 0: pad (a zero vector, PAD's embedding), bos, or eos (M2M100, NLLB)."
+        "pad",
+        "What the decoder reads at step 0: pad (a zero vector, PAD's embedding), bos, or eos "
+        "(M2M100, NLLB).",
     )
-    activation: str = option("relu", "The feed-forward activation: relu, gelu or swish (SiLU, as OPUS-MT uses).")
+    activation: str = option(
+        "relu", "The feed-forward activation: relu, gelu or swish (SiLU, as OPUS-MT uses)."
+    )
     decoder_autoreg: str = option(
         "attention",
-        "How a decoder position reads the target before it: attention (causal self-attention, the paper) or ssru"
+        "How a decoder position reads the target before it: attention (causal self-attention, the "
+        "paper) or ssru"
         " (a gated recurrence in its place, as Bergamot / Firefox Translations students decode).",
     )
-    output_bias: bool = option(False, "A bias on the output layer (imported Marian models have one).")
+    output_bias: bool = option(
+        False, "A bias on the output layer (imported Marian models have one)."
+    )
     scale_embedding: bool = option(True, "Scale embeddings by sqrt(d_model), as the paper does.")
     positions: str = option(
         "marian",
-        "The sinusoid table: marian (angle pos/10000^(2i/d), as the paper and Hugging Face's Marian models),"
-        " tensor2tensor (pos/10000^(i/(d/2-1)), as Marian's own C++: models imported from Marian's files) or"
+        "The sinusoid table: marian (angle pos/10000^(2i/d), as the paper and Hugging Face's "
+        "Marian models),"
+        " tensor2tensor (pos/10000^(i/(d/2-1)), as Marian's own C++: models imported from Marian's "
+        "files) or"
         " fairseq (tensor2tensor's from position 2, as M2M100 and NLLB read it).",
     )
     norm_eps: float = option(
-        1e-5, "The epsilon each layer norm adds to the variance (1e-5 as PyTorch and Hugging Face; Marian's is 1e-6)."
+        1e-5,
+        "The epsilon each layer norm adds to the variance (1e-5 as PyTorch and Hugging Face; "
+        "Marian's is 1e-6).",
     )
-    # Not shape, but what the weights mean: the server's /languages and sentence splitting read them.
+    # Not shape, but what the weights mean: the server's /languages and sentence splitting read
+    # them.
     source_langs: tuple[str, ...] = option(
         (),
-        "Languages the model reads (codes: de, or de,fr); mt train takes them from --src-lang or the data's suffixes.",
+        "Languages the model reads (codes: de, or de,fr); mt train takes them from --src-lang or "
+        "the data's suffixes.",
     )
     target_langs: tuple[str, ...] = option(
-        (), "Languages the model writes (codes); mt train takes them from --tgt-lang or the data files' suffixes."
+        (),
+        "Languages the model writes (codes); mt train takes them from --tgt-lang or the data "
+        "files' suffixes.",
     )
 
     def __post_init__(self) -> None:
@@ -83,7 +108,10 @@ class ModelConfig:
             self.decoder_autoreg in ("attention", "ssru"),
             f"model.decoder_autoreg must be attention or ssru, not {self.decoder_autoreg!r}",
         )
-        _check(self.activation in ACTIVATIONS, f"model.activation must be relu, gelu or swish, not {self.activation!r}")
+        _check(
+            self.activation in ACTIVATIONS,
+            f"model.activation must be relu, gelu or swish, not {self.activation!r}",
+        )
 
 
 @dataclass(frozen=True)
@@ -93,9 +121,13 @@ class TokenizerConfig:
     section = "tokenizer"
     vocab_size: int = option(8000, "Pieces in each vocabulary.", cli=True)
     model_type: str = option("unigram", "unigram or bpe.", cli=True)
-    joint: bool = option(True, "One model for both sides; false: one per side.", cli=True, flag="--joint/--separate")
+    joint: bool = option(
+        True, "One model for both sides; false: one per side.", cli=True, flag="--joint/--separate"
+    )
     character_coverage: float | None = option(
-        None, "Share of characters the vocabulary covers; default 0.9995 for mostly-CJK text, else 1.0.", cli=True
+        None,
+        "Share of characters the vocabulary covers; default 0.9995 for mostly-CJK text, else 1.0.",
+        cli=True,
     )
 
     def __post_init__(self) -> None:
@@ -114,21 +146,32 @@ class TrainConfig:
     # For the small preset on a 2-core CPU 2048 beat 4096 (more updates in the same time).
     batch_tokens: int = option(
         2048,
-        "Padded source or target tokens (whichever is larger) per global batch, over all processes and"
-        " accumulate shares; 0 (auto, or --batch-tokens auto): 80% of the largest that fits the GPU.",
+        "Padded source or target tokens (whichever is larger) per global batch, over all processes "
+        "and"
+        " accumulate shares; 0 (auto, or --batch-tokens auto): 80% of the largest that fits the "
+        "GPU.",
         cli=True,
     )
-    valid_batch_tokens: int = option(4096, "Tokens per validation batch (no gradients, so it may be larger).")
+    valid_batch_tokens: int = option(
+        4096, "Tokens per validation batch (no gradients, so it may be larger)."
+    )
     max_steps: int = option(0, "Stop after this many updates (0: no limit).", cli=True)
-    max_epochs: int = option(0, "Stop after this many passes over the data (0: no limit).", cli=True)
-    max_minutes: float = option(0.0, "Stop after this much training time, validation included (0: no limit).", cli=True)
+    max_epochs: int = option(
+        0, "Stop after this many passes over the data (0: no limit).", cli=True
+    )
+    max_minutes: float = option(
+        0.0, "Stop after this much training time, validation included (0: no limit).", cli=True
+    )
     lr: float = option(1e-3, "Peak learning rate, reached at the end of warmup.")
     warmup_steps: int = option(400, "Updates of linear warmup from 0 to lr.")
     lr_schedule: str = option(
         "inverse_sqrt",
-        "After warmup: inverse_sqrt (the paper's 1/sqrt(step), open-ended); cosine (a half cosine to 0 when the"
-        " budget, max_steps, max_minutes or max_epochs, is spent); wsd (hold the peak, then fall linearly to 0"
-        " over the budget's last lr_cooldown fraction). The last two end a time-limited run annealed.",
+        "After warmup: inverse_sqrt (the paper's 1/sqrt(step), open-ended); cosine (a half cosine "
+        "to 0 when the"
+        " budget, max_steps, max_minutes or max_epochs, is spent); wsd (hold the peak, then fall "
+        "linearly to 0"
+        " over the budget's last lr_cooldown fraction). The last two end a time-limited run "
+        "annealed.",
     )
     lr_cooldown: float = option(0.2, "wsd: the fraction of the budget spent falling to 0.")
     label_smoothing: float = option(0.1, "Probability mass spread over the vocabulary in the loss.")
@@ -136,64 +179,95 @@ class TrainConfig:
     weight_decay: float = option(0.0, "AdamW weight decay.")
     ema_decay: float = option(
         0.0,
-        "0: off. Otherwise validation, best.pt and step<N>.pt use an exponential moving average of the"
+        "0: off. Otherwise validation, best.pt and step<N>.pt use an exponential moving average of "
+        "the"
         " weights, ema <- decay * ema + (1 - decay) * weights after every update (e.g. 0.999).",
     )
     adam_betas: tuple[float, float] = option((0.9, 0.98), "Adam's beta1 and beta2.")
     adam_eps: float = option(1e-9, "Adam's epsilon.")
     max_len: int = option(256, "Longest side of a training pair, in tokens.", cli=True)
-    long_pairs: str = option("drop", "A pair over max_len: drop it, or truncate both sides to fit.", cli=True)
+    long_pairs: str = option(
+        "drop", "A pair over max_len: drop it, or truncate both sides to fit.", cli=True
+    )
     valid_every: int = option(500, "Updates between validations; a final one always runs.")
-    save_every: int = option(0, "Also write RUN/last.pt every N updates (0: only at validations).", cli=True)
-    patience: int = option(0, "Stop after N validations without a better BLEU (0: never).", cli=True)
-    keep_last: int = option(0, "Keep the weights of the last K validations as RUN/step<N>.pt.", cli=True)
+    save_every: int = option(
+        0, "Also write RUN/last.pt every N updates (0: only at validations).", cli=True
+    )
+    patience: int = option(
+        0, "Stop after N validations without a better BLEU (0: never).", cli=True
+    )
+    keep_last: int = option(
+        0, "Keep the weights of the last K validations as RUN/step<N>.pt.", cli=True
+    )
     average_last: int = option(
         0,
-        "After training, average the last K validations' weights into RUN/averaged.pt; best.pt takes it when"
+        "After training, average the last K validations' weights into RUN/averaged.pt; best.pt "
+        "takes it when"
         " it validates at least as well as the best single step (kept as best-step.pt).",
         cli=True,
     )
     tune_beams: tuple[int, ...] = option(
         (),
-        "After training, try these beam sizes x tune_length_penalties on the validation set and make the best"
+        "After training, try these beam sizes x tune_length_penalties on the validation set and "
+        "make the best"
         " pair best.pt's decoding defaults (empty: decode.beam alone; both empty: no tuning).",
     )
-    tune_length_penalties: tuple[float, ...] = option((), "Length penalties tried with tune_beams (empty: decode's).")
+    tune_length_penalties: tuple[float, ...] = option(
+        (), "Length penalties tried with tune_beams (empty: decode's)."
+    )
     tune_precision: bool = option(
         True,
         "After training, translate the validation set on the CPU in int8 and in fp32: best.pt keeps"
-        " decode.precision auto (int8 on a CPU, the fastest path) only where int8 loses at most int8_tolerance"
+        " decode.precision auto (int8 on a CPU, the fastest path) only where int8 loses at most "
+        "int8_tolerance"
         " BLEU, and records fp32 otherwise.",
     )
-    int8_tolerance: float = option(0.1, "Validation BLEU int8 decoding may lose against fp32 (tune_precision).")
+    int8_tolerance: float = option(
+        0.1, "Validation BLEU int8 decoding may lose against fp32 (tune_precision)."
+    )
     compile_after_minutes: float = option(
         10.0,
-        "A run that trained at least this many minutes ends by compiling best.pt's decoder step for this CPU"
-        " in the precision it decodes in (as `mt compile` does, about 15-30 s), so that mt translate and mt serve"
-        " run the compiled step from their first line; shorter runs leave it to `mt compile`. 0: never.",
+        "A run that trained at least this many minutes ends by compiling best.pt's decoder step "
+        "for this CPU"
+        " in the precision it decodes in (as `mt compile` does, about 15-30 s), so that mt "
+        "translate and mt serve"
+        " run the compiled step from their first line; shorter runs leave it to `mt compile`. 0: "
+        "never.",
     )
     log_every: int = option(50, "Updates between log lines.")
     seed: int = option(1, "Random seed.", cli=True)
-    device: str = option(DEVICE, "auto (CUDA, then MPS, then CPU), cpu, cuda, cuda:N or mps.", cli=True)
+    device: str = option(
+        DEVICE, "auto (CUDA, then MPS, then CPU), cpu, cuda, cuda:N or mps.", cli=True
+    )
     amp: str = option(
         "auto",
-        "Mixed precision: auto (bf16 on CUDA; on a CPU with bf16 arithmetic and d_model >= 256, bf16 or fp32,"
-        " whichever trains the run's batches faster, timed when it starts and kept on resume; else fp32, as in a"
+        "Mixed precision: auto (bf16 on CUDA; on a CPU with bf16 arithmetic and d_model >= 256, "
+        "bf16 or fp32,"
+        " whichever trains the run's batches faster, timed when it starts and kept on resume; else "
+        "fp32, as in a"
         " deterministic run), bf16, fp16 (with a gradient scaler) or off.",
     )
     threads: int = option(0, "CPU threads (0: PyTorch's default).")
     on_bad_utf8: str = option(
-        "error", "Training bytes that are not UTF-8: error (names file and line), skip the pair, or replace.", cli=True
+        "error",
+        "Training bytes that are not UTF-8: error (names file and line), skip the pair, or "
+        "replace.",
+        cli=True,
     )
     max_nonfinite: int = option(
-        5, "A step whose loss or gradient is not finite is skipped; this many in a row stop the run."
+        5,
+        "A step whose loss or gradient is not finite is skipped; this many in a row stop the run.",
     )
     accumulate: int = option(
-        1, "Cut each global batch into K shares run one after another (less memory, the same update).", cli=True
+        1,
+        "Cut each global batch into K shares run one after another (less memory, the same update).",
+        cli=True,
     )
     workers: int = option(1, "Processes that tokenize the corpus into its cache.", cli=True)
     tensorboard: bool = option(False, "Also write TensorBoard events to RUN/tensorboard.", cli=True)
-    compile: bool = option(False, "torch.compile the model for training (eager if compiling fails).")
+    compile: bool = option(
+        False, "torch.compile the model for training (eager if compiling fails)."
+    )
     dist_timeout_s: float = option(
         1800.0,
         "Under torchrun: seconds a process waits for the others before giving up.",
@@ -202,11 +276,14 @@ class TrainConfig:
     )
     doctor: bool = option(True, "Log `mt doctor`'s warnings about the data before training.")
     deterministic: bool = option(
-        False, "Deterministic kernels: on CUDA the same seed gives the same run, at some cost in speed.", cli=True
+        False,
+        "Deterministic kernels: on CUDA the same seed gives the same run, at some cost in speed.",
+        cli=True,
     )
     init: str = option(
         "",
-        "Fine-tune: start from this checkpoint (mt's or imported): its model, weights and tokenizer;"
+        "Fine-tune: start from this checkpoint (mt's or imported): its model, weights and "
+        "tokenizer;"
         " optimizer, schedule and step start fresh.",
         cli=True,
     )
@@ -216,14 +293,20 @@ class TrainConfig:
     freeze_encoder: bool = option(False, "With init: keep the encoder fixed.", cli=True)
     init_layers: str = option(
         "",
-        "With init: keep ENC+DEC of its layers (e.g. 4+1), evenly spaced from its first to its last (one: the"
-        " first), so a smaller student starts from its teacher (shrink and fine-tune); empty: all of them.",
+        "With init: keep ENC+DEC of its layers (e.g. 4+1), evenly spaced from its first to its "
+        "last (one: the"
+        " first), so a smaller student starts from its teacher (shrink and fine-tune); empty: all "
+        "of them.",
         cli=True,
     )
     shortlist_per_source: int = option(
-        10, "Vocabulary shortlist kept in checkpoints: target pieces per source piece (0: no shortlist)."
+        10,
+        "Vocabulary shortlist kept in checkpoints: target pieces per source piece (0: no "
+        "shortlist).",
     )
-    shortlist_frequent: int = option(100, "Vocabulary shortlist: the most frequent target pieces, always allowed.")
+    shortlist_frequent: int = option(
+        100, "Vocabulary shortlist: the most frequent target pieces, always allowed."
+    )
 
     def __post_init__(self) -> None:
         _check(
@@ -232,12 +315,25 @@ class TrainConfig:
         )
         _check(self.batch_tokens >= 0, "train.batch_tokens must be positive (or 0: auto, on CUDA)")
         _check(
-            not self.init_layers or re.fullmatch(r"[1-9][0-9]*\+[1-9][0-9]*", self.init_layers) is not None,
-            f"train.init_layers must be encoder+decoder layer counts such as 4+1, not {self.init_layers!r}",
+            not self.init_layers
+            or re.fullmatch(r"[1-9][0-9]*\+[1-9][0-9]*", self.init_layers) is not None,
+            "train.init_layers must be encoder+decoder layer counts such as 4+1, not "
+            f"{self.init_layers!r}",
         )
-        _check(not self.init_layers or bool(self.init), "train.init_layers keeps layers of train.init: give it too")
+        _check(
+            not self.init_layers or bool(self.init),
+            "train.init_layers keeps layers of train.init: give it too",
+        )
         _check(self.valid_batch_tokens > 0, "train.valid_batch_tokens must be positive")
-        counts = ("max_steps", "max_epochs", "max_minutes", "warmup_steps", "weight_decay", "patience", "keep_last")
+        counts = (
+            "max_steps",
+            "max_epochs",
+            "max_minutes",
+            "warmup_steps",
+            "weight_decay",
+            "patience",
+            "keep_last",
+        )
         for name in (*counts, "save_every", "average_last"):
             _check(getattr(self, name) >= 0, f"train.{name} must not be negative")
         _check(self.lr > 0, "train.lr must be positive")
@@ -245,7 +341,10 @@ class TrainConfig:
             self.long_pairs in ("drop", "truncate"),
             f"train.long_pairs must be drop or truncate, not {self.long_pairs!r}",
         )
-        _check(self.accumulate >= 1 and self.workers >= 1, "train.accumulate and train.workers must be at least 1")
+        _check(
+            self.accumulate >= 1 and self.workers >= 1,
+            "train.accumulate and train.workers must be at least 1",
+        )
         _check(self.dist_timeout_s > 0, "train.dist_timeout_s must be positive")
         _check(self.max_nonfinite >= 1, "train.max_nonfinite must be at least 1")
         _check(
@@ -257,7 +356,10 @@ class TrainConfig:
             f"train.lr_schedule must be inverse_sqrt, cosine or wsd, not {self.lr_schedule!r}",
         )
         _check(
-            self.lr_schedule == "inverse_sqrt" or self.max_steps > 0 or self.max_minutes > 0 or self.max_epochs > 0,
+            self.lr_schedule == "inverse_sqrt"
+            or self.max_steps > 0
+            or self.max_minutes > 0
+            or self.max_epochs > 0,
             f"train.lr_schedule {self.lr_schedule} needs a budget to decay over:"
             " set max_steps, max_minutes or max_epochs",
         )
@@ -267,14 +369,21 @@ class TrainConfig:
         _check(self.max_len > 1, "train.max_len must be at least 2")
         _check(self.average_last != 1, "train.average_last must be 0 (off) or at least 2")
         _check(all(b >= 1 for b in self.tune_beams), "train.tune_beams must all be at least 1")
-        _check(all(a >= 0 for a in self.tune_length_penalties), "train.tune_length_penalties must not be negative")
-        _check(self.valid_every > 0 and self.log_every > 0, "train.valid_every and log_every must be positive")
+        _check(
+            all(a >= 0 for a in self.tune_length_penalties),
+            "train.tune_length_penalties must not be negative",
+        )
+        _check(
+            self.valid_every > 0 and self.log_every > 0,
+            "train.valid_every and log_every must be positive",
+        )
         _check(
             self.device in ("auto", "cpu", "cuda", "mps") or self.device.startswith("cuda:"),
             f"train.device must be auto, cpu, cuda or mps, not {self.device!r}",
         )
         _check(
-            self.amp in ("auto", "bf16", "fp16", "off"), f"train.amp must be auto, bf16, fp16 or off, not {self.amp!r}"
+            self.amp in ("auto", "bf16", "fp16", "off"),
+            f"train.amp must be auto, bf16, fp16 or off, not {self.amp!r}",
         )
 
 
@@ -286,59 +395,84 @@ class DecodeConfig:
     section = "decode"
     method: str = option(
         "beam",
-        "beam (keep `beam` hypotheses per sentence), greedy (the most probable token at each step), or sample"
+        "beam (keep `beam` hypotheses per sentence), greedy (the most probable token at each "
+        "step), or sample"
         " (draw each token; implied by a sampling option). Beam 1 is greedy search.",
         cli=True,
     )
     beam: int = option(5, "Beam size; 1 is greedy.", cli=True)
-    length_penalty: float = option(1.0, "Alpha in score / length**alpha, as fairseq and Hugging Face rank.", cli=True)
-    max_len_ratio: float = option(1.5, "Output may run to max_len_ratio * source length + max_len_offset.", cli=True)
+    length_penalty: float = option(
+        1.0, "Alpha in score / length**alpha, as fairseq and Hugging Face rank.", cli=True
+    )
+    max_len_ratio: float = option(
+        1.5, "Output may run to max_len_ratio * source length + max_len_offset.", cli=True
+    )
     max_len_offset: int = option(10, "Tokens added to the output length limit.", cli=True)
     batch_size: int = option(64, "Sentences decoded together.", cli=True)
     batch_tokens: int = option(
         0,
-        "Source tokens decoded together, as well as at most batch_size sentences (0: sentences only); a"
+        "Source tokens decoded together, as well as at most batch_size sentences (0: sentences "
+        "only); a"
         " server's batches are cut by the same budget, so each is one search.",
         cli=True,
     )
     precision: str = option(
         "auto",
-        "fp32 (the reference), bf16 (weights cast to bf16 once; on a CPU only with bf16 arithmetic, AVX512-BF16"
-        " or AMX), int8 (int8 products, each input row scaled on its own so batching changes no translation;"
-        " CPU only), or auto: picked when the model loads, int8 on a CPU, bf16 on a GPU that has it, else fp32."
-        " mt train checks int8 against fp32 on the validation set and records fp32 where int8 loses quality"
+        "fp32 (the reference), bf16 (weights cast to bf16 once; on a CPU only with bf16 "
+        "arithmetic, AVX512-BF16"
+        " or AMX), int8 (int8 products, each input row scaled on its own so batching changes no "
+        "translation;"
+        " CPU only), or auto: picked when the model loads, int8 on a CPU, bf16 on a GPU that has "
+        "it, else fp32."
+        " mt train checks int8 against fp32 on the validation set and records fp32 where int8 "
+        "loses quality"
         " (train.tune_precision).",
         cli=True,
     )
     engine: str = option(
         "auto",
-        "How the decoder's step runs: eager (op by op in PyTorch), compiled (compiled ahead of time for this"
-        " CPU, checkpoint and precision, kept beside the checkpoint in CHECKPOINT.compiled/; built on first use"
-        " or by `mt compile`, about 15-30 s, once), or auto: compiled where it is already built, else eager."
+        "How the decoder's step runs: eager (op by op in PyTorch), compiled (compiled ahead of "
+        "time for this"
+        " CPU, checkpoint and precision, kept beside the checkpoint in CHECKPOINT.compiled/; built "
+        "on first use"
+        " or by `mt compile`, about 15-30 s, once), or auto: compiled where it is already built, "
+        "else eager."
         " step is an older name for eager.",
         cli=True,
     )
 
-    no_repeat_ngram: int = option(0, "N > 0: no token n-gram of size N occurs twice in a hypothesis.", cli=True)
-    sampling_topk: int = option(0, "Sample only from the K most probable tokens (0: all).", cli=True)
+    no_repeat_ngram: int = option(
+        0, "N > 0: no token n-gram of size N occurs twice in a hypothesis.", cli=True
+    )
+    sampling_topk: int = option(
+        0, "Sample only from the K most probable tokens (0: all).", cli=True
+    )
     sampling_topp: float = option(
         1.0, "Sample only from the fewest tokens whose probability reaches P (1: all).", cli=True
     )
     temperature: float = option(1.0, "Sample from softmax(log p / T).", cli=True)
-    seed: int = option(0, "Sampling seed: the same seed gives the same draws, whatever the batch size.", cli=True)
+    seed: int = option(
+        0, "Sampling seed: the same seed gives the same draws, whatever the batch size.", cli=True
+    )
     shortlist: bool = option(
-        True, "Score only the checkpoint's shortlist of target pieces (where it has one); false: all.", cli=True
+        True,
+        "Score only the checkpoint's shortlist of target pieces (where it has one); false: all.",
+        cli=True,
     )
 
     def __post_init__(self) -> None:
-        _check(self.no_repeat_ngram >= 0, f"decode.no_repeat_ngram must be 0 (off) or more, not {self.no_repeat_ngram}")
+        _check(
+            self.no_repeat_ngram >= 0,
+            f"decode.no_repeat_ngram must be 0 (off) or more, not {self.no_repeat_ngram}",
+        )
         _check(
             self.method in ("beam", "greedy", "sample"),
             f"decode.method must be beam, greedy or sample, not {self.method!r}",
         )
         _check(
             self.method != "sample" or self.beam == 1,
-            f"decode.method sample draws one token at a time and takes no beam (decode.beam is {self.beam}):"
+            "decode.method sample draws one token at a time and takes no beam (decode.beam is "
+            f"{self.beam}):"
             " leave decode.beam out or make it 1",
         )
         _check(self.sampling_topk >= 0, "decode.sampling_topk must be 0 (all tokens) or more")

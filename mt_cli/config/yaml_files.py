@@ -17,18 +17,24 @@ from mt_cli.errors import MtError
 
 
 def _yaml() -> Any:
-    return importlib.import_module("yaml")  # on first use: `mt translate` reads none, and starts sooner
+    return importlib.import_module(
+        "yaml"
+    )  # on first use: `mt translate` reads none, and starts sooner
 
 
 @functools.cache
 def _loader() -> Any:
-    """YAML with the 1.2 booleans: only true/false. In YAML 1.1 `amp: off` would be False, not "off"."""
+    """YAML with the 1.2 booleans: only true/false. In YAML 1.1 `amp: off` would be False, not
+    "off"."""
     safe, bool_tag = _yaml().SafeLoader, "tag:yaml.org,2002:bool"
     loader: Any = type("Loader", (safe,), {})
     loader.yaml_implicit_resolvers = {
-        first: [r for r in resolvers if r[0] != bool_tag] for first, resolvers in safe.yaml_implicit_resolvers.items()
+        first: [r for r in resolvers if r[0] != bool_tag]
+        for first, resolvers in safe.yaml_implicit_resolvers.items()
     }
-    loader.add_implicit_resolver(bool_tag, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
+    loader.add_implicit_resolver(
+        bool_tag, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+    )
     return loader
 
 
@@ -57,7 +63,9 @@ def load_yaml(path: Path) -> dict[str, Any]:
     except _yaml().YAMLError as e:
         raise MtError(f"{path}: not valid YAML ({e})".replace("\n", " ")) from None
     if not isinstance(data, dict):
-        raise MtError(f"{path}: expected a mapping of sections (model, tokenizer, train, decode, data)")
+        raise MtError(
+            f"{path}: expected a mapping of sections (model, tokenizer, train, decode, data)"
+        )
     return data
 
 
@@ -82,9 +90,14 @@ def _coerce(value: Any, hint: Any, where: str) -> Any:
             return None
         hint = next(a for a in args if a is not type(None))
         origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if dataclasses.is_dataclass(hint) and isinstance(hint, type):  # a nested entry (data.pairs' PairConfig)
+    if dataclasses.is_dataclass(hint) and isinstance(
+        hint, type
+    ):  # a nested entry (data.pairs' PairConfig)
         if not isinstance(value, dict):
-            raise MtError(f"{where} must be a mapping of {[f.name for f in dataclasses.fields(hint)]}, not {value!r}")
+            raise MtError(
+                f"{where} must be a mapping of {[f.name for f in dataclasses.fields(hint)]}, not "
+                f"{value!r}"
+            )
         return build_section(hint, value, where)
     if origin is tuple and len(args) == 2 and args[1] is Ellipsis:  # tuple[int, ...]: any length
         if not isinstance(value, (list, tuple)):

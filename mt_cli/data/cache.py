@@ -39,7 +39,15 @@ def _features() -> Any:
     ids, n = Sequence(Value("int32")), Value("int32")
     flag = Value("bool")
     return Features(
-        {"src_ids": ids, "tgt_ids": ids, "src_len": n, "tgt_len": n, "empty": flag, "bad": flag, "line": Value("int64")}
+        {
+            "src_ids": ids,
+            "tgt_ids": ids,
+            "src_len": n,
+            "tgt_len": n,
+            "empty": flag,
+            "bad": flag,
+            "line": Value("int64"),
+        }
     )
 
 
@@ -73,14 +81,19 @@ def _encode_chunk(chunk: tuple[list, list, int]) -> Any:
     return pa.RecordBatch.from_pydict(columns)
 
 
-def _encoded(chunks: Iterator, tokenizer: Encoder, workers: int, log: Callable[[str], None]) -> Iterator:
+def _encoded(
+    chunks: Iterator, tokenizer: Encoder, workers: int, log: Callable[[str], None]
+) -> Iterator:
     """Record batches in input order. With workers, a bounded window of chunks is in flight, so
     memory does not grow with the corpus (Pool.imap would read the whole input ahead). If the
     workers cannot run (a `__main__` that cannot be re-imported, say), this process tokenizes."""
     _start_worker(tokenizer)
     main_file = getattr(sys.modules["__main__"], "__file__", None)
     if workers > 1 and main_file is not None and not os.path.exists(main_file):
-        log(f"tokenizing in this process: spawned workers cannot re-import a __main__ read from {main_file}")
+        log(
+            "tokenizing in this process: spawned workers cannot re-import a __main__ read from "
+            f"{main_file}"
+        )
         workers = 1
     if workers <= 1:
         yield from map(_encode_chunk, chunks)
@@ -89,7 +102,9 @@ def _encoded(chunks: Iterator, tokenizer: Encoder, workers: int, log: Callable[[
     # spawn, not fork: the workers must not inherit torch's threads (or a CUDA context).
     ctx = multiprocessing.get_context("spawn")
     try:
-        with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_start_worker, initargs=(tokenizer,)) as pool:
+        with ProcessPoolExecutor(
+            workers, mp_context=ctx, initializer=_start_worker, initargs=(tokenizer,)
+        ) as pool:
             for chunk in chunks:
                 pending.append((chunk, pool.submit(_encode_chunk, chunk)))
                 if len(pending) >= 2 * workers:
@@ -107,7 +122,9 @@ def _encoded(chunks: Iterator, tokenizer: Encoder, workers: int, log: Callable[[
 def cache_key(data_fingerprint: str, tokenizer: Encoder) -> str:
     state = tokenizer.to_state()
 
-    def digest(v: Any) -> str:  # model bytes; an imported vocabulary's lists and files, as canonical JSON
+    def digest(
+        v: Any,
+    ) -> str:  # model bytes; an imported vocabulary's lists and files, as canonical JSON
         if isinstance(v, bytes):
             return hashlib.sha256(v).hexdigest()
         return hashlib.sha256(json.dumps(v, sort_keys=True, default=digest).encode()).hexdigest()
@@ -141,21 +158,33 @@ def build_cache(
         def progress(done: int, total: int) -> None:
             if time.perf_counter() - said[0] > 10:  # a line every 10 s: big corpora take minutes
                 said[0] = time.perf_counter()
-                log(f"  tokenizing {source.describe()}: {100 * done / total:.0f}%" if total else f"  {done} lines")
+                log(
+                    f"  tokenizing {source.describe()}: {100 * done / total:.0f}%"
+                    if total
+                    else f"  {done} lines"
+                )
 
         log(f"{source.describe()}: tokenizing into {final} ({workers} worker(s))")
-        writer = ArrowWriter(features=_features(), path=str(work / "data.arrow"), writer_batch_size=CHUNK)
+        writer = ArrowWriter(
+            features=_features(), path=str(work / "data.arrow"), writer_batch_size=CHUNK
+        )
         pairs = 0
         for batch in _encoded(source.chunks(progress), tokenizer, workers, log):
             writer.write_table(pa.Table.from_batches([batch]))
             pairs += batch.num_rows
         writer.finalize()
         writer.close()
-        info = {"source": source.describe(), "pairs": pairs, "seconds": time.perf_counter() - started}
+        info = {
+            "source": source.describe(),
+            "pairs": pairs,
+            "seconds": time.perf_counter() - started,
+        }
         (work / "mt-cache.json").write_text(json.dumps(info) + "\n")
         try:
             os.replace(work, final)
-        except OSError:  # another process (or rank) finished the same cache first: theirs is as good
+        except (
+            OSError
+        ):  # another process (or rank) finished the same cache first: theirs is as good
             if not (final / "mt-cache.json").is_file():
                 raise
     finally:
@@ -163,13 +192,17 @@ def build_cache(
     return final
 
 
-def wait_for_cache(data_fingerprint: str, tokenizer: Encoder, cache_root: Path, timeout_s: float) -> Path:
+def wait_for_cache(
+    data_fingerprint: str, tokenizer: Encoder, cache_root: Path, timeout_s: float
+) -> Path:
     """For ranks other than 0: the cache that rank 0 builds, once it is whole."""
     final = Path(cache_root) / cache_key(data_fingerprint, tokenizer)
     deadline = time.monotonic() + timeout_s
     while not (final / "mt-cache.json").is_file():
         if time.monotonic() > deadline:
-            raise MtError(f"{final}: rank 0 did not finish the tokenized cache within {timeout_s:.0f} s")
+            raise MtError(
+                f"{final}: rank 0 did not finish the tokenized cache within {timeout_s:.0f} s"
+            )
         time.sleep(1.0)
     return final
 
@@ -181,25 +214,42 @@ class TokenCorpus:
     "drop") are left out by index, so the cache stays usable for any of those settings.
     """
 
-    def __init__(self, path: Path, max_len: int | None, long_pairs: str, on_bad_utf8: str, name: str) -> None:
+    def __init__(
+        self, path: Path, max_len: int | None, long_pairs: str, on_bad_utf8: str, name: str
+    ) -> None:
         import datasets
 
         self.ds = datasets.Dataset.from_file(str(Path(path) / "data.arrow"))  # memory-mapped
-        col = lambda name: self.ds.data.column(name).to_numpy()  # noqa: E731 (from the mapped Arrow table)
+
+        def col(name: str) -> np.ndarray:  # from the mapped Arrow table
+            return self.ds.data.column(name).to_numpy()
+
         src_len, tgt_len = col("src_len").astype(np.int64), col("tgt_len").astype(np.int64)
         empty, bad = col("empty").astype(bool), col("bad").astype(bool)
         if bad.any() and on_bad_utf8 == "error":
             line = int(col("line")[int(np.argmax(bad))])
             raise MtError(f"{name}: line {line}: not valid UTF-8; {BAD_UTF8_FIX}")
         long = (src_len > max_len) | (tgt_len + 1 > max_len) if max_len else np.zeros_like(empty)
-        drop = empty | (bad if on_bad_utf8 == "skip" else False) | (long if long_pairs == "drop" else False)
+        drop = (
+            empty
+            | (bad if on_bad_utf8 == "skip" else False)
+            | (long if long_pairs == "drop" else False)
+        )
         self.rows = np.flatnonzero(~drop)
         if len(self.rows) == 0:
             raise MtError(f"{name}: no sentence pairs with text on both sides")
         self.max_len = max_len if long_pairs == "truncate" else None
-        self.src_lens = np.minimum(src_len[self.rows], self.max_len) if self.max_len else src_len[self.rows]
-        self.tgt_lens = np.minimum(tgt_len[self.rows], self.max_len - 1) if self.max_len else tgt_len[self.rows]
-        self.counts = {"empty": int(empty.sum()), "bad_utf8": int(bad.sum()), "long": int((long & ~empty).sum())}
+        self.src_lens = (
+            np.minimum(src_len[self.rows], self.max_len) if self.max_len else src_len[self.rows]
+        )
+        self.tgt_lens = (
+            np.minimum(tgt_len[self.rows], self.max_len - 1) if self.max_len else tgt_len[self.rows]
+        )
+        self.counts = {
+            "empty": int(empty.sum()),
+            "bad_utf8": int(bad.sum()),
+            "long": int((long & ~empty).sum()),
+        }
 
     def __len__(self) -> int:
         return len(self.rows)

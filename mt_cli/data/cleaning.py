@@ -48,14 +48,17 @@ _SCRIPTS = {
     "ko": {"HANGUL", "CJK"},
 }
 _LATIN = (
-    "af az ca cs cy da de en eo es et eu fi fr ga gl hr hu id is it lt lv ms mt nl no nb nn pl pt ro sk sl "
+    "af az ca cs cy da de en eo es et eu fi fr ga gl hr hu id is it lt lv ms mt nl no nb nn pl pt "
+    "ro sk sl "
     "sq sv sw tl tr uz vi"
 ).split()
 _SCRIPTS.update(dict.fromkeys(_LATIN, {"LATIN"}))
 
 _URL = re.compile(r"(?:https?://|www\.)[^\s<>\"]+", re.IGNORECASE)
 _DIGITS = re.compile(r"\d+")
-_WIDE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")  # kana, Han, Hangul
+_WIDE = re.compile(
+    r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]"
+)  # kana, Han, Hangul
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -66,7 +69,8 @@ def script_of(ch: str) -> str:
 
 
 def expected_scripts(lang: str) -> set[str] | None:
-    """The scripts `lang` (de, zh, deu_Latn, pt_BR) is written in; None for a language not listed."""
+    """The scripts `lang` (de, zh, deu_Latn, pt_BR) is written in; None for a language not
+    listed."""
     return _SCRIPTS.get(short_code(lang).lower())
 
 
@@ -175,4 +179,6 @@ def first_rule(pair: Sides, cfg: CleanConfig) -> str:
     """The first of the pair rules cfg.rules turns on that removes `pair`, or "" when it stays."""
     if not pair.src.strip() or not pair.tgt.strip():  # every other rule reads both sides
         return "empty" if "empty" in cfg.rules else ""
-    return next((name for name, rule in PAIR_RULES.items() if name in cfg.rules and rule(pair, cfg)), "")
+    return next(
+        (name for name, rule in PAIR_RULES.items() if name in cfg.rules and rule(pair, cfg)), ""
+    )

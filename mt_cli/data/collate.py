@@ -15,6 +15,8 @@ def pad(seqs: list[list[int]]) -> torch.Tensor:
     return out
 
 
-def collate(src: list[list[int]], tgt: list[list[int]], start: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def collate(
+    src: list[list[int]], tgt: list[list[int]], start: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Teacher forcing: the decoder reads start + target and predicts target + EOS."""
     return pad(src), pad([[start] + t for t in tgt]), pad([t + [EOS] for t in tgt])

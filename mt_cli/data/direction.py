@@ -63,4 +63,7 @@ class Directed:
 
     def to_state(self) -> dict[str, Any]:
         lt = self.languages
-        return {**self.tokenizer.to_state(), "direction": [list(lt.source), list(lt.source_end), list(lt.start)]}
+        return {
+            **self.tokenizer.to_state(),
+            "direction": [list(lt.source), list(lt.source_end), list(lt.start)],
+        }

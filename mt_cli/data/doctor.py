@@ -52,7 +52,9 @@ def _finding(severity: str, check: str, where: str, hits: list[int], fix: str) -
 def check_pair(name: str, src: Side, tgt: Side, max_chars: int, max_ratio: float) -> list[Finding]:
     """Findings of one line-aligned pair of files; `name` says which (train, valid, test)."""
     where = f"{name}: {src.path} / {tgt.path}"
-    return _file_findings(name, where, src, tgt) + _line_findings(where, src, tgt, max_chars, max_ratio)
+    return _file_findings(name, where, src, tgt) + _line_findings(
+        where, src, tgt, max_chars, max_ratio
+    )
 
 
 def _file_findings(name: str, where: str, src: Side, tgt: Side) -> list[Finding]:
@@ -80,7 +82,9 @@ def _file_findings(name: str, where: str, src: Side, tgt: Side) -> list[Finding]
     return out
 
 
-def _line_findings(where: str, src: Side, tgt: Side, max_chars: int, max_ratio: float) -> list[Finding]:
+def _line_findings(
+    where: str, src: Side, tgt: Side, max_chars: int, max_ratio: float
+) -> list[Finding]:
     """What is suspect in the pairs of lines: empty sides, repeats, copies, lengths."""
     out: list[Finding] = []
     pairs = list(zip(src.lines, tgt.lines))
@@ -117,7 +121,8 @@ def _line_findings(where: str, src: Side, tgt: Side, max_chars: int, max_ratio: 
         "over-long lines",
         where,
         n(lambda s, t: max(len(s), len(t)) > max_chars),
-        f"lines over {max_chars} characters; mt train drops pairs over train.max_len tokens, so split or drop them",
+        f"lines over {max_chars} characters; mt train drops pairs over train.max_len tokens, so "
+        "split or drop them",
     )
     out += _finding(
         "warning",
@@ -167,8 +172,19 @@ def unknown_rate(tokenizer: Tokenizer, side: Side, source: bool) -> list[Finding
     unk = sum(x.count(UNK) for x in ids)
     rate = unk / max(total, 1)
     fix = f"{unk} of {total} pieces ({100 * rate:.3f}%) are unknown"
-    fix += "; retrain the tokenizer on this data or raise character_coverage" if rate > 0.001 else ""
-    return [Finding("warning" if rate > 0.001 else "info", "unknown pieces", str(side.path), unk, fix, hits[:EXAMPLES])]
+    fix += (
+        "; retrain the tokenizer on this data or raise character_coverage" if rate > 0.001 else ""
+    )
+    return [
+        Finding(
+            "warning" if rate > 0.001 else "info",
+            "unknown pieces",
+            str(side.path),
+            unk,
+            fix,
+            hits[:EXAMPLES],
+        )
+    ]
 
 
 def diagnose(
@@ -180,7 +196,9 @@ def diagnose(
     sides = {name: (read_side(s), read_side(t)) for name, (s, t) in files.items()}
     findings: list[Finding] = []
     for name, (src, tgt) in sides.items():
-        findings.append(Finding("info", "lines", f"{name}: {src.path} / {tgt.path}", len(src.lines), "-"))
+        findings.append(
+            Finding("info", "lines", f"{name}: {src.path} / {tgt.path}", len(src.lines), "-")
+        )
         findings += check_pair(name, src, tgt, limits.max_chars, limits.max_ratio)
         if name != "train":
             findings += check_overlap(sides["train"][0], name, src)
@@ -201,7 +219,8 @@ def preflight(files: dict[str, tuple[Path, Path]], log: Callable[[str], None]) -
         log(f"data warning: {f.check}: {f.count} in {f.where} (lines {lines}): {f.fix}")
     if findings:
         log(
-            "(mt doctor --src ... --tgt ... --json lists these in full; mt clean --src ... --tgt ... --out-prefix P"
+            "(mt doctor --src ... --tgt ... --json lists these in full; mt clean --src ... --tgt "
+            "... --out-prefix P"
             " writes the corpus without them; --set train.doctor=false skips the checks)"
         )
     return findings
@@ -214,7 +233,9 @@ def as_json(findings: list[Finding]) -> list[dict]:
 def as_table(findings: list[Finding]) -> str:
     rows = [("severity", "check", "where", "count", "lines", "fix")]
     for f in findings:
-        lines = ", ".join(map(str, f.lines)) + (", ..." if f.count > len(f.lines) and f.lines else "")
+        lines = ", ".join(map(str, f.lines)) + (
+            ", ..." if f.count > len(f.lines) and f.lines else ""
+        )
         rows.append((f.severity, f.check, f.where, str(f.count), lines, f.fix))
     return "\n".join("| " + " | ".join(r) + " |" for r in [rows[0], ("---",) * 6, *rows[1:]])
 
@@ -237,5 +258,9 @@ def run(
             raise MtError(f"--{name}-src and --{name}-tgt go together; give both or neither")
     tokenizer = Tokenizer.load(tokenizer_dir) if tokenizer_dir is not None else None
     findings = diagnose(files, tokenizer, limits)
-    text = json.dumps(as_json(findings), ensure_ascii=False, indent=1) if json_output else as_table(findings)
+    text = (
+        json.dumps(as_json(findings), ensure_ascii=False, indent=1)
+        if json_output
+        else as_table(findings)
+    )
     return text, any(f.severity == "error" for f in findings)

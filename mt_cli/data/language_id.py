@@ -34,16 +34,23 @@ class LanguageIdentifier:
         self._lock = threading.Lock()
 
     def confidences(self, text: str) -> dict[str, float]:
-        """Each code's confidence (0-1) that `text` is in it; {} when lingua knows none of the codes."""
+        """Each code's confidence (0-1) that `text` is in it; {} when lingua knows none of the
+        codes."""
         detector = self.detector()
         if detector is None:
             return {}
-        return {self._known[v.language]: v.value for v in detector.compute_language_confidence_values(text)}
+        return {
+            self._known[v.language]: v.value
+            for v in detector.compute_language_confidence_values(text)
+        }
 
     def best(self, texts: Sequence[str]) -> list[str]:
         """The most likely code for each text: where lingua cannot tell (no letters, or a language
         it does not know), the one most texts of the batch got, else the first code."""
-        ranked = [max(c.items(), key=lambda kv: kv[1]) if (c := self.confidences(t)) else None for t in texts]
+        ranked = [
+            max(c.items(), key=lambda kv: kv[1]) if (c := self.confidences(t)) else None
+            for t in texts
+        ]
         found = [r[0] for r in ranked if r is not None and r[1] > 0]
         fallback = max(set(found), key=found.count) if found else self.codes[0]
         return [r[0] if r is not None and r[1] > 0 else fallback for r in ranked]
@@ -63,10 +70,16 @@ class LanguageIdentifier:
         try:
             from lingua import IsoCode639_1, Language, LanguageDetectorBuilder
         except ImportError:
-            raise MtError("identifying languages needs lingua-language-detector: pip install 'mt-cli[serve]'") from None
+            raise MtError(
+                "identifying languages needs lingua-language-detector: pip install 'mt-cli[serve]'"
+            ) from None
         for code in self.codes:
             short = short_code(code)  # de_AT -> de, deu_Latn -> de
             iso = getattr(IsoCode639_1, short.upper(), None) if len(short) == 2 else None
             if iso is not None:
                 self._known.setdefault(Language.from_iso_code_639_1(iso), code)
-        return None if not self._known else LanguageDetectorBuilder.from_languages(*self._known).build()
+        return (
+            None
+            if not self._known
+            else LanguageDetectorBuilder.from_languages(*self._known).build()
+        )

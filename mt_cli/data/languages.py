@@ -13,30 +13,48 @@ from mt_cli.errors import MtError
 
 # ISO 639-1, English names (as ISO 639-2's registration authority lists them, shortened).
 _TABLE = (
-    "aa:Afar ab:Abkhazian ae:Avestan af:Afrikaans ak:Akan am:Amharic an:Aragonese ar:Arabic as:Assamese "
-    "av:Avaric ay:Aymara az:Azerbaijani ba:Bashkir be:Belarusian bg:Bulgarian bi:Bislama bm:Bambara "
-    "bn:Bengali bo:Tibetan br:Breton bs:Bosnian ca:Catalan ce:Chechen ch:Chamorro co:Corsican cr:Cree "
-    "cs:Czech cu:Church_Slavic cv:Chuvash cy:Welsh da:Danish de:German dv:Dhivehi dz:Dzongkha ee:Ewe "
-    "el:Greek en:English eo:Esperanto es:Spanish et:Estonian eu:Basque fa:Persian ff:Fulah fi:Finnish "
-    "fj:Fijian fo:Faroese fr:French fy:Western_Frisian ga:Irish gd:Scottish_Gaelic gl:Galician gn:Guarani "
-    "gu:Gujarati gv:Manx ha:Hausa he:Hebrew hi:Hindi ho:Hiri_Motu hr:Croatian ht:Haitian hu:Hungarian "
-    "hy:Armenian hz:Herero ia:Interlingua id:Indonesian ie:Interlingue ig:Igbo ii:Sichuan_Yi ik:Inupiaq "
-    "io:Ido is:Icelandic it:Italian iu:Inuktitut ja:Japanese jv:Javanese ka:Georgian kg:Kongo ki:Kikuyu "
-    "kj:Kuanyama kk:Kazakh kl:Kalaallisut km:Khmer kn:Kannada ko:Korean kr:Kanuri ks:Kashmiri ku:Kurdish "
-    "kv:Komi kw:Cornish ky:Kyrgyz la:Latin lb:Luxembourgish lg:Ganda li:Limburgish ln:Lingala lo:Lao "
+    "aa:Afar ab:Abkhazian ae:Avestan af:Afrikaans ak:Akan am:Amharic an:Aragonese ar:Arabic "
+    "as:Assamese "
+    "av:Avaric ay:Aymara az:Azerbaijani ba:Bashkir be:Belarusian bg:Bulgarian bi:Bislama "
+    "bm:Bambara "
+    "bn:Bengali bo:Tibetan br:Breton bs:Bosnian ca:Catalan ce:Chechen ch:Chamorro co:Corsican "
+    "cr:Cree "
+    "cs:Czech cu:Church_Slavic cv:Chuvash cy:Welsh da:Danish de:German dv:Dhivehi dz:Dzongkha "
+    "ee:Ewe "
+    "el:Greek en:English eo:Esperanto es:Spanish et:Estonian eu:Basque fa:Persian ff:Fulah "
+    "fi:Finnish "
+    "fj:Fijian fo:Faroese fr:French fy:Western_Frisian ga:Irish gd:Scottish_Gaelic gl:Galician "
+    "gn:Guarani "
+    "gu:Gujarati gv:Manx ha:Hausa he:Hebrew hi:Hindi ho:Hiri_Motu hr:Croatian ht:Haitian "
+    "hu:Hungarian "
+    "hy:Armenian hz:Herero ia:Interlingua id:Indonesian ie:Interlingue ig:Igbo ii:Sichuan_Yi "
+    "ik:Inupiaq "
+    "io:Ido is:Icelandic it:Italian iu:Inuktitut ja:Japanese jv:Javanese ka:Georgian kg:Kongo "
+    "ki:Kikuyu "
+    "kj:Kuanyama kk:Kazakh kl:Kalaallisut km:Khmer kn:Kannada ko:Korean kr:Kanuri ks:Kashmiri "
+    "ku:Kurdish "
+    "kv:Komi kw:Cornish ky:Kyrgyz la:Latin lb:Luxembourgish lg:Ganda li:Limburgish ln:Lingala "
+    "lo:Lao "
     "lt:Lithuanian lu:Luba-Katanga lv:Latvian mg:Malagasy mh:Marshallese mi:Maori mk:Macedonian "
-    "ml:Malayalam mn:Mongolian mr:Marathi ms:Malay mt:Maltese my:Burmese na:Nauru nb:Norwegian_Bokmål "
-    "nd:North_Ndebele ne:Nepali ng:Ndonga nl:Dutch nn:Norwegian_Nynorsk no:Norwegian nr:South_Ndebele "
-    "nv:Navajo ny:Chichewa oc:Occitan oj:Ojibwa om:Oromo or:Oriya os:Ossetian pa:Punjabi pi:Pali pl:Polish "
+    "ml:Malayalam mn:Mongolian mr:Marathi ms:Malay mt:Maltese my:Burmese na:Nauru "
+    "nb:Norwegian_Bokmål "
+    "nd:North_Ndebele ne:Nepali ng:Ndonga nl:Dutch nn:Norwegian_Nynorsk no:Norwegian "
+    "nr:South_Ndebele "
+    "nv:Navajo ny:Chichewa oc:Occitan oj:Ojibwa om:Oromo or:Oriya os:Ossetian pa:Punjabi pi:Pali "
+    "pl:Polish "
     "ps:Pashto pt:Portuguese qu:Quechua rm:Romansh rn:Rundi ro:Romanian ru:Russian rw:Kinyarwanda "
-    "sa:Sanskrit sc:Sardinian sd:Sindhi se:Northern_Sami sg:Sango si:Sinhala sk:Slovak sl:Slovenian "
+    "sa:Sanskrit sc:Sardinian sd:Sindhi se:Northern_Sami sg:Sango si:Sinhala sk:Slovak "
+    "sl:Slovenian "
     "sm:Samoan sn:Shona so:Somali sq:Albanian sr:Serbian ss:Swati st:Southern_Sotho su:Sundanese "
     "sv:Swedish sw:Swahili ta:Tamil te:Telugu tg:Tajik th:Thai ti:Tigrinya tk:Turkmen tl:Tagalog "
-    "tn:Tswana to:Tonga tr:Turkish ts:Tsonga tt:Tatar tw:Twi ty:Tahitian ug:Uyghur uk:Ukrainian ur:Urdu "
+    "tn:Tswana to:Tonga tr:Turkish ts:Tsonga tt:Tatar tw:Twi ty:Tahitian ug:Uyghur uk:Ukrainian "
+    "ur:Urdu "
     "uz:Uzbek ve:Venda vi:Vietnamese vo:Volapük wa:Walloon wo:Wolof xh:Xhosa yi:Yiddish yo:Yoruba "
     "za:Zhuang zh:Chinese zu:Zulu"
 )
-NAMES = {code: name.replace("_", " ") for code, name in (item.split(":") for item in _TABLE.split())}
+NAMES = {
+    code: name.replace("_", " ") for code, name in (item.split(":") for item in _TABLE.split())
+}
 
 # A code with a region or script after it: pt_BR, pt-BR, zh-Hant, sr_Latn.
 _CODE = re.compile(r"([a-z]{2})(?:[_-]([A-Za-z]{2}|[A-Za-z]{4}|\d{3}))?")
@@ -69,15 +87,24 @@ def suffix_language(path: Path) -> str | None:
 # the 639-2/T codes with a 639-1 code (from ISO 639-3's tables), and for macrolanguages the
 # standard variety NLLB uses (arb: Arabic, zsm: Malay, swh: Swahili, ...).
 _ISO3 = (
-    "afr:af aka:ak amh:am asm:as bak:ba bam:bm bel:be ben:bn bod:bo bos:bs bul:bg cat:ca ces:cs cym:cy "
-    "dan:da deu:de dzo:dz ell:el eng:en epo:eo est:et eus:eu ewe:ee fao:fo fij:fj fin:fi fra:fr gla:gd "
-    "gle:ga glg:gl grn:gn guj:gu hat:ht hau:ha heb:he hin:hi hrv:hr hun:hu hye:hy ibo:ig ind:id isl:is "
-    "ita:it jav:jv jpn:ja kan:kn kas:ks kat:ka kaz:kk khm:km kik:ki kin:rw kir:ky kon:kg kor:ko lao:lo "
-    "lim:li lin:ln lit:lt ltz:lb lug:lg mal:ml mar:mr mkd:mk mlt:mt mri:mi mya:my nld:nl nno:nn nob:nb "
-    "nya:ny oci:oc pan:pa pol:pl por:pt ron:ro run:rn rus:ru sag:sg san:sa sin:si slk:sk slv:sl smo:sm "
-    "sna:sn snd:sd som:so sot:st spa:es srd:sc srp:sr ssw:ss sun:su swe:sv tam:ta tat:tt tel:te tgk:tg "
-    "tgl:tl tha:th tir:ti tsn:tn tso:ts tuk:tk tur:tr twi:tw uig:ug ukr:uk urd:ur vie:vi wol:wo xho:xh "
-    "yor:yo zho:zh zul:zu arb:ar pes:fa zsm:ms swh:sw lvs:lv khk:mn plt:mg gaz:om uzn:uz azj:az npi:ne "
+    "afr:af aka:ak amh:am asm:as bak:ba bam:bm bel:be ben:bn bod:bo bos:bs bul:bg cat:ca ces:cs "
+    "cym:cy "
+    "dan:da deu:de dzo:dz ell:el eng:en epo:eo est:et eus:eu ewe:ee fao:fo fij:fj fin:fi fra:fr "
+    "gla:gd "
+    "gle:ga glg:gl grn:gn guj:gu hat:ht hau:ha heb:he hin:hi hrv:hr hun:hu hye:hy ibo:ig ind:id "
+    "isl:is "
+    "ita:it jav:jv jpn:ja kan:kn kas:ks kat:ka kaz:kk khm:km kik:ki kin:rw kir:ky kon:kg kor:ko "
+    "lao:lo "
+    "lim:li lin:ln lit:lt ltz:lb lug:lg mal:ml mar:mr mkd:mk mlt:mt mri:mi mya:my nld:nl nno:nn "
+    "nob:nb "
+    "nya:ny oci:oc pan:pa pol:pl por:pt ron:ro run:rn rus:ru sag:sg san:sa sin:si slk:sk slv:sl "
+    "smo:sm "
+    "sna:sn snd:sd som:so sot:st spa:es srd:sc srp:sr ssw:ss sun:su swe:sv tam:ta tat:tt tel:te "
+    "tgk:tg "
+    "tgl:tl tha:th tir:ti tsn:tn tso:ts tuk:tk tur:tr twi:tw uig:ug ukr:uk urd:ur vie:vi wol:wo "
+    "xho:xh "
+    "yor:yo zho:zh zul:zu arb:ar pes:fa zsm:ms swh:sw lvs:lv khk:mn plt:mg gaz:om uzn:uz azj:az "
+    "npi:ne "
     "ory:or als:sq ydd:yi quy:qu ayr:ay pbt:ps kmr:ku"
 )
 ISO3_TO_ISO1 = dict(item.split(":") for item in _ISO3.split())
@@ -86,7 +113,8 @@ _USUAL_SCRIPT = {"zh": "Hans"}
 
 
 def short_code(code: str) -> str:
-    """A model's language code as ISO 639-1 where there is one: deu_Latn -> de, de -> de, ast -> ast."""
+    """A model's language code as ISO 639-1 where there is one: deu_Latn -> de, de -> de, ast ->
+    ast."""
     base = re.split(r"[_-]", code, maxsplit=1)[0]
     return ISO3_TO_ISO1.get(base, base)
 
@@ -101,7 +129,11 @@ def resolve_language(given: str, codes: Sequence[str], what: str) -> str:
     if given.lower().replace("-", "_") in folded:
         return folded[given.lower().replace("-", "_")]
     base, _, script = given.replace("-", "_").partition("_")
-    same = [c for c in codes if base.lower() in (short_code(c), re.split(r"[_-]", c, maxsplit=1)[0].lower())]
+    same = [
+        c
+        for c in codes
+        if base.lower() in (short_code(c), re.split(r"[_-]", c, maxsplit=1)[0].lower())
+    ]
     if len(same) > 1:
         script = script or _USUAL_SCRIPT.get(base.lower(), "")
         same = [c for c in same if script and c.lower().endswith("_" + script.lower())] or same

@@ -32,7 +32,8 @@ class PairSource(Protocol):
 
 @dataclass(frozen=True)
 class Lexicon:
-    table: Tensor  # (source vocabulary, K) int32: each source piece's K target pieces, -1 where it has fewer
+    # (source vocabulary, K) int32: each source piece's K target pieces, -1 where it has fewer
+    table: Tensor
     frequent: Tensor  # (F,) int32: the most frequent target pieces
     tgt_vocab_size: int
 
@@ -43,30 +44,43 @@ def pair_chunks(pairs: PairSource, size: int = CORPUS_CHUNK_LINES) -> Iterator[I
         yield pairs.take(range(start, min(start + size, len(pairs))))
 
 
-def build_lexicon(chunks: Iterable[IdPairs], src_vocab: int, tgt_vocab: int, per_source: int, frequent: int) -> Lexicon:
+def build_lexicon(
+    chunks: Iterable[IdPairs], src_vocab: int, tgt_vocab: int, per_source: int, frequent: int
+) -> Lexicon:
     """Count in how many sentence pairs each (source piece, target piece) occurs together, and keep
     each source piece's `per_source` best by Dice, with the `frequent` most frequent target pieces.
     Counted a chunk at a time, so memory follows the distinct pairs seen, not the corpus."""
     src_count = np.zeros(src_vocab, dtype=np.int64)  # sentences holding each piece
     tgt_count = np.zeros(tgt_vocab, dtype=np.int64)
-    keys, counts = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)  # s * V_tgt + t -> sentences
+    keys, counts = (
+        np.zeros(0, dtype=np.int64),
+        np.zeros(0, dtype=np.int64),
+    )  # s * V_tgt + t -> sentences
     for src, tgt in chunks:
         found = []
         for s, t in zip(src, tgt):
-            s_ids, t_ids = np.unique(np.asarray(s, dtype=np.int64)), np.unique(np.asarray(t, dtype=np.int64))
+            s_ids, t_ids = (
+                np.unique(np.asarray(s, dtype=np.int64)),
+                np.unique(np.asarray(t, dtype=np.int64)),
+            )
             src_count[s_ids] += 1
             tgt_count[t_ids] += 1
             found.append((s_ids[:, None] * tgt_vocab + t_ids[None, :]).ravel())
         merged, inverse = np.unique(np.concatenate([keys, *found]), return_inverse=True)
         weights = np.concatenate([counts, np.ones(len(inverse) - len(counts), dtype=np.int64)])
-        keys, counts = merged, np.bincount(inverse, weights=weights, minlength=len(merged)).astype(np.int64)
+        keys, counts = (
+            merged,
+            np.bincount(inverse, weights=weights, minlength=len(merged)).astype(np.int64),
+        )
     if not len(keys):
         raise MtError("no sentence pairs to build a shortlist from")
     src_of, tgt_of = keys // tgt_vocab, keys % tgt_vocab
     dice = 2 * counts / (src_count[src_of] + tgt_count[tgt_of])
     order = np.lexsort((-dice, src_of))  # by source piece, best target first
     src_of, tgt_of = src_of[order], tgt_of[order]
-    rank = np.arange(len(src_of)) - np.searchsorted(src_of, src_of)  # position within its source piece's run
+    rank = np.arange(len(src_of)) - np.searchsorted(
+        src_of, src_of
+    )  # position within its source piece's run
     keep = rank < per_source
     table = np.full((src_vocab, per_source), -1, dtype=np.int32)
     table[src_of[keep], rank[keep]] = tgt_of[keep]

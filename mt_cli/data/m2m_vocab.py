@@ -44,7 +44,9 @@ class M2MVocab(MarianVocab):
         missing = [p for p in state["languages"].values() if p not in ids]
         if missing:
             raise MtError(f"the vocabulary lacks the language token(s) {', '.join(missing[:5])}")
-        self.codes: dict[str, int] = {code: ids[piece] for code, piece in state["languages"].items()}
+        self.codes: dict[str, int] = {
+            code: ids[piece] for code, piece in state["languages"].items()
+        }
         # Never text: the language tokens (a random or confused model may write one anywhere), <s>,
         # <mask>, and rows past the tokenizer's pieces, as transformers' decode skips them.
         self._special_pieces |= set(state["languages"].values()) | set(state["hidden"])
@@ -70,7 +72,8 @@ class M2MVocab(MarianVocab):
             if not given:
                 shown = ", ".join(list(self.codes)[:12])
                 raise MtError(
-                    f"the model translates between {len(self.codes)} languages ({shown}, ...); name the "
+                    f"the model translates between {len(self.codes)} languages ({shown}, ...); "
+                    "name the "
                     f"{side} language ({side}_lang)"
                 )
         src = self.codes[resolve_language(source, list(self.codes), "source language")]

@@ -30,7 +30,10 @@ def mt_order(vocab: list[str], specials: dict[str, str]) -> list[int]:
     ids = {p: i for i, p in enumerate(vocab)}
     missing = [f"{k} {v!r}" for k, v in specials.items() if v not in ids]
     if missing:
-        raise MtError(f"vocab.json lacks the special token(s) {', '.join(missing)} that tokenizer_config.json names")
+        raise MtError(
+            f"vocab.json lacks the special token(s) {', '.join(missing)} that "
+            "tokenizer_config.json names"
+        )
     pad, unk, eos = (ids[specials[k]] for k in SPECIALS)
     rest = [i for i in range(len(vocab)) if i not in (pad, unk, eos)]
     order = [pad, unk, rest[0], eos, *rest[1:]]
@@ -100,7 +103,9 @@ class MarianVocab(Tokenizer):
     def vocabulary(self, side: str) -> list[str]:
         return list((self._src if side == "source" else self._tgt)[1])
 
-    TAG = re.compile(r">>([A-Za-z0-9_-]+)<<")  # a multi-target model's target tokens: >>de<<, >>por_BR<<
+    TAG = re.compile(
+        r">>([A-Za-z0-9_-]+)<<"
+    )  # a multi-target model's target tokens: >>de<<, >>por_BR<<
 
     def language_tokens(self, source: str = "", target: str = "") -> LanguageTokens:
         """As Tokenizer's, but with no target a multi-target model is left to choose (as OPUS-MT's

@@ -17,10 +17,14 @@ import numpy as np
 from mt_cli.data.cache import TokenCorpus
 
 
-def sampling_probs(sizes: Sequence[float], weights: Sequence[float], temperature: float) -> list[float]:
+def sampling_probs(
+    sizes: Sequence[float], weights: Sequence[float], temperature: float
+) -> list[float]:
     """Each corpus's probability of being drawn: (w_i n_i / sum w n)^(1/T), normalised."""
     total = sum(n * w for n, w in zip(sizes, weights))
-    raised = [((n * w) / total) ** (1.0 / temperature) if n > 0 else 0.0 for n, w in zip(sizes, weights)]
+    raised = [
+        ((n * w) / total) ** (1.0 / temperature) if n > 0 else 0.0 for n, w in zip(sizes, weights)
+    ]
     return [r / sum(raised) for r in raised]
 
 
@@ -29,7 +33,9 @@ def epoch_counts(sizes: Sequence[int], probs: Sequence[float]) -> list[int]:
     total = sum(sizes)
     exact = [p * total for p in probs]
     counts = [int(x) for x in exact]
-    for i in sorted(range(len(exact)), key=lambda i: exact[i] - counts[i], reverse=True)[: total - sum(counts)]:
+    for i in sorted(range(len(exact)), key=lambda i: exact[i] - counts[i], reverse=True)[
+        : total - sum(counts)
+    ]:
         counts[i] += 1
     return counts
 

@@ -37,7 +37,9 @@ class Pairs:
         return [self.src[i] for i in indices], [self.tgt[i] for i in indices]
 
 
-def limit_length(src: list[list[int]], tgt: list[list[int]], max_len: int, mode: str = "drop") -> tuple[Pairs, int]:
+def limit_length(
+    src: list[list[int]], tgt: list[list[int]], max_len: int, mode: str = "drop"
+) -> tuple[Pairs, int]:
     """Pairs with a side over `max_len` tokens (counting the target's EOS) are dropped, or cut to
     fit; returns what is left and how many pairs were over.
 
@@ -48,7 +50,10 @@ def limit_length(src: list[list[int]], tgt: list[list[int]], max_len: int, mode:
     if mode == "truncate":
         cut = set(long)
         pairs = Pairs(
-            [s[: max_len - 1] + s[-1:] if i in cut and len(s) > max_len else s for i, s in enumerate(src)],
+            [
+                s[: max_len - 1] + s[-1:] if i in cut and len(s) > max_len else s
+                for i, s in enumerate(src)
+            ],
             [t[: max_len - 1] for t in tgt],
         )
         return pairs, len(long)
@@ -63,8 +68,11 @@ def limit_length(src: list[list[int]], tgt: list[list[int]], max_len: int, mode:
 MAX_BATCH_ROWS = 65_535
 
 
-def make_batches(src_lens: np.ndarray, tgt_lens: np.ndarray, batch_tokens: int, seed: int) -> list[np.ndarray]:
-    """Group similar lengths so little is padding; a batch holds at most `batch_tokens` padded tokens.
+def make_batches(
+    src_lens: np.ndarray, tgt_lens: np.ndarray, batch_tokens: int, seed: int
+) -> list[np.ndarray]:
+    """Group similar lengths so little is padding; a batch holds at most `batch_tokens` padded
+    tokens.
 
     The order is random but fixed by `seed`, so an epoch can be replayed exactly on resume. Only
     the lengths are needed, so this works the same for 50 million pairs (a few numpy arrays).
@@ -79,7 +87,9 @@ def make_batches(src_lens: np.ndarray, tgt_lens: np.ndarray, batch_tokens: int, 
     while start < n:
         # Sorted by size, the last pair is the longest: the batch can take pairs while
         # size[j] * count <= budget, a condition that only gets harder further on.
-        window = sizes[start : start + min(MAX_BATCH_ROWS, max(1, batch_tokens // max(int(sizes[start]), 1)))]
+        window = sizes[
+            start : start + min(MAX_BATCH_ROWS, max(1, batch_tokens // max(int(sizes[start]), 1)))
+        ]
         fits = window * np.arange(1, len(window) + 1) <= batch_tokens
         count = max(1, int(np.argmin(fits)) if not fits.all() else len(window))
         batches.append(order[start : start + count])

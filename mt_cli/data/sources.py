@@ -23,11 +23,24 @@ from pathlib import Path
 from typing import Any
 
 from mt_cli.config import CORPUS_CHUNK_LINES
-from mt_cli.data.text import BAD_UTF8_FIX, check_aligned, clean_line, iter_text_lines, open_bytes, read_lines
+from mt_cli.data.text import (
+    BAD_UTF8_FIX,
+    check_aligned,
+    clean_line,
+    iter_text_lines,
+    open_bytes,
+    read_lines,
+)
 from mt_cli.errors import MtError
 
 CHUNK = CORPUS_CHUNK_LINES  # pairs per chunk
-TABLE_BUILDERS = {".tsv": "csv", ".csv": "csv", ".jsonl": "json", ".json": "json", ".parquet": "parquet"}
+TABLE_BUILDERS = {
+    ".tsv": "csv",
+    ".csv": "csv",
+    ".jsonl": "json",
+    ".json": "json",
+    ".parquet": "parquet",
+}
 
 Progress = Callable[[int, int], None]  # (done, total); total 0 when unknown
 Chunk = tuple[list, list, int]  # (source lines, target lines, first line number)
@@ -40,7 +53,9 @@ class Corpus:
     src: list[str]
     tgt: list[str]
     dropped_empty: int = 0
-    bad_utf8: int = 0  # pairs with bytes that are not UTF-8: dropped ("skip") or repaired ("replace")
+    bad_utf8: int = (
+        0  # pairs with bytes that are not UTF-8: dropped ("skip") or repaired ("replace")
+    )
 
 
 class Source(ABC):
@@ -85,7 +100,8 @@ def _must_exist(*paths: Path) -> None:
 
 @dataclass(frozen=True)
 class TextPair(Source):
-    """Two line-aligned UTF-8 text files (.gz too): line i of `src` translates to line i of `tgt`."""
+    """Two line-aligned UTF-8 text files (.gz too): line i of `src` translates to line i of
+    `tgt`."""
 
     src: Path
     tgt: Path
@@ -104,7 +120,9 @@ class TextPair(Source):
 
     def chunks(self, progress: Progress) -> Iterator[Chunk]:
         src, tgt = Path(self.src), Path(self.tgt)
-        total = 0 if src.suffix == ".gz" else src.stat().st_size  # a .gz file's position is not its size's
+        total = (
+            0 if src.suffix == ".gz" else src.stat().st_size
+        )  # a .gz file's position is not its size's
         n = 0
         with open_bytes(src) as fs, open_bytes(tgt) as ft:
             while True:
@@ -112,7 +130,10 @@ class TextPair(Source):
                 if len(s) != len(t):
                     n_src = n + len(s) + sum(1 for _ in fs)
                     n_tgt = n + len(t) + sum(1 for _ in ft)
-                    raise MtError(f"{src} has {n_src} lines but {tgt} has {n_tgt}; the files must be line-aligned")
+                    raise MtError(
+                        f"{src} has {n_src} lines but {tgt} has {n_tgt}; the files must be "
+                        "line-aligned"
+                    )
                 if not s:
                     return
                 yield s, t, n + 1
@@ -136,11 +157,15 @@ def read_parallel(src_path: Path, tgt_path: Path, on_bad_utf8: str = "error") ->
     check_aligned(src_path, src, tgt_path, tgt)
     bad = {n - 1 for n in bad_src + bad_tgt}
     skip = bad if on_bad_utf8 == "skip" else set()
-    keep = [i for i, (s, t) in enumerate(zip(src, tgt)) if s.strip() and t.strip() and i not in skip]
+    keep = [
+        i for i, (s, t) in enumerate(zip(src, tgt)) if s.strip() and t.strip() and i not in skip
+    ]
     if not keep:
         raise MtError(f"{src_path} / {tgt_path}: no sentence pairs with text on both sides")
     empty = len(src) - len(keep) - len(skip)  # what was left out and not for its bytes
-    return Corpus([src[i] for i in keep], [tgt[i] for i in keep], dropped_empty=empty, bad_utf8=len(bad))
+    return Corpus(
+        [src[i] for i in keep], [tgt[i] for i in keep], dropped_empty=empty, bad_utf8=len(bad)
+    )
 
 
 class _Tabular(Source):
@@ -162,7 +187,10 @@ class _Tabular(Source):
         def pick(batch: dict[str, list]) -> dict[str, list]:
             src = [t[src_key] for t in batch[column]] if column else batch[src_key]
             tgt = [t[tgt_key] for t in batch[column]] if column else batch[tgt_key]
-            return {"src": [clean_line(s or "") for s in src], "tgt": [clean_line(t or "") for t in tgt]}
+            return {
+                "src": [clean_line(s or "") for s in src],
+                "tgt": [clean_line(t or "") for t in tgt],
+            }
 
         return ds.map(pick, batched=True, remove_columns=ds.column_names, desc="reading")
 
@@ -174,8 +202,10 @@ class _Tabular(Source):
         if "translation" in ds.column_names and self.src_lang and self.tgt_lang:
             return "translation", src_key, tgt_key
         raise MtError(
-            f"{self.describe()}: no {src_key!r} and {tgt_key!r} columns (found {', '.join(ds.column_names)}); "
-            "name them as the pair's source_lang and target_lang (a 'translation' column of {lang: text} also works)"
+            f"{self.describe()}: no {src_key!r} and {tgt_key!r} columns (found "
+            f"{', '.join(ds.column_names)}); "
+            "name them as the pair's source_lang and target_lang (a 'translation' column of {lang: "
+            "text} also works)"
         )
 
     def chunks(self, progress: Progress) -> Iterator[Chunk]:
@@ -191,7 +221,9 @@ class _Tabular(Source):
         keep = [i for i, (s, t) in enumerate(zip(src, tgt)) if s.strip() and t.strip()]
         if not keep:
             raise MtError(f"{self.describe()}: no sentence pairs with text on both sides")
-        return Corpus([src[i] for i in keep], [tgt[i] for i in keep], dropped_empty=len(texts) - len(keep))
+        return Corpus(
+            [src[i] for i in keep], [tgt[i] for i in keep], dropped_empty=len(texts) - len(keep)
+        )
 
     def _loading(self, builder: str, *args: Any, **options: Any) -> Any:
         import datasets
@@ -200,8 +232,12 @@ class _Tabular(Source):
             return datasets.load_dataset(builder, *args, **options)
         except MtError:
             raise
-        except Exception as e:  # `datasets` raises many types; the user needs the source and the reason
-            raise MtError(f"{self.describe()}: could not load ({type(e).__name__}: {str(e)[:300]})") from None
+        except (
+            Exception
+        ) as e:  # `datasets` raises many types; the user needs the source and the reason
+            raise MtError(
+                f"{self.describe()}: could not load ({type(e).__name__}: {str(e)[:300]})"
+            ) from None
 
 
 def table_kind(path: Path) -> str | None:
@@ -211,7 +247,8 @@ def table_kind(path: Path) -> str | None:
 
 @dataclass(frozen=True)
 class Table(_Tabular):
-    """One file of pairs: .tsv (source<TAB>target, no header), .csv, .jsonl/.json or .parquet (.gz too)."""
+    """One file of pairs: .tsv (source<TAB>target, no header), .csv, .jsonl/.json or .parquet (.gz
+    too)."""
 
     path: Path
     src_lang: str | None = None
@@ -220,7 +257,10 @@ class Table(_Tabular):
     def __post_init__(self) -> None:
         _must_exist(self.path)
         if table_kind(Path(self.path)) is None:
-            raise MtError(f"{self.path}: unknown table format; use .tsv, .csv, .jsonl, .json or .parquet (or .gz)")
+            raise MtError(
+                f"{self.path}: unknown table format; use .tsv, .csv, .jsonl, .json or .parquet (or "
+                ".gz)"
+            )
 
     def describe(self) -> str:
         return str(self.path)
@@ -235,8 +275,15 @@ class Table(_Tabular):
         kind = table_kind(Path(self.path))
         options: dict[str, Any] = {}
         if kind == ".tsv":  # parallel TSV: no header, no quoting (quotes are text)
-            options = {"delimiter": "\t", "header": None, "column_names": ["src", "tgt"], "quoting": 3}
-        return self._loading(TABLE_BUILDERS[str(kind)], data_files=str(self.path), split="train", **options)
+            options = {
+                "delimiter": "\t",
+                "header": None,
+                "column_names": ["src", "tgt"],
+                "quoting": 3,
+            }
+        return self._loading(
+            TABLE_BUILDERS[str(kind)], data_files=str(self.path), split="train", **options
+        )
 
 
 @dataclass(frozen=True)
@@ -270,7 +317,9 @@ def decoded(lines: list, first: int, bad: set[int]) -> list[str]:
     return text
 
 
-def sample_texts(source: Source, n: int, seed: int, on_bad_utf8: str) -> tuple[list[str], list[str]]:
+def sample_texts(
+    source: Source, n: int, seed: int, on_bad_utf8: str
+) -> tuple[list[str], list[str]]:
     """Up to `n` pairs drawn evenly from the whole source, for training a tokenizer on a corpus
     too large to hold (SentencePiece itself reads at most 2 million sentences)."""
     rng = random.Random(seed)
@@ -278,7 +327,9 @@ def sample_texts(source: Source, n: int, seed: int, on_bad_utf8: str) -> tuple[l
     seen = 0
     for src_raw, tgt_raw, first in source.chunks(lambda done, total: None):
         bad: set[int] = set()
-        for line, s, t in zip(count(first), decoded(src_raw, first, bad), decoded(tgt_raw, first, bad)):
+        for line, s, t in zip(
+            count(first), decoded(src_raw, first, bad), decoded(tgt_raw, first, bad)
+        ):
             if line in bad and on_bad_utf8 == "error":
                 raise MtError(f"{source.describe()}: line {line}: not valid UTF-8; {BAD_UTF8_FIX}")
             if not s.strip() or not t.strip() or (line in bad and on_bad_utf8 == "skip"):

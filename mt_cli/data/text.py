@@ -55,7 +55,8 @@ def iter_text_lines(
         except UnicodeDecodeError as e:
             if on_bad_utf8 == "error":
                 raise MtError(
-                    f"{name}:{lineno}: not valid UTF-8 (byte 0x{raw[e.start]:02x} at column {e.start + 1}); {hint}"
+                    f"{name}:{lineno}: not valid UTF-8 (byte 0x{raw[e.start]:02x} at column "
+                    f"{e.start + 1}); {hint}"
                 ) from None
             line = raw.decode("utf-8", errors="replace")
             if bad is not None:
@@ -75,5 +76,6 @@ def check_aligned(path_a: Path, lines_a: list[str], path_b: Path, lines_b: list[
     """Parallel files, or hypotheses and references, must have one line for each other's line."""
     if len(lines_a) != len(lines_b):
         raise MtError(
-            f"{path_a} has {len(lines_a)} lines but {path_b} has {len(lines_b)}; the files must be line-aligned"
+            f"{path_a} has {len(lines_a)} lines but {path_b} has {len(lines_b)}; the files must be "
+            "line-aligned"
         )

@@ -1,4 +1,5 @@
-"""SentencePiece subwords: training, encoding, decoding, and the model bytes a checkpoint carries."""
+"""SentencePiece subwords: training, encoding, decoding, and the model bytes a checkpoint
+carries."""
 
 from __future__ import annotations
 
@@ -68,7 +69,8 @@ class Tokenizer:
         sp = self.src if side == "source" else self.tgt
         return [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
 
-    # A target-language tag a source line starts with (Johnson et al. 2017); MarianVocab's are >>de<<.
+    # A target-language tag a source line starts with (Johnson et al. 2017); MarianVocab's are
+    # >>de<<.
     TAG = re.compile(r"<2([A-Za-z0-9_-]+)>")
 
     def target_tags(self) -> dict[str, int]:
@@ -89,13 +91,15 @@ class Tokenizer:
         if not target:
             if tags:
                 raise MtError(
-                    f"the model writes {len(tags)} languages ({', '.join(list(tags)[:20])}); name the "
+                    f"the model writes {len(tags)} languages ({', '.join(list(tags)[:20])}); name "
+                    "the "
                     "target language (target_lang)"
                 )
             return LanguageTokens()
         if not tags:
             raise MtError(
-                f"target language {target!r}: the model has no target-language tokens; it writes one "
+                f"target language {target!r}: the model has no target-language tokens; it writes "
+                "one "
                 "language (give no target_lang)"
             )
         code = resolve_language(target, list(tags), "target language")
@@ -129,7 +133,9 @@ class Tokenizer:
     @classmethod
     def load(cls, directory: Path) -> Tokenizer:
         if not directory.is_dir():
-            raise MtError(f"{directory}: tokenizer folder not found; train one with `mt tokenizer train`")
+            raise MtError(
+                f"{directory}: tokenizer folder not found; train one with `mt tokenizer train`"
+            )
         if (directory / JOINT_FILE).is_file():
             return cls((directory / JOINT_FILE).read_bytes())
         if (directory / SRC_FILE).is_file() and (directory / TGT_FILE).is_file():
@@ -146,7 +152,9 @@ def _load_sp(model: bytes) -> spm.SentencePieceProcessor:
     return sp
 
 
-def train_sentencepiece(lines: list[str], cfg: TokenizerConfig, symbols: Sequence[str] = ()) -> bytes:
+def train_sentencepiece(
+    lines: list[str], cfg: TokenizerConfig, symbols: Sequence[str] = ()
+) -> bytes:
     """Train one SentencePiece model in memory and return its serialized bytes; `symbols` (target
     tags such as <2de>) are pieces of their own, never split."""
     lines = [line for line in lines if line.strip()]
@@ -164,14 +172,19 @@ def train_sentencepiece(lines: list[str], cfg: TokenizerConfig, symbols: Sequenc
             raise
         needed = str(e).split(" vs ")[-1].split(".")[0]
         raise MtError(
-            f"tokenizer.vocab_size {cfg.vocab_size} is too small: this text needs {needed} pieces for its characters"
+            f"tokenizer.vocab_size {cfg.vocab_size} is too small: this text needs {needed} pieces "
+            "for its characters"
             " alone; raise tokenizer.vocab_size or lower tokenizer.character_coverage"
         ) from None
     return model.getvalue()
 
 
 def _train_spm(
-    lines: list[str], model: io.BytesIO, cfg: TokenizerConfig, coverage: float, symbols: Sequence[str] = ()
+    lines: list[str],
+    model: io.BytesIO,
+    cfg: TokenizerConfig,
+    coverage: float,
+    symbols: Sequence[str] = (),
 ) -> None:
     spm.SentencePieceTrainer.train(
         sentence_iterator=iter(lines),
@@ -204,5 +217,7 @@ def train_tokenizer(
     if cfg.joint:
         return Tokenizer(train_sentencepiece(src_lines + tgt_lines, cfg, tags))
     if tags:
-        return Tokenizer(train_sentencepiece(src_lines, cfg, tags), train_sentencepiece(tgt_lines, cfg))
+        return Tokenizer(
+            train_sentencepiece(src_lines, cfg, tags), train_sentencepiece(tgt_lines, cfg)
+        )
     return Tokenizer(train_sentencepiece(src_lines, cfg), train_sentencepiece(tgt_lines, cfg))

@@ -36,7 +36,8 @@ class AttentionMaps:
 
 
 def _probabilities(module: MultiHeadAttention, args: tuple, kwargs: dict) -> Tensor:
-    """The probabilities a call of `module` with these inputs weighs its values by: (B, H, Tq, Tk)."""
+    """The probabilities a call of `module` with these inputs weighs its values by: (B, H, Tq,
+    Tk)."""
     bound = inspect.signature(module.forward).bind(*args, **kwargs)
     bound.apply_defaults()
     query, k, mask, causal = (bound.arguments[name] for name in ("query", "k", "mask", "causal"))
@@ -44,16 +45,25 @@ def _probabilities(module: MultiHeadAttention, args: tuple, kwargs: dict) -> Ten
 
 
 @contextmanager
-def _recording(modules: dict[str, list[MultiHeadAttention]]) -> Iterator[dict[str, list[list[Tensor]]]]:
-    """While inside, each module's calls append their probabilities to its list; afterwards none does."""
-    kept: dict[str, list[list[Tensor]]] = {kind: [[] for _ in layer_modules] for kind, layer_modules in modules.items()}
+def _recording(
+    modules: dict[str, list[MultiHeadAttention]],
+) -> Iterator[dict[str, list[list[Tensor]]]]:
+    """While inside, each module's calls append their probabilities to its list; afterwards none
+    does."""
+    kept: dict[str, list[list[Tensor]]] = {
+        kind: [[] for _ in layer_modules] for kind, layer_modules in modules.items()
+    }
     hooks = []
     try:
         for kind, layer_modules in modules.items():
             for module, record in zip(layer_modules, kept[kind]):
 
-                def hook(m: nn.Module, args: tuple, kwargs: dict, _out: Tensor, record: list = record) -> None:
-                    record.append(_probabilities(cast(MultiHeadAttention, m), args, kwargs).detach())
+                def hook(
+                    m: nn.Module, args: tuple, kwargs: dict, _out: Tensor, record: list = record
+                ) -> None:
+                    record.append(
+                        _probabilities(cast(MultiHeadAttention, m), args, kwargs).detach()
+                    )
 
                 hooks.append(module.register_forward_hook(hook, with_kwargs=True))
         yield kept
@@ -66,9 +76,9 @@ def _recording(modules: dict[str, list[MultiHeadAttention]]) -> Iterator[dict[st
 def read_attention(
     model: Transformer, src_ids: list[list[int]], tgt_ids: list[list[int]], kinds: dict[str, slice]
 ) -> dict[str, list[Tensor]]:
-    """The attention of a batch of pairs (source ids ending in EOS, target ids without it), for
-    the layers `kinds` picks (kind -> slice of layers): kind -> per layer (B, H, queries, keys) on
-    the model's device, padding included; the decoder's queries are the start token and the target."""
+    """The attention of a batch of pairs (source ids ending in EOS, target ids without it), for the
+    layers `kinds` picks (kind -> slice of layers): kind -> per layer (B, H, queries, keys) on the
+    model's device, padding included; the decoder's queries are the start token and the target."""
     device = next(model.parameters()).device
     src, tgt_in, _ = (t.to(device) for t in collate(src_ids, tgt_ids, model.start_token))
     src_mask = src != PAD
@@ -79,7 +89,8 @@ def read_attention(
 
 
 def record_attention(translator: Translator, src: str, tgt: str | None) -> AttentionMaps:
-    """Every attention of the translator's model reading src -> tgt (or its own translation of src)."""
+    """Every attention of the translator's model reading src -> tgt (or its own translation of
+    src)."""
     model, tokenizer = translator.model, translator.tokenizer
     if not isinstance(model, Transformer):
         raise MtError("attention maps are drawn for one model, not an ensemble")
@@ -94,14 +105,20 @@ def record_attention(translator: Translator, src: str, tgt: str | None) -> Atten
     finally:
         model.train(was_training)
     tgt_pieces = ["<start>"] + tokenizer.tgt_pieces(tgt_ids)
-    cpu = {kind: [probs[0].cpu() for probs in layers] for kind, layers in maps.items()}  # (1, H, q, k) -> (H, q, k)
+    cpu = {
+        kind: [probs[0].cpu() for probs in layers] for kind, layers in maps.items()
+    }  # (1, H, q, k) -> (H, q, k)
     return AttentionMaps(tokenizer.src_pieces(src), tgt_pieces, tgt, cpu)
 
 
-def align_batch(model: Transformer, src_ids: list[list[int]], tgt_ids: list[list[int]]) -> list[list[int]]:
+def align_batch(
+    model: Transformer, src_ids: list[list[int]], tgt_ids: list[list[int]]
+) -> list[list[int]]:
     """For each target token (EOS included), the source position (0-based, over the source pieces
     and their EOS) that the last decoder layer's cross-attention, averaged over its heads, weighs
     most when the model reads the pair: the attention that produced that token."""
-    (last,) = read_attention(model, src_ids, tgt_ids, {"decoder-cross": slice(-1, None)})["decoder-cross"]
+    (last,) = read_attention(model, src_ids, tgt_ids, {"decoder-cross": slice(-1, None)})[
+        "decoder-cross"
+    ]
     best = last.float().mean(dim=1).argmax(dim=-1)  # (B, H, T, S) -> (B, T, S) -> (B, T)
     return [row[: len(tokens) + 1] for row, tokens in zip(best.tolist(), tgt_ids)]

@@ -41,16 +41,22 @@ def compile_checkpoint(path: Path, precision: str | None = None) -> tuple[Path, 
     its decode.precision), built unless it already is: its package, and whether it was built now.
     Built as a Translator loads it (decode.engine compiled), so the package holds the very weights
     translation will run."""
-    from mt_cli.decode.translator import Translator  # it builds through the plan, which uses this module
+    from mt_cli.decode.translator import (
+        Translator,
+    )  # it builds through the plan, which uses this module
 
     ckpt = checkpoint.load(path) if precision is None else None  # checks the file; loaded once
     wanted = ckpt.config.decode.precision if ckpt is not None else str(precision)
-    precision = decode_precision(DecodeConfig(precision=wanted).precision, torch.device("cpu"))  # checked; auto
+    precision = decode_precision(
+        DecodeConfig(precision=wanted).precision, torch.device("cpu")
+    )  # checked; auto
     package = package_path(path, precision) if path.is_file() else None
     if package is not None and package.exists():
         return package, False
     ckpt = ckpt or checkpoint.load(path)
-    tr = Translator.from_checkpoint(ckpt, device="cpu", source=path, precision=precision, engine="compiled")
+    tr = Translator.from_checkpoint(
+        ckpt, device="cpu", source=path, precision=precision, engine="compiled"
+    )
     return package_path(path, tr.plan.precision), True
 
 
@@ -81,7 +87,9 @@ def cpu_features() -> str:
 def package_path(checkpoint: Path, precision: str) -> Path:
     """Where the compiled step of `checkpoint` in `precision` for this torch and CPU is kept."""
     stat = checkpoint.stat()
-    what = f"{stat.st_size} {stat.st_mtime_ns} {precision} {torch.__version__} {cpu_features()}".encode()
+    what = (
+        f"{stat.st_size} {stat.st_mtime_ns} {precision} {torch.__version__} {cpu_features()}"
+    ).encode()
     key = hashlib.sha256(what + _STEP_CODE).hexdigest()[:16]
     return checkpoint.with_name(checkpoint.name + ".compiled") / f"{precision}-{key}.pt2"
 
@@ -91,32 +99,42 @@ def load(path: Path) -> Callable[[list[Tensor]], Tensor]:
     try:
         loader = torch._C._aoti.AOTIModelPackageLoader(str(path), "model", False, 1, -1)
     except RuntimeError as e:
-        raise MtError(f"{path}: not a compiled decoder step this torch can load ({e}); delete it to rebuild") from e
+        raise MtError(
+            f"{path}: not a compiled decoder step this torch can load ({e}); delete it to rebuild"
+        ) from e
     return lambda inputs: loader.boxed_run(inputs)[0]
 
 
 def build(engine: Engine, path: Path) -> None:
-    """Compile `engine`'s step into a package at `path` (atomically: an interrupted build leaves none)."""
+    """Compile `engine`'s step into a package at `path` (atomically: an interrupted build leaves
+    none)."""
     compiler = os.environ.get("CXX", "g++")
     if shutil.which(compiler) is None:
         raise MtError(
-            f"decode.engine compiled builds C++ with {compiler}, which is not installed here; install"
+            f"decode.engine compiled builds C++ with {compiler}, which is not installed here; "
+            "install"
             " g++ (Debian: apt-get install g++) or set CXX, or use decode.engine eager"
         )
     import torch._inductor  # the compiler: imported only when building
 
-    log.info("compiling the decoder step for this CPU, once (%s precision, about 15-30 s): %s", engine.precision, path)
+    log.info(
+        "compiling the decoder step for this CPU, once (%s precision, about 15-30 s): %s",
+        engine.precision,
+        path,
+    )
     example, dims = _example(engine)
     with torch.no_grad():
         program = torch.export.export(engine.step_fn, example, dynamic_shapes=dims, strict=False)
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_name(f"{path.stem}.{os.getpid()}.partial.pt2")  # the builder wants .pt2
         try:
-            # freezing: the weights become constants of the compiled code. Not prepacked into oneDNN's
-            # layouts: its products then keep state for every new number of rows, which held 250 MB
-            # more after 10,000 lines, at the same speed (measured, fp32).
+            # freezing: the weights become constants of the compiled code. Not prepacked into
+            # oneDNN's layouts: its products then keep state for every new number of rows, which
+            # held 250 MB more after 10,000 lines, at the same speed (measured, fp32).
             options = {"freezing": True, "cpp.weight_prepack": False}
-            torch._inductor.aoti_compile_and_package(program, package_path=str(partial), inductor_configs=options)
+            torch._inductor.aoti_compile_and_package(
+                program, package_path=str(partial), inductor_configs=options
+            )
             os.replace(partial, path)
         finally:
             partial.unlink(missing_ok=True)
@@ -138,7 +156,10 @@ def _example(engine: Engine) -> tuple[tuple, dict]:
         torch.full((r,), 4, dtype=torch.long),
         engine.positions[t - 1].clone(),
         [torch.zeros(1 if rec else t, r, h, dh, dtype=dt) for rec in recurrent],
-        [torch.zeros(0, dtype=dt) if rec else torch.zeros(t, r, h, dh, dtype=dt) for rec in recurrent],
+        [
+            torch.zeros(0, dtype=dt) if rec else torch.zeros(t, r, h, dh, dtype=dt)
+            for rec in recurrent
+        ],
         [torch.zeros(b, h, s, dh, dtype=dt) for _ in range(n)],
         [torch.zeros(b, h, s, dh, dtype=dt) for _ in range(n)],
         torch.ones(b, 1, 1, s, dtype=torch.bool),
@@ -147,7 +168,11 @@ def _example(engine: Engine) -> tuple[tuple, dict]:
         out_bias,
     )
     rows, steps = Dim("rows", min=1, max=1 << 20), Dim("steps", min=1, max=1 << 16)
-    sents, src, vocab = Dim("sentences", min=1, max=1 << 16), Dim("source", min=1, max=1 << 16), Dim("vocab", min=1)
+    sents, src, vocab = (
+        Dim("sentences", min=1, max=1 << 16),
+        Dim("source", min=1, max=1 << 16),
+        Dim("vocab", min=1),
+    )
     dims = {
         "tokens": {0: rows},
         "position": None,

@@ -37,7 +37,8 @@ Terms = tuple[tuple[int, ...], ...]
 
 @dataclass(frozen=True)
 class TermState:
-    """How far one hypothesis is through its sentence's terms: those met, and the one in progress."""
+    """How far one hypothesis is through its sentence's terms: those met, and the one in
+    progress."""
 
     terms: Terms
     met: frozenset[int] = frozenset()
@@ -55,7 +56,8 @@ class TermState:
         return len(self.met) == len(self.terms)
 
     def next_tokens(self) -> set[int]:
-        """The tokens that would advance a term: the next of the one in progress, or a first token."""
+        """The tokens that would advance a term: the next of the one in progress, or a first
+        token."""
         if self.current >= 0:
             return {self.terms[self.current][self.matched]}
         return {t[0] for i, t in enumerate(self.terms) if i not in self.met}
@@ -67,7 +69,9 @@ class TermState:
                 if self.matched + 1 == len(term):
                     return TermState(self.terms, self.met | {self.current}, just_met=True)
                 return dataclasses.replace(self, matched=self.matched + 1)
-        for i, term in enumerate(self.terms):  # nothing in progress (or it just broke): does tok start one?
+        for i, term in enumerate(
+            self.terms
+        ):  # nothing in progress (or it just broke): does tok start one?
             if i not in self.met and term[0] == tok:
                 if len(term) == 1:
                     return TermState(self.terms, self.met | {i}, just_met=True)
@@ -101,13 +105,15 @@ class Constraints:
 
     def __init__(self, terms: list[Terms], beam: int, glue: Tensor | None = None) -> None:
         self.terms = terms  # per sentence of the batch
-        self.glue = glue  # ids of the pieces that continue a word (no word-start mark, a letter or digit first)
+        # ids of the pieces that continue a word (no word-start mark, a letter or digit first)
+        self.glue = glue
         self.states = [[TermState(t)] * beam for t in terms]  # per running sentence, one per beam
         self._next: list[list[TermState]] = []
 
     def rules(self, lprobs: Tensor, step: Step) -> Tensor:
-        """A processor: no EOS for a hypothesis that has not met every term, unless at its limit; and
-        a term just completed ends its word (no "lad" + "der"), so the output holds the term itself."""
+        """A processor: no EOS for a hypothesis that has not met every term, unless at its limit;
+        and a term just completed ends its word (no "lad" + "der"), so the output holds the term
+        itself."""
         flat = [s for beams in self.states for s in beams]
         open_ = torch.tensor([not s.complete for s in flat], device=lprobs.device)
         lprobs[open_ & ~step.at_limit, EOS] = float("-inf")
@@ -124,7 +130,11 @@ class Constraints:
         top_scores, top_idx = cand.topk(2 * k, dim=1)
         top_tok = tok.view(n, 2 * k * k).gather(1, top_idx).tolist()
         top_lp = lp.view(n, 2 * k * k).gather(1, top_idx).tolist()
-        top_beam, top_scores_l, beam_scores = (top_idx // (2 * k)).tolist(), top_scores.tolist(), scores.tolist()
+        top_beam, top_scores_l, beam_scores = (
+            (top_idx // (2 * k)).tolist(),
+            top_scores.tolist(),
+            scores.tolist(),
+        )
         # Each live beam's best token and the tokens that advance its terms, read in one gather.
         extra = [
             (i, j, w)
@@ -133,21 +143,32 @@ class Constraints:
             if math.isfinite(beam_scores[i][j])
             for w in {int(tok[i * k + j, 0])} | self.states[i][j].next_tokens()
         ]
-        rows = torch.tensor([i * k + j for i, j, _ in extra], dtype=torch.long, device=lprobs.device)
+        rows = torch.tensor(
+            [i * k + j for i, j, _ in extra], dtype=torch.long, device=lprobs.device
+        )
         cols = torch.tensor([w for _, _, w in extra], dtype=torch.long, device=lprobs.device)
         extra_lp = lprobs[rows, cols].tolist() if extra else []
         per_sentence: list[dict[tuple[int, int], tuple[float, float]]] = [{} for _ in range(n)]
         for i in range(n):
             for r in range(2 * k):
-                per_sentence[i][(top_beam[i][r], top_tok[i][r])] = (top_scores_l[i][r], top_lp[i][r])
+                per_sentence[i][(top_beam[i][r], top_tok[i][r])] = (
+                    top_scores_l[i][r],
+                    top_lp[i][r],
+                )
         for (i, j, w), v in zip(extra, extra_lp):
             per_sentence[i].setdefault((j, w), (beam_scores[i][j] + v, v))
         ended, picked = [], []
         self._next = []
         for i, cands in enumerate(per_sentence):
-            ordered = sorted(cands.items(), key=lambda c: -c[1][0])  # stable: plain search's order first
-            ended += [(i, j, s, v) for (j, w), (s, v) in ordered[:k] if w == EOS and math.isfinite(s)]
-            chosen = self._allot(i, [c for c in ordered if c[0][1] != EOS and math.isfinite(c[1][0])], k)
+            ordered = sorted(
+                cands.items(), key=lambda c: -c[1][0]
+            )  # stable: plain search's order first
+            ended += [
+                (i, j, s, v) for (j, w), (s, v) in ordered[:k] if w == EOS and math.isfinite(s)
+            ]
+            chosen = self._allot(
+                i, [c for c in ordered if c[0][1] != EOS and math.isfinite(c[1][0])], k
+            )
             picked.append(chosen)
         return Choice(ended, *_as_tensors(picked, lprobs.device))
 
@@ -158,7 +179,11 @@ class Constraints:
         banks: list[list[int]] = [[] for _ in range(top + 1)]
         for c, state in enumerate(new):
             banks[state.progress].append(c)  # each bank in score order
-        take = sorted(c for bank, size in zip(banks, bank_sizes(k, [len(b) for b in banks])) for c in bank[:size])
+        take = sorted(
+            c
+            for bank, size in zip(banks, bank_sizes(k, [len(b) for b in banks]))
+            for c in bank[:size]
+        )
         chosen = [(cands[c][0][0], cands[c][0][1], *cands[c][1]) for c in take]
         states = [new[c] for c in take]
         while len(chosen) < k:  # too few live candidates: dead places, as plain search keeps them
@@ -176,7 +201,9 @@ class Constraints:
         return (0 if all(contains(h.tokens, t) for t in self.terms[sentence]) else 1, -h.score)
 
 
-def _as_tensors(picked: list[list[tuple[int, int, float, float]]], device: torch.device) -> tuple[Tensor, ...]:
+def _as_tensors(
+    picked: list[list[tuple[int, int, float, float]]], device: torch.device
+) -> tuple[Tensor, ...]:
     """(n, K) scores, beams, tokens and log-probabilities of the candidates that go on."""
     beams = torch.tensor([[c[0] for c in row] for row in picked], dtype=torch.long, device=device)
     toks = torch.tensor([[c[1] for c in row] for row in picked], dtype=torch.long, device=device)

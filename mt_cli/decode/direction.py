@@ -34,7 +34,8 @@ class Direction:
 
     def but(self, source: str | None, target: str | None) -> Direction:
         """This direction with the given languages changed (None keeps one), checked now: a language
-        the model lacks, or one it needs and is not given, is refused here, not at the first line."""
+        the model lacks, or one it needs and is not given, is refused here, not at the first line.
+        """
         new = Direction(
             self.tokenizer,
             self.model,
@@ -59,7 +60,9 @@ class Direction:
             self._tokens[source] = self.tokenizer.language_tokens(source if told else "", target)
         return self._tokens[source]
 
-    def for_lines(self, lines: Sequence[str]) -> tuple[LanguageTokens | list[LanguageTokens], list[str] | None]:
+    def for_lines(
+        self, lines: Sequence[str]
+    ) -> tuple[LanguageTokens | list[LanguageTokens], list[str] | None]:
         """Each line's tokens: the direction's; for source "auto" those of the language identified
         in the line, with the identified codes."""
         if self.source != AUTO:
@@ -72,7 +75,8 @@ class Direction:
         codes = self.tokenizer.languages()[0] or list(self.model.source_langs)
         if not codes:
             raise MtError(
-                "source language auto: the model records no source languages to choose among; name the "
+                "source language auto: the model records no source languages to choose among; name "
+                "the "
                 "language (source_lang de)"
             )
         return codes

@@ -1,4 +1,5 @@
-"""The decoding engine: the one cached decoder, a Transformer's decoder step rebuilt once for decoding.
+"""The decoding engine: the one cached decoder, a Transformer's decoder step rebuilt once for
+decoding.
 
 Search asks for one position at a time. The model (model/transformer.py) reads like the paper and
 decodes a whole target at once, as training, forced scoring and alignment read it; the engine
@@ -54,13 +55,19 @@ def fused(*layers: nn.Module) -> nn.Module:
     out = nn.Linear(layers[0].in_features, sum(layer.out_features for layer in layers))
     out.weight.data = torch.cat([layer.weight.detach() for layer in layers])
     out.bias.data = torch.cat(
-        [layer.weight.new_zeros(layer.out_features) if layer.bias is None else layer.bias.detach() for layer in layers]
+        [
+            layer.weight.new_zeros(layer.out_features)
+            if layer.bias is None
+            else layer.bias.detach()
+            for layer in layers
+        ]
     )
     return out.requires_grad_(False)
 
 
 class StepLayer(nn.Module):
-    """One decoder layer's weights as the step uses them (shared with the model where not changed)."""
+    """One decoder layer's weights as the step uses them (shared with the model where not
+    changed)."""
 
     qkv: nn.Module | None  # self-attention's q, k and v as one product; None with an SSRU
     self_out: nn.Module | None
@@ -71,21 +78,39 @@ class StepLayer(nn.Module):
         super().__init__()
         sa, ca = layer.self_attn, layer.cross_attn
         self.n_heads = ca.n_heads
-        if sa is None:  # an SSRU in self-attention's place: x W and the gate's x W_f + b_f as one product
+        if (
+            sa is None
+        ):  # an SSRU in self-attention's place: x W and the gate's x W_f + b_f as one product
             ssru = cast(SSRU, layer.ssru)
-            self.qkv, self.self_out, self.ssru = None, None, fused(ssru.input_proj, ssru.forget_proj)
+            self.qkv, self.self_out, self.ssru = (
+                None,
+                None,
+                fused(ssru.input_proj, ssru.forget_proj),
+            )
         else:
-            self.qkv, self.self_out, self.ssru = fused(sa.q_proj, sa.k_proj, sa.v_proj), own(sa.out_proj), None
+            self.qkv, self.self_out, self.ssru = (
+                fused(sa.q_proj, sa.k_proj, sa.v_proj),
+                own(sa.out_proj),
+                None,
+            )
         self.cross_q = own(ca.q_proj)
         self.cross_kv = fused(ca.k_proj, ca.v_proj)
         self.cross_out = own(ca.out_proj)
         self.fc1, self.fc2 = own(layer.feed_forward.fc1), own(layer.feed_forward.fc2)
         self.act = layer.feed_forward.act
-        self.norms = nn.ModuleList(own(s.norm) for s in (layer.self_sublayer, layer.cross_sublayer, layer.ffn_sublayer))
+        self.norms = nn.ModuleList(
+            own(s.norm) for s in (layer.self_sublayer, layer.cross_sublayer, layer.ffn_sublayer)
+        )
         self.pre_norm = layer.self_sublayer.pre_norm
 
     def forward(
-        self, x: Tensor, keys: Tensor, values: Tensor, cross_k: Tensor, cross_v: Tensor, cross_mask: Tensor | None
+        self,
+        x: Tensor,
+        keys: Tensor,
+        values: Tensor,
+        cross_k: Tensor,
+        cross_v: Tensor,
+        cross_mask: Tensor | None,
     ) -> Tensor:
         """x (R, D) -> the layer's output at the new position. keys, values (T+1, R, H, D/H): the
         positions so far and, at the last, room where this one's are written; cross_k, cross_v
@@ -113,16 +138,21 @@ class StepLayer(nn.Module):
 
     def _self_attention(self, h: Tensor, keys: Tensor, values: Tensor) -> Tensor:
         r, d = h.shape
-        q, k, v = cast(nn.Module, self.qkv)(h).view(r, 3, self.n_heads, d // self.n_heads).unbind(1)  # (R, H, D/H) each
+        q, k, v = (
+            cast(nn.Module, self.qkv)(h).view(r, 3, self.n_heads, d // self.n_heads).unbind(1)
+        )  # (R, H, D/H) each
         keys[-1], values[-1] = k, v
         # (T+1, R, H, D/H) -> (R, H, T+1, D/H), a strided view: attention reads the cache in place.
         out = _attend(q[:, :, None], keys.permute(1, 2, 0, 3), values.permute(1, 2, 0, 3), None)
         return cast(nn.Module, self.self_out)(out.reshape(r, d))  # (R, H, 1, D/H) -> (R, D)
 
-    def _cross_attention(self, h: Tensor, keys: Tensor, values: Tensor, mask: Tensor | None) -> Tensor:
+    def _cross_attention(
+        self, h: Tensor, keys: Tensor, values: Tensor, mask: Tensor | None
+    ) -> Tensor:
         r, d = h.shape
         b = keys.size(0)
-        # The G = R/B beams of one sentence are G queries against its keys: (R, D) -> (B, H, G, D/H).
+        # The G = R/B beams of one sentence are G queries against its keys: (R, D) -> (B, H, G,
+        # D/H).
         q = self.cross_q(h).view(b, r // b, self.n_heads, d // self.n_heads).transpose(1, 2)
         out = _attend(q, keys, values, mask)
         return self.cross_out(out.transpose(1, 2).reshape(r, d))
@@ -131,7 +161,8 @@ class StepLayer(nn.Module):
         """memory (B, S, D) -> keys and values (B, H, S, D/H) each."""
         b, s, d = memory.shape
         kv = self.cross_kv(memory).view(b, s, 2, self.n_heads, d // self.n_heads)
-        # Contiguous, once per batch: attention read the interleaved view by copying it at every step.
+        # Contiguous, once per batch: attention read the interleaved view by copying it at every
+        # step.
         return kv[:, :, 0].transpose(1, 2).contiguous(), kv[:, :, 1].transpose(1, 2).contiguous()
 
 
@@ -139,8 +170,9 @@ PRECISIONS = ("fp32", "bf16", "int8")
 
 
 class Step(nn.Module):
-    """One decoder step as a pure function of tensors, the same eager and compiled (decode/compiled.py):
-    the weights it holds are the decoder's, fused and cast (shared with the model where unchanged)."""
+    """One decoder step as a pure function of tensors, the same eager and compiled
+    (decode/compiled.py): the weights it holds are the decoder's, fused and cast (shared with the
+    model where unchanged)."""
 
     embed: Tensor
 
@@ -151,9 +183,13 @@ class Step(nn.Module):
         # fp32 shares the model's unchanged modules, and so does int8 where the model's layers are
         # int8 already (a Translator's model, quantized as it loaded); else a copy to cast.
         own = _same if precision == "fp32" or (precision == "int8" and is_quantized(dec)) else _copy
-        self.layers = nn.ModuleList(StepLayer(layer, own) for layer in cast("list[DecoderLayer]", dec.layers))
+        self.layers = nn.ModuleList(
+            StepLayer(layer, own) for layer in cast("list[DecoderLayer]", dec.layers)
+        )
         self.final_norm = own(dec.final_norm) if dec.final_norm is not None else None
-        self.register_buffer("embed", dec.embeddings.token.weight.detach().to(self.dtype), persistent=False)
+        self.register_buffer(
+            "embed", dec.embeddings.token.weight.detach().to(self.dtype), persistent=False
+        )
         self.embed_scale = dec.embeddings.scale
         self.int8 = precision == "int8"
         if self.int8:
@@ -177,11 +213,14 @@ class Step(nn.Module):
         out_bias: Tensor | None,
         out_packed: Packed | None = None,
     ) -> Tensor:
-        """tokens (R,) and their position's sinusoid (D,) -> logits (R, V) in fp32; each layer's keys
-        and values (T+1, R, H, D/H) get this position's at T (StepCache.next_step). The output
-        layer (V, D), its rows cut to a shortlist where one is used: float, or int8 with a scale
-        per row (`out_scale`), given packed for oneDNN as `out_packed` where that is faster (eager only)."""
-        x = self.embed[tokens].masked_fill((tokens == PAD)[:, None], 0.0)  # PAD, the start, embeds as zeros
+        """tokens (R,) and their position's sinusoid (D,) -> logits (R, V) in fp32; each layer's
+        keys and values (T+1, R, H, D/H) get this position's at T (StepCache.next_step). The output
+        layer (V, D), its rows cut to a shortlist where one is used: float, or int8 with a scale per
+        row (`out_scale`), given packed for oneDNN as `out_packed` where that is faster (eager
+        only)."""
+        x = self.embed[tokens].masked_fill(
+            (tokens == PAD)[:, None], 0.0
+        )  # PAD, the start, embeds as zeros
         x = x * self.embed_scale + position  # (R, D)
         for i, layer in enumerate(self.layers):
             x = layer(x, keys[i], values[i], cross_k[i], cross_v[i], cross_mask)
@@ -201,12 +240,20 @@ class Output:
         self.scale: Tensor | None = None
         self.bias: Tensor | None = None if proj.bias is None else proj.bias.detach()
         # int8: the model's own layer (int8 already: shared), or one of the same kind, rows first.
-        self.int8 = proj if isinstance(proj, Int8Linear) else Int8Linear(proj, True) if precision == "int8" else None
+        self.int8 = (
+            proj
+            if isinstance(proj, Int8Linear)
+            else Int8Linear(proj, True)
+            if precision == "int8"
+            else None
+        )
         if self.int8 is not None:
             self.weight: Tensor = self.int8.weight_t.t()
             self.scale = self.int8.scale
         else:
-            self.weight = proj.weight.detach().to(torch.bfloat16 if precision == "bf16" else torch.float32)
+            self.weight = proj.weight.detach().to(
+                torch.bfloat16 if precision == "bf16" else torch.float32
+            )
             self.bias = None if self.bias is None else self.bias.to(self.weight.dtype)
 
     def packed(self, weight: Tensor) -> Packed | None:
@@ -218,7 +265,9 @@ class Output:
         """(weight, scale, bias) at target ids `vocab` (None: all)."""
         if vocab is None:
             return self.weight, self.scale, self.bias
-        scale, bias = (None if t is None else t.index_select(0, vocab) for t in (self.scale, self.bias))
+        scale, bias = (
+            None if t is None else t.index_select(0, vocab) for t in (self.scale, self.bias)
+        )
         return self.weight.index_select(0, vocab), scale, bias
 
 
@@ -229,31 +278,49 @@ class Engine(nn.Module):
     model's own layers are: the Translator quantizes them for int8) and is not changed."""
 
     def __init__(
-        self, model: Transformer, precision: str = "fp32", compiled: Callable[[list[Tensor]], Tensor] | None = None
+        self,
+        model: Transformer,
+        precision: str = "fp32",
+        compiled: Callable[[list[Tensor]], Tensor] | None = None,
     ) -> None:
         super().__init__()
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, not {precision!r}")
-        self.model, self.cfg, self.start_token, self.precision = model, model.cfg, model.start_token, precision
+        self.model, self.cfg, self.start_token, self.precision = (
+            model,
+            model.cfg,
+            model.start_token,
+            precision,
+        )
         self.step_fn = Step(model, precision)
-        self.compiled = compiled  # the step compiled (decode/compiled.py); it takes the step's inputs as a flat list
+        # the step compiled (decode/compiled.py); it takes the step's inputs as a flat list
+        self.compiled = compiled
         self.dtype = self.step_fn.dtype
         self.positions = model.decoder.embeddings.positions.to(self.dtype)
         self.output = Output(model, precision)
         self.eval()
 
     def encode(self, src: Tensor, src_mask: Tensor) -> Tensor:
-        with autocast(self.precision == "bf16", src.device):  # once per batch: autocast costs little here
+        with autocast(
+            self.precision == "bf16", src.device
+        ):  # once per batch: autocast costs little here
             return self.model.encode(src, src_mask)
 
-    def new_cache(self, memory: Tensor, src_mask: Tensor, rows: int, vocab: Tensor | None) -> StepCache:
+    def new_cache(
+        self, memory: Tensor, src_mask: Tensor, rows: int, vocab: Tensor | None
+    ) -> StepCache:
         memory = memory.to(self.dtype)
-        cross = [layer.cross_keys_values(memory) for layer in cast("list[StepLayer]", self.step_fn.layers)]
+        cross = [
+            layer.cross_keys_values(memory)
+            for layer in cast("list[StepLayer]", self.step_fn.layers)
+        ]
         output = self.output.rows(vocab)
         mask = key_mask(src_mask)
         if mask is None and self.compiled is not None:  # the compiled step takes a mask always
             mask = src_mask[:, None, None, :]
-        recurrent = [layer.ssru is not None for layer in cast("list[StepLayer]", self.step_fn.layers)]
+        recurrent = [
+            layer.ssru is not None for layer in cast("list[StepLayer]", self.step_fn.layers)
+        ]
         keys, values = [k for k, _ in cross], [v for _, v in cross]
         return StepCache(len(cross), rows, self.cfg.n_heads, keys, values, mask, output, recurrent)
 
@@ -278,7 +345,8 @@ class Engine(nn.Module):
         return torch.stack([self.step(tgt[:, t], cache) for t in range(tgt.size(1))], dim=1), cache
 
     def step(self, tokens: Tensor, cache: StepCache) -> Tensor:
-        """tokens (R,) at position cache.length -> logits (R, V) in fp32; the cache moves one step on."""
+        """tokens (R,) at position cache.length -> logits (R, V) in fp32; the cache moves one step
+        on."""
         keys, values = cache.next_step()
         position = self.positions[cache.length]
         if self.compiled is None:

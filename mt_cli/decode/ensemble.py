@@ -36,7 +36,8 @@ class EnsembleCache:
 
 
 def _common_cfg(models: Sequence[nn.Module]) -> ModelConfig:
-    """The first model's config, its position table the shortest: that bounds every model's input."""
+    """The first model's config, its position table the shortest: that bounds every model's
+    input."""
     cfgs: list[ModelConfig] = [m.cfg for m in models]  # type: ignore[misc]
     return dataclasses.replace(cfgs[0], max_positions=min(c.max_positions for c in cfgs))
 
@@ -92,7 +93,9 @@ class Ensemble(_Members):
         for i, e in enumerate(cast("list[Engine]", list(self.members))):
             ids = _starting_with(tgt, self.start_token, e.start_token) if cache is None else tgt
             mem = memory[i] if memory is not None else None
-            x, c = e.decode(ids, mem, src_mask, cache.caches[i] if cache is not None else None, vocab)
+            x, c = e.decode(
+                ids, mem, src_mask, cache.caches[i] if cache is not None else None, vocab
+            )
             logits.append(x)
             caches.append(c)
         return _mean_log_probs(logits), EnsembleCache(caches)
@@ -108,7 +111,9 @@ class ForcedEnsemble(_Members):
         """tgt_in (B, T) from the start token -> the models' mean log-probabilities (B, T, V)."""
         models = self.models()
         starts = [_starting_with(tgt_in, self.start_token, m.start_token) for m in models]
-        return _mean_log_probs([m.decode(ids, mem, src_mask) for m, ids, mem in zip(models, starts, memory)])
+        return _mean_log_probs(
+            [m.decode(ids, mem, src_mask) for m, ids, mem in zip(models, starts, memory)]
+        )
 
     def models(self) -> list[Transformer]:
         return list(self.members)  # type: ignore[arg-type]

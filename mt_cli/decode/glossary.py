@@ -16,7 +16,8 @@ from mt_cli.files import check_readable
 class Glossary:
     def __init__(self, entries: list[tuple[str, str]]) -> None:
         self.entries = entries  # (source term, target term), in file order
-        # Word boundaries as \w sees them (Unicode letters, digits, _), so "Hund" is not found in "Hunde".
+        # Word boundaries as \w sees them (Unicode letters, digits, _), so "Hund" is not found in
+        # "Hunde".
         self._patterns = [re.compile(rf"(?<!\w){re.escape(src)}(?!\w)") for src, _ in entries]
 
     def terms_for(self, line: str) -> list[str]:
@@ -44,9 +45,13 @@ def load_glossary(path: Path) -> Glossary:
         fields = line.split("\t")
         if len(fields) != 2:
             got = "no tab" if len(fields) == 1 else f"{len(fields) - 1} tabs"
-            raise MtError(f"{path}:{n}: {got}; write one entry per line as `source term<TAB>target term`")
+            raise MtError(
+                f"{path}:{n}: {got}; write one entry per line as `source term<TAB>target term`"
+            )
         src, tgt = (f.strip() for f in fields)
         if not src or not tgt:
-            raise MtError(f"{path}:{n}: empty {'source' if not src else 'target'} term; give both sides")
+            raise MtError(
+                f"{path}:{n}: empty {'source' if not src else 'target'} term; give both sides"
+            )
         entries.append((src, tgt))
     return Glossary(entries)

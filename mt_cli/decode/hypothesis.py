@@ -30,7 +30,12 @@ class Searchable(Protocol):
     def encode(self, src: Tensor, src_mask: Tensor) -> Any: ...
 
     def decode(
-        self, tgt: Tensor, memory: Any, src_mask: Tensor | None, cache: Any = None, vocab: Tensor | None = None
+        self,
+        tgt: Tensor,
+        memory: Any,
+        src_mask: Tensor | None,
+        cache: Any = None,
+        vocab: Tensor | None = None,
     ) -> tuple[Tensor, Any]: ...
 
     def parameters(self, recurse: bool = True) -> Iterator[nn.Parameter]: ...
@@ -49,7 +54,9 @@ class Hypothesis:
     score: float
     token_logprobs: list[float] = field(default_factory=list)
     text: str = ""  # filled in by the Translator, which holds the tokenizer
-    alignment: list[int] = field(default_factory=list)  # per output token (EOS too): the source token attended most
+    alignment: list[int] = field(
+        default_factory=list
+    )  # per output token (EOS too): the source token attended most
 
 
 @dataclass(frozen=True)
@@ -69,8 +76,8 @@ class Request:
 
 @dataclass
 class Choice:
-    """One step's outcome for the n running sentences: the candidates that end here, as
-    (sentence row, beam, cumulative score, EOS log-probability), and the K that go on, (n, K) each."""
+    """One step's outcome for the n running sentences: the candidates that end here, as (sentence
+    row, beam, cumulative score, EOS log-probability), and the K that go on, (n, K) each."""
 
     ended: list[tuple[int, int, float, float]]
     scores: Tensor  # cumulative log-probabilities of the K that go on
@@ -96,7 +103,10 @@ def as_object(
 
     def entry(h: Hypothesis) -> dict[str, Any]:
         # A sentence that found no finished hypothesis scores -inf, which JSON cannot hold.
-        d: dict[str, Any] = {"translation": h.text, "score": h.score if math.isfinite(h.score) else None}
+        d: dict[str, Any] = {
+            "translation": h.text,
+            "score": h.score if math.isfinite(h.score) else None,
+        }
         if out.token_scores:
             d.update(_token_fields(h, pieces))
         if out.alignment:
@@ -115,12 +125,16 @@ def pair_score(h: Hypothesis, normalize: bool) -> float:
     return h.score / len(h.token_logprobs) if normalize else h.score
 
 
-def score_object(h: Hypothesis, normalize: bool, pieces: Callable[[list[int]], list[str]]) -> dict[str, Any]:
-    """The JSON object of one scored pair (`mt score --format jsonl`; the server's "full" format)."""
+def score_object(
+    h: Hypothesis, normalize: bool, pieces: Callable[[list[int]], list[str]]
+) -> dict[str, Any]:
+    """The JSON object of one scored pair (`mt score --format jsonl`; the server's "full"
+    format)."""
     return {"score": pair_score(h, normalize), **_token_fields(h, pieces)}
 
 
 def _token_fields(h: Hypothesis, pieces: Callable[[list[int]], list[str]]) -> dict[str, Any]:
-    """The output pieces, EOS as `</s>` where it has a log-probability, and each one's log-probability."""
+    """The output pieces, EOS as `</s>` where it has a log-probability, and each one's
+    log-probability."""
     eos = [EOS_PIECE][: len(h.token_logprobs) - len(h.tokens)]
     return {"tokens": pieces(h.tokens) + eos, "token_logprobs": h.token_logprobs}

@@ -28,16 +28,24 @@ from mt_cli.model.transformer import Transformer
 @dataclass(frozen=True)
 class Plan:
     precision: str  # fp32, bf16 or int8: what the step runs in on `device`
-    compiled: str  # "build" (build the package where missing, then run it), "load" (run one where built), "" (never)
+    # "build" (build the package where missing, then run it), "load" (run one where built), ""
+    # (never)
+    compiled: str
     device: torch.device
-    shortlist: Shortlist | None = field(default=None, repr=False)  # what search scores over (None: all)
-    beam: int = 1  # decode.beam as loaded: with `compiled`, whether a built package runs (`_runs_compiled`)
+    shortlist: Shortlist | None = field(
+        default=None, repr=False
+    )  # what search scores over (None: all)
+    beam: int = (
+        1  # decode.beam as loaded: with `compiled`, whether a built package runs (`_runs_compiled`)
+    )
 
     def engine(self, model: Transformer, source: Path | None) -> Engine:
         """The engine search runs for `model` (its fp32 weights: build it before quantizing the
         model), with the compiled step of the checkpoint file `source` where the plan runs one."""
         runs = self.compiled == "build" or (self.compiled == "load" and self._runs_compiled(model))
-        package = compiled.package_path(source, self.precision) if source is not None and runs else None
+        package = (
+            compiled.package_path(source, self.precision) if source is not None and runs else None
+        )
         engine = Engine(model, self.precision)
         if package is not None and not package.exists() and self.compiled == "build":
             compiled.build(engine, package)
@@ -51,23 +59,32 @@ class Plan:
         compiled step cannot hold: there the eager step won where the products outweigh the
         Python between them (d512 at beam 4, d1024 at beam 4 and greedy) and lost or tied below
         (d512 greedy, d256 at beam 5 and greedy): d_model x beam (2 at least) of 2048 or more."""
-        return not (self.precision == "int8" and packs_weights() and model.cfg.d_model * max(self.beam, 2) >= 2048)
+        return not (
+            self.precision == "int8"
+            and packs_weights()
+            and model.cfg.d_model * max(self.beam, 2) >= 2048
+        )
 
 
 def resolve(
-    cfg: DecodeConfig, device: torch.device, sources: list[Path | None], shortlist: Shortlist | None = None
+    cfg: DecodeConfig,
+    device: torch.device,
+    sources: list[Path | None],
+    shortlist: Shortlist | None = None,
 ) -> Plan:
     """The plan for `cfg` on `device`, for models loaded from `sources` (None: a model in memory
     only, which runs uncompiled), with the checkpoint's `shortlist` where it has one."""
     precision = decode_precision(cfg.precision, device)
     if precision == "int8" and device.type != "cpu":
         raise MtError(
-            f"decode.precision int8 runs on the CPU only; use device cpu, or decode.precision bf16 on {device}"
+            "decode.precision int8 runs on the CPU only; use device cpu, or decode.precision bf16 "
+            f"on {device}"
         )
     if cfg.engine == "compiled" and (device.type != "cpu" or None in sources):
         where = f"here: {device.type}" + "".join(f", {s}" for s in sources if s is not None)
         raise MtError(
-            f"decode.engine compiled runs on the CPU from a checkpoint file ({where}); use decode.engine eager"
+            f"decode.engine compiled runs on the CPU from a checkpoint file ({where}); use "
+            "decode.engine eager"
         )
     mode = {"compiled": "build", "auto": "load"}.get(cfg.engine, "") if device.type == "cpu" else ""
     return Plan(precision, mode, device, shortlist if cfg.shortlist else None, cfg.beam)

@@ -101,11 +101,18 @@ class Int8Linear(nn.Module):
     def packed(self) -> Packed | None:
         """The weight packed for oneDNN, made on first use where it is faster (`packs_weights`);
         never while torch.export traces the step (the compiled step multiplies the plain weight)."""
-        if torch.compiler.is_compiling() or self.weight_t.device.type != "cpu" or not packs_weights():
+        if (
+            torch.compiler.is_compiling()
+            or self.weight_t.device.type != "cpu"
+            or not packs_weights()
+        ):
             return None
         cached = self.__dict__.get("_packed")
         if cached is None or cached[0] is not self.weight_t:  # a new weight (to(), load_state_dict)
-            cached = self.__dict__["_packed"] = (self.weight_t, Packed(self.weight_t.t().contiguous()))
+            cached = self.__dict__["_packed"] = (
+                self.weight_t,
+                Packed(self.weight_t.t().contiguous()),
+            )
         return cached[1]
 
 
@@ -115,7 +122,10 @@ def fused_int8(layers: list[Int8Linear]) -> Int8Linear:
     out = Int8Linear()
     out.register_buffer("weight_t", torch.cat([layer.weight_t for layer in layers], dim=1))
     out.register_buffer("scale", torch.cat([layer.scale for layer in layers]))
-    biases = [layer.bias if layer.bias is not None else layer.scale.new_zeros(layer.out_features) for layer in layers]
+    biases = [
+        layer.bias if layer.bias is not None else layer.scale.new_zeros(layer.out_features)
+        for layer in layers
+    ]
     out.register_buffer("bias", torch.cat(biases))
     return out
 
@@ -138,7 +148,8 @@ def quantize_int8(model: Transformer) -> Transformer:
     multiplied), so a tied output weight keeps its float copy in the embedding table."""
     quantize_rows(model.encoder)
     quantize_rows(model.decoder)
-    model.output_projection = Int8Linear(model.output_projection, rows_first=True)  # type: ignore[assignment]
+    int8 = Int8Linear(model.output_projection, rows_first=True)
+    model.output_projection = int8  # type: ignore[assignment]
     return model
 
 

@@ -21,7 +21,8 @@ def check_nbest(nbest: int, cfg: DecodeConfig) -> None:
     found = {"greedy": 1, "beam": cfg.beam}.get(cfg.search_method, nbest)
     if nbest > found:
         raise MtError(
-            f"output.nbest {nbest} is larger than the beam ({found}): beam search finds at most beam "
+            f"output.nbest {nbest} is larger than the beam ({found}): beam search finds at most "
+            "beam "
             f"hypotheses; raise decode.beam to {nbest} or more, or lower output.nbest"
         )
 
@@ -64,12 +65,19 @@ class Requests:
     ) -> None:
         for name, given in (("prefixes", prefixes), ("constraint lists", constraints)):
             if given is not None and len(given) != n:
-                raise MtError(f"{len(given)} {name} for {n} lines: give one per line (an empty one for none)")
+                raise MtError(
+                    f"{len(given)} {name} for {n} lines: give one per line (an empty one for none)"
+                )
         if constraints is not None and any(constraints) and cfg.search_method != "beam":
             raise MtError(
-                "terms (a glossary or constraints) need beam search: decode.beam 2 or more, not greedy or sampling"
+                "terms (a glossary or constraints) need beam search: decode.beam 2 or more, not "
+                "greedy or sampling"
             )
-        self.tokenizer, self.cfg, self.limit = tokenizer, cfg, limit  # limit: the model's positions less one
+        self.tokenizer, self.cfg, self.limit = (
+            tokenizer,
+            cfg,
+            limit,
+        )  # limit: the model's positions less one
         self.prefixes, self.constraints, self.first_line = prefixes, constraints, first_line
         self.languages = per_line(languages, n)  # each line's language tokens
         self.source_langs = source_langs  # each line's detected source language (source "auto")
@@ -77,7 +85,9 @@ class Requests:
     def build(self, lines: Sequence[str]) -> list[Request | None]:
         """A request per line; None for a blank line (it gets an empty translation, no search)."""
         todo = [i for i, line in enumerate(lines) if line.strip()]
-        src = source_ids(self.tokenizer, [lines[i] for i in todo], self.limit, [self.languages[i] for i in todo])
+        src = source_ids(
+            self.tokenizer, [lines[i] for i in todo], self.limit, [self.languages[i] for i in todo]
+        )
         out: list[Request | None] = [None] * len(lines)
         for i, ids in zip(todo, src):
             out[i] = self.of(i, ids)
@@ -91,16 +101,26 @@ class Requests:
         start = self.languages[i].start  # the decoder reads these first
         room = self.limit - len(start)
         if len(ids) + 1 > room:
-            raise MtError(f"line {line}: the prefix is {len(ids)} pieces, more than the model's {room - 1}")
+            raise MtError(
+                f"line {line}: the prefix is {len(ids)} pieces, more than the model's {room - 1}"
+            )
         n = self.cfg.no_repeat_ngram
         if n and len({ids[j : j + n] for j in range(len(ids) - n + 1)}) < len(ids) - n + 1:
             raise MtError(
-                f"line {line}: the prefix itself repeats a {n}-gram, which decode.no_repeat_ngram {n} forbids"
+                f"line {line}: the prefix itself repeats a {n}-gram, which decode.no_repeat_ngram "
+                f"{n} forbids"
             )
-        terms = [t for t in (self.constraints[i] if self.constraints is not None else ()) if t.strip()]
+        terms = [
+            t for t in (self.constraints[i] if self.constraints is not None else ()) if t.strip()
+        ]
         encoded = [tuple(ids) for ids in tok.encode_tgt(terms)] if terms else []
         for term, pieces in zip(terms, encoded):
             if UNK in pieces:  # it would be met as UNK pieces, never as the text asked for
-                raise MtError(f"line {line}: the term {term!r} has characters the model's target vocabulary lacks")
+                raise MtError(
+                    f"line {line}: the term {term!r} has characters the model's target vocabulary "
+                    "lacks"
+                )
         detected = self.source_langs[i] if self.source_langs is not None else ""
-        return Request(tuple(src), ids, tuple(dict.fromkeys(encoded)), self.first_line + i, start, detected)
+        return Request(
+            tuple(src), ids, tuple(dict.fromkeys(encoded)), self.first_line + i, start, detected
+        )

@@ -22,14 +22,23 @@ class Sampler:
     """A `Pick` for greedy_search's loop: row i of the batch draws with stream `draws[i]`."""
 
     def __init__(self, cfg: DecodeConfig, draws: list[tuple[int, int]]) -> None:
-        self.topk, self.topp, self.temperature = cfg.sampling_topk, cfg.sampling_topp, cfg.temperature
+        self.topk, self.topp, self.temperature = (
+            cfg.sampling_topk,
+            cfg.sampling_topp,
+            cfg.temperature,
+        )
         # A string seed is hashed (SHA-512) by random.Random: stable across runs and machines.
         self.streams = [random.Random(f"{cfg.seed}/{key}/{d}") for key, d in draws]
 
     def __call__(self, lprobs: Tensor, rows: Tensor) -> Tensor:
-        """(N, V) log-probabilities of the running rows, whose batch rows are `rows` -> (N,) tokens."""
+        """(N, V) log-probabilities of the running rows, whose batch rows are `rows` -> (N,)
+        tokens."""
         probs = self.distribution(lprobs)
-        u = torch.tensor([self.streams[r].random() for r in rows.tolist()], dtype=probs.dtype, device=probs.device)
+        u = torch.tensor(
+            [self.streams[r].random() for r in rows.tolist()],
+            dtype=probs.dtype,
+            device=probs.device,
+        )
         cdf = probs.cumsum(dim=-1)  # (N, V)
         # The first token whose cumulative probability exceeds u * total: one with probability > 0.
         tok = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=True).squeeze(1)

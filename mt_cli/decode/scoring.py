@@ -25,13 +25,16 @@ Forced = Transformer | ForcedEnsemble  # what reads a whole target at once
 
 
 @torch.inference_mode()
-def force_batch(model: Forced, src_ids: list[list[int]], tgt_ids: list[list[int]]) -> list[Hypothesis]:
+def force_batch(
+    model: Forced, src_ids: list[list[int]], tgt_ids: list[list[int]]
+) -> list[Hypothesis]:
     """Source ids (each ending in EOS) and target ids (no EOS) -> one Hypothesis per pair, its score
     the plain sum of its token log-probabilities (EOS included)."""
     device = next(model.parameters()).device
     src, tgt_in, tgt_out = (t.to(device) for t in collate(src_ids, tgt_ids, model.start_token))
     src_mask = src != PAD
-    logits = model.decode(tgt_in, model.encode(src, src_mask), src_mask).float()  # type: ignore[arg-type]  # (B, T, V)
+    memory = model.encode(src, src_mask)
+    logits = model.decode(tgt_in, memory, src_mask).float()  # type: ignore[arg-type]  # (B, T, V)
     logits[..., PAD] = float("-inf")  # never an output, as in search
     lprobs = torch.log_softmax(logits, dim=-1).gather(2, tgt_out[..., None]).squeeze(2)  # (B, T)
     out = []
@@ -42,7 +45,11 @@ def force_batch(model: Forced, src_ids: list[list[int]], tgt_ids: list[list[int]
 
 
 def force(
-    model: Forced, src_ids: list[list[int]], tgt_ids: list[list[int]], batch_size: int, start: tuple[int, ...] = ()
+    model: Forced,
+    src_ids: list[list[int]],
+    tgt_ids: list[list[int]],
+    batch_size: int,
+    start: tuple[int, ...] = (),
 ) -> list[Hypothesis]:
     """Many pairs: batches of similar length, returned in input order. `start`: target ids the
     decoder reads before each target (an M2M100 or NLLB model's target language), not scored."""
@@ -53,7 +60,9 @@ def force(
     return [Hypothesis(tokens, sum(lps), lps) for tokens, lps in cut]
 
 
-def align(model: Transformer, src_ids: list[list[int]], tgt_ids: list[list[int]], batch_size: int) -> list[list[int]]:
+def align(
+    model: Transformer, src_ids: list[list[int]], tgt_ids: list[list[int]], batch_size: int
+) -> list[list[int]]:
     return _batched(align_batch, model, src_ids, tgt_ids, batch_size)
 
 
@@ -70,7 +79,9 @@ def _batched(
     out: list[T | None] = [None] * len(src_ids)
     for start in range(0, len(order), batch_size):
         chunk = order[start : start + batch_size]
-        for i, item in zip(chunk, fn(model, [src_ids[i] for i in chunk], [tgt_ids[i] for i in chunk])):
+        for i, item in zip(
+            chunk, fn(model, [src_ids[i] for i in chunk], [tgt_ids[i] for i in chunk])
+        ):
             out[i] = item
     model.train(was_training)
     return out  # type: ignore[return-value]  # every slot is filled

@@ -24,12 +24,20 @@ from mt_cli.data.collate import pad
 from mt_cli.data.tokenizer import EOS, PAD
 from mt_cli.decode.constraints import Constraints
 from mt_cli.decode.hypothesis import Choice, Hypothesis, Request, Searchable
-from mt_cli.decode.processors import DEFAULT_PROCESSORS, ForcePrefix, NoRepeatNgram, Processor, Step, apply
+from mt_cli.decode.processors import (
+    DEFAULT_PROCESSORS,
+    ForcePrefix,
+    NoRepeatNgram,
+    Processor,
+    Step,
+    apply,
+)
 from mt_cli.decode.sampling import Sampler
 from mt_cli.decode.shortlist import Shortlist
 from mt_cli.decode.topk import topk
 
-# Picks each running row's next token from its log-probabilities (N, V), given the rows' sentences (N,).
+# Picks each running row's next token from its log-probabilities (N, V), given the rows' sentences
+# (N,).
 Pick = Callable[[Tensor, Tensor], Tensor]
 
 
@@ -42,9 +50,10 @@ def max_lengths(src_lens: Tensor, cfg: DecodeConfig, limit: int) -> Tensor:
 def step_log_probs(
     logits: Tensor, step: Step, processors: tuple[Processor, ...], allowed: Tensor | None = None
 ) -> Tensor:
-    """(N, 1, V) logits -> (N, V) float log-probabilities over every token but PAD, after the processors.
-    `allowed` (B, V), a shortlist's columns each sentence may choose (Shortlist.for_batch): each
-    row's are normalised over its own sentence's only (step.rows: the sentence of each row).
+    """(N, 1, V) logits -> (N, V) float log-probabilities over every token but PAD, after the
+    processors. `allowed` (B, V), a shortlist's columns each sentence may choose
+    (Shortlist.for_batch): each row's are normalised over its own sentence's only (step.rows: the
+    sentence of each row).
 
     PAD is never an output (CTranslate2 drops it too), so the same weights score the same here,
     in Hugging Face and in CTranslate2."""
@@ -106,11 +115,17 @@ def greedy_search(
             active, next_tok = active[keep], next_tok[keep]
         tokens = next_tok[:, None]
         memory = src_mask = None  # from here on the decoder reads the source only through the cache
-    return [_greedy_hypothesis(row, lps, length_penalty) for row, lps in zip(out.tolist(), out_lp.tolist())]
+    return [
+        _greedy_hypothesis(row, lps, length_penalty)
+        for row, lps in zip(out.tolist(), out_lp.tolist())
+    ]
 
 
-def start_tokens(model: Searchable, rows: int, start: Tensor | None, device: torch.device) -> Tensor:
-    """The decoder's first input (rows, 1 + E): its start token, then `start` (rows, E) where given."""
+def start_tokens(
+    model: Searchable, rows: int, start: Tensor | None, device: torch.device
+) -> Tensor:
+    """The decoder's first input (rows, 1 + E): its start token, then `start` (rows, E) where
+    given."""
     first = torch.full((rows, 1), model.start_token, dtype=torch.long, device=device)
     return first if start is None else torch.cat([first, start.to(device)], dim=1)
 
@@ -119,7 +134,9 @@ def _greedy_hypothesis(row: list[int], lps: list[float], length_penalty: float) 
     n = row.index(EOS) + 1 if EOS in row else len(row)  # output length, EOS included
     token_lps = lps[:n]
     return Hypothesis(
-        [t for t in row[:n] if t not in (EOS, PAD)], _normalised(sum(token_lps), n, length_penalty), token_lps
+        [t for t in row[:n] if t not in (EOS, PAD)],
+        _normalised(sum(token_lps), n, length_penalty),
+        token_lps,
     )
 
 
@@ -135,7 +152,8 @@ def beam_search(
     shortlist: tuple[Tensor, Tensor] | None = None,
     start: Tensor | None = None,
 ) -> list[list[Hypothesis]]:
-    """src (B, S) padded ids -> each sentence's K finished hypotheses, best first by score / length**alpha.
+    """src (B, S) padded ids -> each sentence's K finished hypotheses, best first by score /
+    length**alpha.
 
     A `guide` (lexical constraints, decode/constraints.py) replaces the choice of each step's
     candidates; without one the choice is the vectorised rule below. `shortlist`: a shortlist's
@@ -144,14 +162,18 @@ def beam_search(
     vocab, allowed = shortlist if shortlist is not None else (None, None)
     b, k, dev = src.size(0), beam, src.device
     mask = src != PAD
-    memory: Tensor | None = model.encode(src, mask)  # (B, S, D): one row per sentence, shared by its K beams
+    memory: Tensor | None = model.encode(
+        src, mask
+    )  # (B, S, D): one row per sentence, shared by its K beams
     src_mask: Tensor | None = mask
     active = torch.arange(b, device=dev)
     scores = torch.zeros(b, k, device=dev)
     scores[:, 1:] = float("-inf")  # all beams start identical; let only the first one expand
     history = torch.full((b * k, 0), PAD, dtype=torch.long, device=dev)
     history_lp = torch.zeros((b * k, 0), device=dev)  # each history token's own log-probability
-    tokens = start_tokens(model, b * k, None if start is None else start.repeat_interleave(k, dim=0), dev)
+    tokens = start_tokens(
+        model, b * k, None if start is None else start.repeat_interleave(k, dim=0), dev
+    )
     finished: list[list[Hypothesis]] = [[] for _ in range(b)]
     cache = None
     for t in range(int(max_lens.max())):
@@ -173,8 +195,12 @@ def beam_search(
         # Flat rows of the surviving beams: sentence i's beam j sits at row i*K + j.
         src_rows = (keep[:, None] * k + choice.beam[keep]).view(-1)
         cache.reorder(src_rows, keep if keep.numel() < n else None)
-        history = torch.cat([history.index_select(0, src_rows), choice.tok[keep].view(-1, 1)], dim=1)
-        history_lp = torch.cat([history_lp.index_select(0, src_rows), choice.lp[keep].view(-1, 1)], dim=1)
+        history = torch.cat(
+            [history.index_select(0, src_rows), choice.tok[keep].view(-1, 1)], dim=1
+        )
+        history_lp = torch.cat(
+            [history_lp.index_select(0, src_rows), choice.lp[keep].view(-1, 1)], dim=1
+        )
         tokens = choice.tok[keep].view(-1, 1)
         scores, active = choice.scores[keep], active[keep]
         memory = src_mask = None  # the cache holds the cross-attention keys and values
@@ -213,12 +239,18 @@ def _choose(lprobs: Tensor, scores: Tensor, k: int, active: Tensor) -> Choice:
     top_lp = lp.view(n, 2 * k * k).gather(1, top_idx)  # the chosen token's own log-probability
     is_eos = top_tok == EOS
     hits = (is_eos[:, :k] & torch.isfinite(top_scores[:, :k])).nonzero().tolist()
-    ended = [(i, int(top_beam[i, j]), float(top_scores[i, j]), float(top_lp[i, j])) for i, j in hits]
+    ended = [
+        (i, int(top_beam[i, j]), float(top_scores[i, j]), float(top_lp[i, j])) for i, j in hits
+    ]
     # The K best candidates that are not EOS carry on.
     rank = is_eos.long() * 2 * k + torch.arange(2 * k, device=lprobs.device)
     pick = rank.topk(k, dim=1, largest=False).indices  # (n, K)
     return Choice(
-        ended, top_scores.gather(1, pick), top_beam.gather(1, pick), top_tok.gather(1, pick), top_lp.gather(1, pick)
+        ended,
+        top_scores.gather(1, pick),
+        top_beam.gather(1, pick),
+        top_tok.gather(1, pick),
+        top_lp.gather(1, pick),
     )
 
 
@@ -254,10 +286,19 @@ class Search:
         shortlist: Shortlist | None = None,
         glue: Callable[[], Tensor] | None = None,
     ) -> None:
-        self.model, self.cfg, self.processors, self.shortlist, self.glue = model, cfg, processors, shortlist, glue
+        self.model, self.cfg, self.processors, self.shortlist, self.glue = (
+            model,
+            cfg,
+            processors,
+            shortlist,
+            glue,
+        )
 
     def __call__(
-        self, requests: Sequence[Request], samples: int = 1, progress: Callable[[int], None] | None = None
+        self,
+        requests: Sequence[Request],
+        samples: int = 1,
+        progress: Callable[[int], None] | None = None,
     ) -> list[list[Hypothesis]]:
         """Hypotheses for each request, best first, in request order; `samples` draws each with
         sampling. `progress` hears how many requests each finished batch held."""
@@ -272,7 +313,9 @@ class Search:
         self.model.train(was_training)
         return out
 
-    def batches(self, lengths: Sequence[int], starts: Sequence[tuple[int, ...]] | None = None) -> list[list[int]]:
+    def batches(
+        self, lengths: Sequence[int], starts: Sequence[tuple[int, ...]] | None = None
+    ) -> list[list[int]]:
         """Indices sorted by source length, cut into batches of at most decode.batch_size sentences
         and (where set) decode.batch_tokens source tokens; a longer sentence goes alone. Sentences
         of different `starts` (decoder start ids: target languages) never share a batch."""
@@ -300,15 +343,25 @@ class Search:
         where nothing else names target ids (no prefix, n-gram ban, terms or sampling)."""
         model, cfg, processors = self.model, self.cfg, self.processors
         device = next(model.parameters()).device
-        if cfg.search_method == "sample" and samples > 1:  # K draws: each sentence K times, draw d keyed (key, d)
+        if (
+            cfg.search_method == "sample" and samples > 1
+        ):  # K draws: each sentence K times, draw d keyed (key, d)
             draws = [(r.key, d) for r in requests for d in range(samples)]
             requests = [r for r in requests for _ in range(samples)]
         else:
             draws = [(r.key, 0) for r in requests]
         src = pad([list(r.src) for r in requests]).to(device)
-        start = torch.tensor([r.start for r in requests], dtype=torch.long) if requests[0].start else None
-        limit = model.cfg.max_positions - 1 - len(requests[0].start)  # the start tokens take positions too
-        max_lens = max_lengths(torch.tensor([len(r.src) for r in requests], device=device), cfg, limit)
+        start = (
+            torch.tensor([r.start for r in requests], dtype=torch.long)
+            if requests[0].start
+            else None
+        )
+        limit = (
+            model.cfg.max_positions - 1 - len(requests[0].start)
+        )  # the start tokens take positions too
+        max_lens = max_lengths(
+            torch.tensor([len(r.src) for r in requests], device=device), cfg, limit
+        )
         if any(r.prefix for r in requests):  # room for the prefix and at least EOS after it
             needed = torch.tensor([len(r.prefix) + 1 for r in requests], device=device)
             max_lens = torch.maximum(max_lens, needed.clamp(max=limit))
@@ -318,21 +371,38 @@ class Search:
         plain = processors == DEFAULT_PROCESSORS and cfg.search_method != "sample"
         plain = plain and not any(r.constraints for r in requests)  # nothing else names target ids
         listed = self.shortlist.for_batch(src) if self.shortlist is not None and plain else None
-        if listed is not None and listed[0].numel() < 2 * cfg.beam:  # beam search takes each row's 2K best
+        if (
+            listed is not None and listed[0].numel() < 2 * cfg.beam
+        ):  # beam search takes each row's 2K best
             listed = None
         if cfg.search_method == "greedy":
-            found = greedy_search(model, src, max_lens, cfg.length_penalty, processors, shortlist=listed, start=start)
+            found = greedy_search(
+                model, src, max_lens, cfg.length_penalty, processors, shortlist=listed, start=start
+            )
             return [[h] for h in found]
         if cfg.search_method == "sample":
             found = greedy_search(
-                model, src, max_lens, cfg.length_penalty, processors, Sampler(cfg, draws), start=start
+                model,
+                src,
+                max_lens,
+                cfg.length_penalty,
+                processors,
+                Sampler(cfg, draws),
+                start=start,
             )
-            return [sorted(found[i : i + samples], key=lambda h: -h.score) for i in range(0, len(found), samples)]
+            return [
+                sorted(found[i : i + samples], key=lambda h: -h.score)
+                for i in range(0, len(found), samples)
+            ]
         guide = None
         if any(r.constraints for r in requests):
-            guide = Constraints([r.constraints for r in requests], cfg.beam, self.glue() if self.glue else None)
+            guide = Constraints(
+                [r.constraints for r in requests], cfg.beam, self.glue() if self.glue else None
+            )
             processors = (*processors, guide.rules)
-        return beam_search(model, src, max_lens, cfg.beam, cfg.length_penalty, processors, guide, listed, start)
+        return beam_search(
+            model, src, max_lens, cfg.beam, cfg.length_penalty, processors, guide, listed, start
+        )
 
 
 def as_requests(src_ids: Sequence[Sequence[int]], start: tuple[int, ...] = ()) -> list[Request]:
@@ -342,7 +412,10 @@ def as_requests(src_ids: Sequence[Sequence[int]], start: tuple[int, ...] = ()) -
 
 
 def search_ids(
-    model: Searchable, src_ids: Sequence[Sequence[int]], cfg: DecodeConfig, shortlist: Shortlist | None = None
+    model: Searchable,
+    src_ids: Sequence[Sequence[int]],
+    cfg: DecodeConfig,
+    shortlist: Shortlist | None = None,
 ) -> list[list[Hypothesis]]:
     """Decode source id lists (each ending in EOS) with nothing but a config: hypotheses per
     sentence, best first, in input order."""
@@ -350,7 +423,10 @@ def search_ids(
 
 
 def search_batch(
-    model: Searchable, src_ids: Sequence[Sequence[int]], cfg: DecodeConfig, shortlist: Shortlist | None = None
+    model: Searchable,
+    src_ids: Sequence[Sequence[int]],
+    cfg: DecodeConfig,
+    shortlist: Shortlist | None = None,
 ) -> list[list[Hypothesis]]:
     """One batch of source id lists, as `search_ids` decodes many."""
     return Search(model, cfg, shortlist=shortlist).batch(as_requests(src_ids))

@@ -44,20 +44,30 @@ class Shortlist(Lexicon):
         allowed = torch.zeros(b, self.tgt_vocab_size, dtype=torch.bool, device=dev)
         allowed[:, :SPECIALS] = True
         allowed[:, self.frequent.to(dev).long()] = True
-        cand = self.table.to(dev)[src].flatten(1)  # (B, S * K): each source piece's candidates, -1 for none
-        real = (cand >= 0) & (src != PAD).repeat_interleave(self.table.size(1), dim=1)  # padding allows nothing
+        cand = self.table.to(dev)[src].flatten(
+            1
+        )  # (B, S * K): each source piece's candidates, -1 for none
+        real = (cand >= 0) & (src != PAD).repeat_interleave(
+            self.table.size(1), dim=1
+        )  # padding allows nothing
         sentence = torch.arange(b, device=dev)[:, None].expand_as(cand)
         allowed[sentence[real], cand[real].long()] = True
         vocab = allowed.any(dim=0).nonzero().squeeze(1)
         return vocab, allowed.index_select(1, vocab)
 
     def to_state(self) -> dict[str, Tensor | int]:
-        return {"table": self.table, "frequent": self.frequent, "tgt_vocab_size": self.tgt_vocab_size}
+        return {
+            "table": self.table,
+            "frequent": self.frequent,
+            "tgt_vocab_size": self.tgt_vocab_size,
+        }
 
     @classmethod
     def from_state(cls, state: dict, where: str) -> Shortlist:
         try:
             table, frequent, size = state["table"], state["frequent"], int(state["tgt_vocab_size"])
         except (KeyError, TypeError, ValueError):
-            raise MtError(f"{where}: the shortlist is malformed (rebuild it with `mt shortlist`)") from None
+            raise MtError(
+                f"{where}: the shortlist is malformed (rebuild it with `mt shortlist`)"
+            ) from None
         return cls(table, frequent, size)

@@ -13,10 +13,10 @@ class StepCache:
     Self-attention keys/values per layer, time-major: position t of all R rows, then t+1, in one
     flat buffer allocated once per batch (grown by doubling), so that the first T positions are
     always one contiguous (T, R, H, D/H) block, whatever R is now: the step, eager or compiled,
-    reads the positions so far without a copy. A reorder gathers rows into a second set of
-    buffers and the two swap (a fresh buffer per step was a cold allocation each time).
-    Cross-attention keys/values (B, H, S, D/H), one row per running sentence. A layer with an SSRU
-    (`recurrent`) keeps its cell (R, D) instead, in the same buffers as one position that never grows."""
+    reads the positions so far without a copy. A reorder gathers rows into a second set of buffers
+    and the two swap (a fresh buffer per step was a cold allocation each time). Cross-attention
+    keys/values (B, H, S, D/H), one row per running sentence. A layer with an SSRU (`recurrent`)
+    keeps its cell (R, D) instead, in the same buffers as one position that never grows."""
 
     def __init__(
         self,
@@ -42,8 +42,14 @@ class StepCache:
         )
         for i in (i for i, r in enumerate(self.recurrent) if r):
             self.self_k[i].zero_()  # c_0 = 0
-        self.cross_k, self.cross_v, self.cross_mask = cross_k, cross_v, cross_mask  # mask (B, 1, 1, S), True = real
-        self.output = output  # the output layer's weight (V or V_s, D), int8 scale and bias (Output.rows)
+        self.cross_k, self.cross_v, self.cross_mask = (
+            cross_k,
+            cross_v,
+            cross_mask,
+        )  # mask (B, 1, 1, S), True = real
+        self.output = (
+            output  # the output layer's weight (V or V_s, D), int8 scale and bias (Output.rows)
+        )
         self.length = 0
         self.rows = rows
 
@@ -52,12 +58,15 @@ class StepCache:
         return flat[: steps * rows * self.width].view(steps, rows, *self.head_shape)
 
     def next_step(self) -> tuple[list[Tensor], list[Tensor]]:
-        """Each layer's keys and values (T+1, R, H, D/H): the T positions so far and room for the next."""
+        """Each layer's keys and values (T+1, R, H, D/H): the T positions so far and room for the
+        next."""
         t, n = self.length, self.rows
         if t + 1 > self.room and not all(self.recurrent):
             self._grow()
         keys = [self._block(k, n, 1 if r else t + 1) for k, r in zip(self.self_k, self.recurrent)]
-        values = [v if r else self._block(v, n, t + 1) for v, r in zip(self.self_v, self.recurrent)]  # a cell: none
+        values = [
+            v if r else self._block(v, n, t + 1) for v, r in zip(self.self_v, self.recurrent)
+        ]  # a cell: none
         return keys, values
 
     def _grow(self) -> None:
@@ -80,7 +89,9 @@ class StepCache:
                 if self.recurrent[i] and main is self.self_v:
                     continue  # a cell has no values
                 steps = 1 if self.recurrent[i] else t
-                torch.index_select(self._block(main[i], n, steps), 1, rows, out=self._block(spare[i], m, steps))
+                torch.index_select(
+                    self._block(main[i], n, steps), 1, rows, out=self._block(spare[i], m, steps)
+                )
                 main[i], spare[i] = spare[i], main[i]
         self.rows = m
         if sentences is not None:

@@ -13,7 +13,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-BLOCK = 256  # columns per block: the fastest of 256-2048 at every shape measured (8k-256k columns, 1-10 best)
+# columns per block: the fastest of 256-2048 at every shape measured (8k-256k columns, 1-10 best)
+BLOCK = 256
 
 
 def topk(x: Tensor, k: int) -> tuple[Tensor, Tensor]:
@@ -28,6 +29,8 @@ def topk(x: Tensor, k: int) -> tuple[Tensor, Tensor]:
     chosen = best.topk(k, dim=-1).indices  # (N, k): the blocks that hold the k best
     cols = (chosen[:, :, None] * BLOCK + torch.arange(BLOCK, device=x.device)).view(n, k * BLOCK)
     if blocks * BLOCK < v:  # the columns after the last whole block are always candidates
-        cols = torch.cat([cols, torch.arange(blocks * BLOCK, v, device=x.device).expand(n, -1)], dim=1)
+        cols = torch.cat(
+            [cols, torch.arange(blocks * BLOCK, v, device=x.device).expand(n, -1)], dim=1
+        )
     values, at = x.gather(1, cols).topk(k, dim=-1)
     return values, cols.gather(1, at)

@@ -1,16 +1,15 @@
-"""The Translator: a decoding model held in memory, and the one way from a checkpoint to translations.
+"""The Translator: a decoding model held in memory, and the one way from a checkpoint to
+translations.
 
 `mt translate`, `mt evaluate --checkpoint`, `mt tune-decoding`, `mt attention`, validation during
 training (and the server) all decode through it:
 
-    from mt_cli import Translator
-    tr = Translator.load("RUN/best.pt", device="cpu", beam=5)   # any DecodeConfig field as a keyword
-    tr.translate(["Ein Mann fährt Fahrrad.", ""])               # one string per line, always
-    tr.search(["Ein Mann fährt Fahrrad."])[0][0].score          # hypotheses per line, best first
-    tr.search(lines, nbest=3, prefixes=[...], constraints=[["Hund"], ...])
-    tr.translate_document(html, "html")                         # a document, its structure kept
-    Translator.load(["a.pt", "b.pt"])                           # an ensemble
-"""
+    from mt_cli import Translator tr = Translator.load("RUN/best.pt", device="cpu", beam=5)   # any
+    DecodeConfig field as a keyword tr.translate(["Ein Mann fährt Fahrrad.", ""])               #
+    one string per line, always tr.search(["Ein Mann fährt Fahrrad."])[0][0].score          #
+    hypotheses per line, best first tr.search(lines, nbest=3, prefixes=[...], constraints=[["Hund"],
+    ...]) tr.translate_document(html, "html")                         # a document, its structure
+    kept Translator.load(["a.pt", "b.pt"])                           # an ensemble"""
 
 from __future__ import annotations
 
@@ -79,25 +78,37 @@ class Translator:
         models in memory only); `quantize`: with int8 decoding, quantize the model's own layers
         too, in place (a model loaded for this translator only: it then encodes and scores in int8
         and holds no fp32 copy)."""
-        self.model, self.tokenizer, self.processors, self.lexicon = model, tokenizer, processors, shortlist
+        self.model, self.tokenizer, self.processors, self.lexicon = (
+            model,
+            tokenizer,
+            processors,
+            shortlist,
+        )
         self.device = next(model.parameters()).device
         self.sources = tuple(sources) if sources is not None else (None,) * len(_members(model))
         self.plan = resolve(cfg, self.device, list(self.sources), shortlist)
         self.cfg = dataclasses.replace(cfg, precision=self.plan.precision)
-        # What search runs: each model's decoder step, built once from its fp32 weights (decode/engine.py).
+        # What search runs: each model's decoder step, built once from its fp32 weights
+        # (decode/engine.py).
         engines = [self.plan.engine(m, s) for m, s in zip(_members(model), self.sources)]
-        self.engine: Searchable = engines[0] if isinstance(model, Transformer) else Ensemble(engines)
+        self.engine: Searchable = (
+            engines[0] if isinstance(model, Transformer) else Ensemble(engines)
+        )
         self.quantized = quantize and self.plan.precision == "int8"
         if self.quantized:
             for m in _members(model):
                 quantize_int8(m)
-        self.direction = Direction(tokenizer, model.cfg)  # the languages given (for_languages) and their tokens
+        self.direction = Direction(
+            tokenizer, model.cfg
+        )  # the languages given (for_languages) and their tokens
         self._glue_ids: torch.Tensor | None = None
 
     @classmethod
-    def load(cls, path: Path | str | Sequence[Path | str], device: str = DEVICE, **overrides: Any) -> Translator:
-        """From a checkpoint file, with the checkpoint's decoding settings under the given ones; from
-        several, an ensemble (the first one's decoding settings)."""
+    def load(
+        cls, path: Path | str | Sequence[Path | str], device: str = DEVICE, **overrides: Any
+    ) -> Translator:
+        """From a checkpoint file, with the checkpoint's decoding settings under the given ones;
+        from several, an ensemble (the first one's decoding settings)."""
         paths = [Path(path)] if isinstance(path, (str, Path)) else [Path(p) for p in path]
         keep_freed_memory()  # a process that loads a model to decode: large buffers are reused
         ckpts = [checkpoint.load(p) for p in paths]
@@ -110,19 +121,33 @@ class Translator:
         # The first model's shortlist, where every member has one (they share both vocabularies).
         lexicon = _lexicon(ckpts[0]) if all(c.shortlist is not None for c in ckpts) else None
         cfg = decode_options(ckpts[0].config.decode, overrides)
-        return cls(ForcedEnsemble(models), ckpts[0].tokenizer, cfg, shortlist=lexicon, sources=paths, quantize=True)
+        return cls(
+            ForcedEnsemble(models),
+            ckpts[0].tokenizer,
+            cfg,
+            shortlist=lexicon,
+            sources=paths,
+            quantize=True,
+        )
 
     @classmethod
     def from_checkpoint(
-        cls, ckpt: checkpoint.Checkpoint, device: str = DEVICE, source: Path | None = None, **overrides: Any
+        cls,
+        ckpt: checkpoint.Checkpoint,
+        device: str = DEVICE,
+        source: Path | None = None,
+        **overrides: Any,
     ) -> Translator:
         """`source`: the file `ckpt` came from, where compiled decoder steps are kept beside it."""
         model = ckpt.build_model(resolve_device(device))
         cfg = decode_options(ckpt.config.decode, overrides)
-        return cls(model, ckpt.tokenizer, cfg, shortlist=_lexicon(ckpt), sources=[source], quantize=True)
+        return cls(
+            model, ckpt.tokenizer, cfg, shortlist=_lexicon(ckpt), sources=[source], quantize=True
+        )
 
     def with_options(self, **overrides: Any) -> Translator:
-        """The same model with other decoding settings (beam, length penalty, ...), nothing reloaded."""
+        """The same model with other decoding settings (beam, length penalty, ...), nothing
+        reloaded."""
         cfg = decode_options(self.cfg, overrides)
         planned = ("precision", "engine", "shortlist")  # what the plan is made of
         if all(getattr(cfg, name) == getattr(self.cfg, name) for name in planned):
@@ -131,8 +156,13 @@ class Translator:
             tr.__dict__.pop("_search", None)
             return tr
         if self.quantized and decode_precision(cfg.precision, self.device) != "int8":
-            raise MtError("int8 decoding quantized the model as it loaded; load a new Translator for another precision")
-        tr = type(self)(self.model, self.tokenizer, cfg, self.processors, self.lexicon, self.sources)
+            raise MtError(
+                "int8 decoding quantized the model as it loaded; load a new Translator for another "
+                "precision"
+            )
+        tr = type(self)(
+            self.model, self.tokenizer, cfg, self.processors, self.lexicon, self.sources
+        )
         tr.quantized, tr.direction = self.quantized, self.direction
         # A new engine steps aside as the old one did.
         return tr.yielding(self.engine.before) if isinstance(self.engine, Yielding) else tr
@@ -177,7 +207,15 @@ class Translator:
         only). `first_line`: the index of lines[0] in a longer input (sampling seeds by it)."""
         languages, detected = self.direction.for_lines(lines)
         requests = Requests(
-            self.tokenizer, self.cfg, self._limit, len(lines), prefixes, constraints, first_line, languages, detected
+            self.tokenizer,
+            self.cfg,
+            self._limit,
+            len(lines),
+            prefixes,
+            constraints,
+            first_line,
+            languages,
+            detected,
         )
         return requests.build(lines)
 
@@ -199,7 +237,10 @@ class Translator:
         found = self._search(live, samples, progress) if live else []
         texts = iter(self.tokenizer.decode_tgt([h.tokens for hyps in found for h in hyps]))
         # One line per hypothesis: no stray newline or tab may break line alignment.
-        found = [[dataclasses.replace(h, text=" ".join(next(texts).split())) for h in hyps] for hyps in found]
+        found = [
+            [dataclasses.replace(h, text=" ".join(next(texts).split())) for h in hyps]
+            for hyps in found
+        ]
         if nbest is not None:
             found = [hyps[:nbest] for hyps in found]
         if alignment:
@@ -216,7 +257,9 @@ class Translator:
         (worked out once per tokenizer, not per batch)."""
         if self._glue_ids is None:
             pieces = self.tokenizer.tgt_pieces(list(range(self.tokenizer.tgt_vocab_size)))
-            ids = [i for i, p in enumerate(pieces) if p[:1].isalnum()]  # special pieces (<unk>, </s>) start with <
+            ids = [
+                i for i, p in enumerate(pieces) if p[:1].isalnum()
+            ]  # special pieces (<unk>, </s>) start with <
             self._glue_ids = torch.tensor(ids, dtype=torch.long, device=self.device)
         return self._glue_ids
 
@@ -236,11 +279,19 @@ class Translator:
         found = self.requests(lines, prefixes, constraints, first_line)
         return self.search_requests(found, nbest, alignment, progress)
 
-    def _aligned(self, src_ids: list[list[int]], found: list[list[Hypothesis]]) -> list[list[Hypothesis]]:
+    def _aligned(
+        self, src_ids: list[list[int]], found: list[list[Hypothesis]]
+    ) -> list[list[Hypothesis]]:
         if not isinstance(self.model, Transformer):
-            raise MtError("output.alignment reads one model's attention; it does not combine with an ensemble")
+            raise MtError(
+                "output.alignment reads one model's attention; it does not combine with an ensemble"
+            )
         flat = [(s, h) for s, hyps in zip(src_ids, found) for h in hyps]
-        links = iter(align(self.model, [s for s, _ in flat], [h.tokens for _, h in flat], self.cfg.batch_size))
+        links = iter(
+            align(
+                self.model, [s for s, _ in flat], [h.tokens for _, h in flat], self.cfg.batch_size
+            )
+        )
         return [[dataclasses.replace(h, alignment=next(links)) for h in hyps] for hyps in found]
 
     def source_ids(self, lines: Sequence[str]) -> list[list[int]]:
@@ -256,17 +307,28 @@ class Translator:
         """Forced decoding: each target's tokens with their log-probabilities given its source; the
         score is their plain sum, EOS included (decode/scoring.py)."""
         if len(src_lines) != len(tgt_lines):
-            raise MtError(f"{len(src_lines)} sources but {len(tgt_lines)} targets: give one target per source")
+            raise MtError(
+                f"{len(src_lines)} sources but {len(tgt_lines)} targets: give one target per source"
+            )
         tgt_ids = self.tokenizer.encode_tgt(tgt_lines)
         limit = self._limit
         long = next((i for i, ids in enumerate(tgt_ids) if len(ids) + 1 > limit), None)
         if long is not None:
-            raise MtError(f"target line {long + 1}: {len(tgt_ids[long])} pieces, more than the model's {limit - 1}")
+            raise MtError(
+                f"target line {long + 1}: {len(tgt_ids[long])} pieces, more than the model's "
+                f"{limit - 1}"
+            )
         with autocast(self.cfg.precision == "bf16", self.device):
             found = force(
-                self.model, self.source_ids(src_lines), tgt_ids, self.cfg.batch_size, self.direction.tokens().start
+                self.model,
+                self.source_ids(src_lines),
+                tgt_ids,
+                self.cfg.batch_size,
+                self.direction.tokens().start,
             )
-        return [dataclasses.replace(h, text=" ".join(line.split())) for h, line in zip(found, tgt_lines)]
+        return [
+            dataclasses.replace(h, text=" ".join(line.split())) for h, line in zip(found, tgt_lines)
+        ]
 
     def translate(self, lines: Sequence[str]) -> list[str]:
         """The best translation of each line: exactly one string per line."""
@@ -279,7 +341,11 @@ class Translator:
         return self.direction.source or next(iter(self.model.cfg.source_langs), "")
 
     def translate_document(
-        self, text: str | bytes, kind: str = "text", glossary: Glossary | None = None, **options: Any
+        self,
+        text: str | bytes,
+        kind: str = "text",
+        glossary: Glossary | None = None,
+        **options: Any,
     ) -> str | bytes:
         """A document (kind: lines, text, html, markdown, srt, vtt, po; docx, pptx, xlsx, odt, odp
         and epub as bytes) translated with its structure kept; `options` are DocumentConfig's
@@ -294,7 +360,8 @@ class Translator:
             lang = given
         elif isinstance(text, str):
             lang = self.direction.document_language(text)
-        else:  # an office file: its text is inside the package; the model's language, where it has one
+        # an office file: its text is inside the package; the model's language, where it has one
+        else:
             lang = "" if self.direction.source == "auto" else self.source_lang
         engine = self if glossary is None else _Glossed(self, glossary)
         return translate_document(engine, text, kind, cfg, short_code(lang or "en"))
@@ -307,7 +374,9 @@ class Translator:
         a glossary, each line's terms as constraints."""
         terms = [glossary.terms_for(line) for line in lines] if glossary is not None else None
         requests = self.requests(lines, None, terms)
-        found = self.search_requests(requests, nbest=1, alignment=alignment)  # only the best is aligned
+        found = self.search_requests(
+            requests, nbest=1, alignment=alignment
+        )  # only the best is aligned
         if not alignment:
             return [Aligned(hyps[0].text) for hyps in found]
         return [self._spans(line, r, hyps[0]) for line, r, hyps in zip(lines, requests, found)]
@@ -316,9 +385,13 @@ class Translator:
         """A hypothesis's alignment as character spans of the line and of its text."""
         if request is None or not h.tokens:
             return Aligned(h.text)
-        src = piece_spans(self.tokenizer.src_pieces(line)[:-1], line) + [(len(line), len(line))]  # + EOS
+        src = piece_spans(self.tokenizer.src_pieces(line)[:-1], line) + [
+            (len(line), len(line))
+        ]  # + EOS
         skip = len(request.src) - len(src)  # a >>xx<< token before the line, read too
-        tgt = piece_spans(self.tokenizer.tgt_pieces(h.tokens), h.text) + [(len(h.text), len(h.text))]
+        tgt = piece_spans(self.tokenizer.tgt_pieces(h.tokens), h.text) + [
+            (len(h.text), len(h.text))
+        ]
         links = [src[min(max(k - skip, 0), len(src) - 1)] for k in h.alignment]
         return Aligned(h.text, tgt, links)
 
@@ -328,7 +401,9 @@ def _members(model: Forced) -> list[Transformer]:
 
 
 def _lexicon(ckpt: checkpoint.Checkpoint) -> Shortlist | None:
-    return None if ckpt.shortlist is None else Shortlist.from_state(ckpt.shortlist, "the checkpoint")
+    return (
+        None if ckpt.shortlist is None else Shortlist.from_state(ckpt.shortlist, "the checkpoint")
+    )
 
 
 def _check_same_vocabulary(first: Path, a: Tokenizer, other: Path, b: Tokenizer) -> None:
@@ -337,13 +412,15 @@ def _check_same_vocabulary(first: Path, a: Tokenizer, other: Path, b: Tokenizer)
         pieces_a, pieces_b = a.vocabulary(side), b.vocabulary(side)
         if pieces_a != pieces_b:
             raise MtError(
-                f"{first} and {other} have different {side} vocabularies ({len(pieces_a)} and {len(pieces_b)} "
+                f"{first} and {other} have different {side} vocabularies ({len(pieces_a)} and "
+                f"{len(pieces_b)} "
                 "pieces): an ensemble needs models trained with one tokenizer"
             )
 
 
 class _Glossed:
-    """An AlignedTranslator (documents/aligned.py) that translates every sentence with the glossary's terms it holds."""
+    """An AlignedTranslator (documents/aligned.py) that translates every sentence with the
+    glossary's terms it holds."""
 
     def __init__(self, tr: Translator, glossary: Glossary) -> None:
         self.tr, self.glossary = tr, glossary

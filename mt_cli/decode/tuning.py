@@ -24,7 +24,10 @@ HeldOut = tuple[list[list[int]], list[str], tuple[int, ...]]
 
 
 def tune_grid(
-    translator: Translator, sets: Sequence[HeldOut], beams: Sequence[int], length_penalties: Sequence[float]
+    translator: Translator,
+    sets: Sequence[HeldOut],
+    beams: Sequence[int],
+    length_penalties: Sequence[float],
 ) -> list[dict[str, Any]]:
     """BLEU of every beam x length-penalty pair on the held-out sets (their mean, where there are
     several directions), best first; a tie keeps the grid's order (the smaller beam first when
@@ -39,7 +42,8 @@ def tune_grid(
 
 
 def held_out_bleu(translator: Translator, sets: Sequence[HeldOut]) -> float:
-    """BLEU of the translator's decoding on the held-out sets (their mean, where there are several)."""
+    """BLEU of the translator's decoding on the held-out sets (their mean, where there are
+    several)."""
     bleus = []
     for src_ids, refs, start in sets:
         found = translator.search_requests(as_requests(src_ids, start))
@@ -51,7 +55,10 @@ def tune_precision(ckpt: Checkpoint, sets: Sequence[HeldOut], tolerance: float) 
     """The held-out BLEU of int8 and fp32 decoding on the CPU, each loaded from `ckpt` as a user's
     `mt translate` loads it, and the precision to record: auto (int8 on a CPU) where int8 loses at
     most `tolerance` BLEU, else fp32."""
-    bleu = {p: held_out_bleu(Translator.from_checkpoint(ckpt, "cpu", precision=p), sets) for p in ("fp32", "int8")}
+    bleu = {
+        p: held_out_bleu(Translator.from_checkpoint(ckpt, "cpu", precision=p), sets)
+        for p in ("fp32", "int8")
+    }
     return {**bleu, "precision": "auto" if bleu["int8"] >= bleu["fp32"] - tolerance else "fp32"}
 
 

@@ -29,10 +29,17 @@ class Yielding:
         return self.model.encode(src, src_mask)
 
     def decode(
-        self, tgt: Tensor, memory: Any, src_mask: Tensor | None, cache: Any = None, vocab: Tensor | None = None
+        self,
+        tgt: Tensor,
+        memory: Any,
+        src_mask: Tensor | None,
+        cache: Any = None,
+        vocab: Tensor | None = None,
     ) -> tuple[Tensor, Any]:
         self.before()
         return self.model.decode(tgt, memory, src_mask, cache, vocab)
 
-    def __getattr__(self, name: str) -> Any:  # cfg, start_token, training, parameters(), eval(), ...
+    def __getattr__(
+        self, name: str
+    ) -> Any:  # cfg, start_token, training, parameters(), eval(), ...
         return getattr(self.model, name)

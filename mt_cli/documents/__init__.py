@@ -2,8 +2,8 @@
 files, each cut into the sentences the model was trained on and put back together around their
 translations. Office files (BINARY) are bytes in and out; the others text.
 
-documents/ knows formats, not models: it translates through any `AlignedTranslator` (documents/aligned.py),
-which `Translator` is; `Translator.translate_document` is the way in."""
+documents/ knows formats, not models: it translates through any `AlignedTranslator`
+(documents/aligned.py), which `Translator` is; `Translator.translate_document` is the way in."""
 
 from __future__ import annotations
 
@@ -33,8 +33,12 @@ EXTENSIONS = {
     ".odp": "odp",
     ".epub": "epub",
 }
-BINARY = frozenset({"docx", "pptx", "xlsx", "odt", "odp", "epub"})  # zip packages: read and written as bytes
-TEXT_KINDS = tuple(k for k in KINDS if k not in BINARY)  # what a text (a JSON string, a form field) can be
+BINARY = frozenset(
+    {"docx", "pptx", "xlsx", "odt", "odp", "epub"}
+)  # zip packages: read and written as bytes
+TEXT_KINDS = tuple(
+    k for k in KINDS if k not in BINARY
+)  # what a text (a JSON string, a form field) can be
 
 
 def kind_of(path: Path | None, input_type: str) -> str:
@@ -48,7 +52,10 @@ def kind_of(path: Path | None, input_type: str) -> str:
 
 def check_kind(kind: str) -> None:
     if kind not in KINDS:
-        raise MtError(f"document.input_type {kind!r} is not a document type; use auto or one of {', '.join(KINDS)}")
+        raise MtError(
+            f"document.input_type {kind!r} is not a document type; use auto or one of "
+            f"{', '.join(KINDS)}"
+        )
 
 
 def translate_document(
@@ -85,7 +92,19 @@ Translate = Callable[..., Any]
 
 def _translators() -> dict[str, Translate]:
     """Each type's translator, imported when a document of it comes (their parsers load slowly)."""
-    from mt_cli.documents import docx, epub, html, lines, markdown, odf, po, pptx, subtitles, text, xlsx
+    from mt_cli.documents import (
+        docx,
+        epub,
+        html,
+        lines,
+        markdown,
+        odf,
+        po,
+        pptx,
+        subtitles,
+        text,
+        xlsx,
+    )
 
     return {
         "lines": lines.translate_lines,

@@ -1,8 +1,8 @@
 """What documents need of a translator, and alignments in characters.
 
-documents/ knows formats, not models: it takes any `AlignedTranslator`, which `Translator` is. An alignment
-comes as character spans, so tags and protected spans can be put back around the words they cover
-whatever the tokenizer cut the words into."""
+documents/ knows formats, not models: it takes any `AlignedTranslator`, which `Translator` is. An
+alignment comes as character spans, so tags and protected spans can be put back around the words
+they cover whatever the tokenizer cut the words into."""
 
 from __future__ import annotations
 
@@ -19,8 +19,12 @@ class Aligned:
     the end of the sentence, last) its span in `text` and the source span it attends to most."""
 
     text: str
-    tgt_spans: list[Span] = field(default_factory=list)  # target pieces in `text`, then an empty span at its end
-    src_spans: list[Span] = field(default_factory=list)  # for each entry of tgt_spans: its source span
+    tgt_spans: list[Span] = field(
+        default_factory=list
+    )  # target pieces in `text`, then an empty span at its end
+    src_spans: list[Span] = field(
+        default_factory=list
+    )  # for each entry of tgt_spans: its source span
 
 
 class AlignedTranslator(Protocol):
@@ -59,6 +63,8 @@ def piece_spans(pieces: Sequence[str], text: str) -> list[Span]:
             else (lo * len(chars) // max(total, 1), done * len(chars) // max(total, 1))
         )
         out.append(
-            (chars[a], chars[b - 1] + 1) if b > a else (chars[min(a, len(chars) - 1)], chars[min(a, len(chars) - 1)])
+            (chars[a], chars[b - 1] + 1)
+            if b > a
+            else (chars[min(a, len(chars) - 1)], chars[min(a, len(chars) - 1)])
         )
     return out

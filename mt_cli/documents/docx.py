@@ -24,14 +24,20 @@ TEXT_PARTS = (
 
 
 def translate_docx(
-    engine: AlignedTranslator, data: bytes, lang: str, protector: Protector | None, cfg: DocumentConfig
+    engine: AlignedTranslator,
+    data: bytes,
+    lang: str,
+    protector: Protector | None,
+    cfg: DocumentConfig,
 ) -> bytes:
     """The Word document translated, as the bytes of a new one."""
     package = Package.read(data, "DOCX")
     types = content_types(package)
     if not any(kind.endswith(TEXT_PARTS[:2]) for kind in types.values()):
         raise MtError("not a DOCX file: a package without a Word document part (word/document.xml)")
-    parts = [name for name, kind in types.items() if kind.endswith(TEXT_PARTS) and name in package.data]
+    parts = [
+        name for name, kind in types.items() if kind.endswith(TEXT_PARTS) and name in package.data
+    ]
     paragraphs = [p for name in parts for p in package.xml(name).getroot().iter(WORD.paragraph)]
     translate_paragraphs(engine, paragraphs, WORD, lang, protector)
     return package.write()

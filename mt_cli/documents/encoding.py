@@ -17,7 +17,12 @@ _META = re.compile(rb"""<meta[^>]+?charset\s*=\s*["']?([A-Za-z0-9._:-]+)""", re.
 _PO = re.compile(rb"""Content-Type:[^"\n]*?charset=([A-Za-z0-9._:-]+)""", re.I)
 # What a browser reads for these labels (the WHATWG Encoding standard): windows-1252, which places
 # quotes and the euro sign where ISO-8859-1 has control characters.
-_AS_BROWSERS_DO = {"iso-8859-1": "cp1252", "latin1": "cp1252", "us-ascii": "cp1252", "ascii": "cp1252"}
+_AS_BROWSERS_DO = {
+    "iso-8859-1": "cp1252",
+    "latin1": "cp1252",
+    "us-ascii": "cp1252",
+    "ascii": "cp1252",
+}
 
 
 def declared(raw: bytes, kind: str) -> str | None:
@@ -48,13 +53,19 @@ def read_document(raw: bytes, kind: str, where: str) -> str | bytes:
     try:
         name = codecs.lookup(encoding).name
     except LookupError:
-        raise MtError(f"{where}: declares the encoding {encoding!r}, which is not known; convert it to UTF-8") from None
+        raise MtError(
+            f"{where}: declares the encoding {encoding!r}, which is not known; convert it to UTF-8"
+        ) from None
     try:
         text = raw.decode(encoding)
     except UnicodeDecodeError as e:
         if name == "utf-8":
-            raise MtError(f"{where}: not UTF-8 text (byte {e.start}); convert it, e.g. with iconv -t UTF-8") from None
-        raise MtError(f"{where}: not {encoding} text as it declares (byte {e.start}); fix its declaration") from None
+            raise MtError(
+                f"{where}: not UTF-8 text (byte {e.start}); convert it, e.g. with iconv -t UTF-8"
+            ) from None
+        raise MtError(
+            f"{where}: not {encoding} text as it declares (byte {e.start}); fix its declaration"
+        ) from None
     return text if name == "utf-8" else _declared_utf8(text, kind)
 
 

@@ -31,7 +31,9 @@ def _book(data: bytes) -> tuple[Package, str, dict[str, str]]:
         package.data.get("mimetype", b"").strip() != b"application/epub+zip"
         or "META-INF/container.xml" not in package.data
     ):
-        raise MtError("not an EPUB file: no application/epub+zip mimetype and META-INF/container.xml")
+        raise MtError(
+            "not an EPUB file: no application/epub+zip mimetype and META-INF/container.xml"
+        )
     if "META-INF/encryption.xml" in package.data and re.search(
         rb"URI=\"[^\"]+\.x?html?\"", package.data["META-INF/encryption.xml"]
     ):
@@ -39,28 +41,47 @@ def _book(data: bytes) -> tuple[Package, str, dict[str, str]]:
     rootfile = package.parsed("META-INF/container.xml").find(f".//{CONTAINER}rootfile")
     opf = rootfile.get("full-path", "") if rootfile is not None else ""
     if opf not in package.data:
-        raise MtError(f"not an EPUB file: its container names the package document {opf!r}, which it lacks")
+        raise MtError(
+            f"not an EPUB file: its container names the package document {opf!r}, which it lacks"
+        )
     base = posixpath.dirname(opf)
     items = {
-        posixpath.normpath(posixpath.join(base, unquote(item.get("href", "")))): item.get("media-type", "")
+        posixpath.normpath(posixpath.join(base, unquote(item.get("href", "")))): item.get(
+            "media-type", ""
+        )
         for item in package.parsed(opf).iter(f"{OPF}item")
     }
     return package, opf, items
 
 
 def translate_epub(
-    engine: AlignedTranslator, data: bytes, lang: str, protector: Protector | None, cfg: DocumentConfig
+    engine: AlignedTranslator,
+    data: bytes,
+    lang: str,
+    protector: Protector | None,
+    cfg: DocumentConfig,
 ) -> bytes:
     """The book translated, as the bytes of a new one."""
     package, opf, items = _book(data)
     for name, kind in items.items():
         if kind in XHTML and name in package.data:
-            text = str(read_document(package.data[name], "html", name))  # as its declaration says; written in UTF-8
-            package.replaced[name] = written(translate_html(engine, text, lang, protector, cfg, xml=True))
-    labels = [t for name, kind in items.items() if kind == "application/x-dtbncx+xml" and name in package.data
-              for t in package.xml(name).getroot().iter(f"{NCX}text") if (t.text or "").strip()]  # fmt: skip
+            text = str(
+                read_document(package.data[name], "html", name)
+            )  # as its declaration says; written in UTF-8
+            package.replaced[name] = written(
+                translate_html(engine, text, lang, protector, cfg, xml=True)
+            )
+    labels = [
+        t
+        for name, kind in items.items()
+        if kind == "application/x-dtbncx+xml" and name in package.data
+        for t in package.xml(name).getroot().iter(f"{NCX}text")
+        if (t.text or "").strip()
+    ]
     titles = [t for t in package.xml(opf).getroot().iter(f"{DC}title") if (t.text or "").strip()]
     plain = labels + titles
-    for element, text in zip(plain, translate_paragraphs(engine, [e.text for e in plain], lang, protector)):
+    for element, text in zip(
+        plain, translate_paragraphs(engine, [e.text for e in plain], lang, protector)
+    ):
         element.text = text
     return package.write(stored_first="mimetype")

@@ -26,7 +26,8 @@ from mt_cli.errors import MtError
 
 # Elements that sit inside running text: their tags are placed by alignment.
 INLINE = frozenset(
-    "a abbr b bdi bdo big cite data del dfn em font i ins label mark q s small span strong sub sup time tt u".split()
+    "a abbr b bdi bdo big cite data del dfn em font i ins label mark q s small span strong sub sup "
+    "time tt u".split()
 )
 # Inline elements whose content is never translated: carried whole, as placeholders.
 INLINE_KEPT = frozenset("code kbd samp var svg math".split())
@@ -40,7 +41,9 @@ VOID = frozenset("area base br col embed hr img input link meta param source tra
 TRANSLATED_ATTRIBUTES = ("alt", "title")
 # One attribute of a start tag, read in order from after the tag's name (so that "title=" inside
 # another attribute's quoted value is never taken for an attribute).
-_ATTRIBUTE = re.compile(r"""(\s*([^\s"'>/=]+)(?:\s*=\s*))("[^"]*"|'[^']*'|[^\s"'=<>`]+)|\s*[^\s"'>/=]+|\s*/""")
+_ATTRIBUTE = re.compile(
+    r"""(\s*([^\s"'>/=]+)(?:\s*=\s*))("[^"]*"|'[^']*'|[^\s"'=<>`]+)|\s*[^\s"'>/=]+|\s*/"""
+)
 _TAG_NAME = re.compile(r"<[^\s/>]+")
 SLOT = "\x00{}\x00"  # where a translated attribute value goes, filled in last
 
@@ -69,7 +72,9 @@ class _Reader(HTMLParser):
         super().__init__(convert_charrefs=False)
         self.source, self.doc = source, _Document()
         self.line_starts = [0] + [m.end() for m in re.finditer("\n", source)]
-        self.events: list[tuple[int, str, str, dict[str, str | None]]] = []  # (offset, kind, name, attrs)
+        self.events: list[
+            tuple[int, str, str, dict[str, str | None]]
+        ] = []  # (offset, kind, name, attrs)
 
     def _at(self) -> int:
         line, col = self.getpos()
@@ -165,7 +170,11 @@ class _Builder:
         out, pos = [raw[: name.end()]], name.end()
         while (m := _ATTRIBUTE.match(raw, pos)) and m.end() > pos:
             value = m.group(3)
-            if value is not None and m.group(2).lower() in TRANSLATED_ATTRIBUTES and value.strip("\"'"):
+            if (
+                value is not None
+                and m.group(2).lower() in TRANSLATED_ATTRIBUTES
+                and value.strip("\"'")
+            ):
                 quoted = value[0] in "\"'"
                 self.doc.attributes.append(html.unescape(value[1:-1] if quoted else value))
                 quote = value[0] if quoted else '"'
@@ -184,7 +193,9 @@ def read(source: str) -> _Document:
         if kind in ("start", "void") and _kept(name, attrs):
             end = k + 1 if kind == "void" or name in VOID else _matching_end(toks, k)
             whole = "".join(t[1] for t in toks[k:end])
-            if name in BLOCK_KEPT or not (name in INLINE or name in INLINE_KEPT or name in INLINE_VOID):
+            if name in BLOCK_KEPT or not (
+                name in INLINE or name in INLINE_KEPT or name in INLINE_VOID
+            ):
                 b.markup(whole)
             else:
                 b.items.append(("atom", whole, name))
@@ -221,7 +232,12 @@ def _matching_end(toks: list[tuple[str, str, str, dict[str, str | None]]], k: in
             depth -= 1
             if depth == 0:
                 return j + 1
-        elif name in OPTIONAL_END and other not in INLINE and other not in INLINE_KEPT and other not in INLINE_VOID:
+        elif (
+            name in OPTIONAL_END
+            and other not in INLINE
+            and other not in INLINE_KEPT
+            and other not in INLINE_VOID
+        ):
             if kind == "end" or (kind == "start" and name == "p"):
                 return j  # a parent's end tag, or a block that closes a paragraph
     return len(toks)
@@ -254,7 +270,12 @@ def _run(items: list[tuple[str, str, str]]) -> Run:
 
 
 def translate_html(
-    engine: AlignedTranslator, text: str, lang: str, protector: Protector | None, cfg: DocumentConfig, xml: bool = False
+    engine: AlignedTranslator,
+    text: str,
+    lang: str,
+    protector: Protector | None,
+    cfg: DocumentConfig,
+    xml: bool = False,
 ) -> str:
     """The HTML document with its text and alt/title attributes translated, its markup as it was.
     `xml`: XHTML, where a no-break space is written &#160; (XML knows no &nbsp;)."""

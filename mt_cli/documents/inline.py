@@ -27,7 +27,10 @@ class Tag:
     end: int  # where it ends (exclusive)
     open: str  # the opening markup, written as it came
     close: str  # the closing markup ("" when the source had none)
-    order: tuple[int, int] = (0, 0)  # where its opening and closing markup came among the run's markup
+    order: tuple[int, int] = (
+        0,
+        0,
+    )  # where its opening and closing markup came among the run's markup
 
 
 @dataclass(frozen=True)
@@ -55,7 +58,9 @@ class _Unit:
     raws: list[str]  # what each placeholder stands for, written out
     tags: list[Tag]  # the tags placed by alignment (inside the unit, not covering it whole)
     atoms: list[Atom]  # the atoms carried through the model
-    tag_src: dict[int, tuple[int, int]]  # id(tag) -> its range in the masked source, its atoms included
+    tag_src: dict[
+        int, tuple[int, int]
+    ]  # id(tag) -> its range in the masked source, its atoms included
     marker_src: list[tuple[int, int]]  # each placeholder's range in the masked source
     glued: list[tuple[bool, bool]]  # each placeholder: no space before it, after it, in the source
 
@@ -102,10 +107,14 @@ def translate_runs(
             plan.append((a, b, atoms))
         run = Run(run.text, [_clamped(t, spans) for t in run.tags], run.atoms)
         clamped.append(run)
-        plans.append([_unit(run, a, b, atoms, protector, literal or escape) for a, b, atoms in plan])
+        plans.append(
+            [_unit(run, a, b, atoms, protector, literal or escape) for a, b, atoms in plan]
+        )
     flat = [u for plan in plans for u in plan]
     found = iter(engine.translate_aligned([u.masked.text for u in flat], alignment=True))
-    return [_write(run, [(u, next(found)) for u in plan], escape) for run, plan in zip(clamped, plans)]
+    return [
+        _write(run, [(u, next(found)) for u in plan], escape) for run, plan in zip(clamped, plans)
+    ]
 
 
 def _takes(run: Run, a: int, b: int, atom: Atom) -> bool:
@@ -114,7 +123,10 @@ def _takes(run: Run, a: int, b: int, atom: Atom) -> bool:
     those beside it that a tag with one end in the sentence holds (an icon at the end of a link)."""
     if a < atom.at < b:
         return True
-    held = any(t.order[0] < atom.order < t.order[1] and (a <= t.start < b or a < t.end <= b) for t in run.tags)
+    held = any(
+        t.order[0] < atom.order < t.order[1] and (a <= t.start < b or a < t.end <= b)
+        for t in run.tags
+    )
     return held or (atom.at in (a, b) and not any(atom.at in (t.start, t.end) for t in run.tags))
 
 
@@ -127,18 +139,31 @@ def _clamped(tag: Tag, spans: list[tuple[int, int]]) -> Tag:
             start = a
         if a < start < b < end:
             end = b
-    return Tag(start, end, tag.open, tag.close, tag.order) if (start, end) != (tag.start, tag.end) else tag
+    return (
+        Tag(start, end, tag.open, tag.close, tag.order)
+        if (start, end) != (tag.start, tag.end)
+        else tag
+    )
 
 
 def _unit(
-    run: Run, start: int, end: int, atoms: list[Atom], protector: Protector | None, escape: Callable[[str], str]
+    run: Run,
+    start: int,
+    end: int,
+    atoms: list[Atom],
+    protector: Protector | None,
+    escape: Callable[[str], str],
 ) -> _Unit:
     """Sentence(s) [start, end) as the model reads them: its atoms and protected spans become
     placeholders; `offsets` maps run positions to the masked text's."""
     text = run.text[start:end]
     cut = {p for t in run.tags for p in (t.start - start, t.end - start)}
-    spans = [] if protector is None else [m.span() for m in protector.regex.finditer(text) if m.group()]
-    spans = [(a, b) for a, b in spans if not any(a < p < b for p in cut)]  # a span across a tag stays text
+    spans = (
+        [] if protector is None else [m.span() for m in protector.regex.finditer(text) if m.group()]
+    )
+    spans = [
+        (a, b) for a, b in spans if not any(a < p < b for p in cut)
+    ]  # a span across a tag stays text
     # (position, kind, end, order, markup): atoms (kind 0, by their order) and spans (kind 1)
     items = sorted(
         [(min(max(a.at - start, 0), len(text)), 0, 0, a.order, a.raw) for a in atoms]
@@ -161,10 +186,17 @@ def _unit(
         i = max(i, b)
     out, offsets = _copy(text, i, len(text), out, offsets)
     offsets.append(len(out))
-    inner = [t for t in run.tags if start <= t.start and t.end <= end and not (t.start == start and t.end == end)]
+    inner = [
+        t
+        for t in run.tags
+        if start <= t.start and t.end <= end and not (t.start == start and t.end == end)
+    ]
     orders = [item[3] if item[1] == 0 else None for item in items]
     glued = [  # an atom, or a protected span, that touched its neighbours in the source
-        (0 < a and not text[a - 1].isspace(), (b if kind else a) < len(text) and not text[b if kind else a].isspace())
+        (
+            0 < a and not text[a - 1].isspace(),
+            (b if kind else a) < len(text) and not text[b if kind else a].isspace(),
+        )
         for a, kind, b, *_ in items
     ]
     tag_src = {}
@@ -174,8 +206,24 @@ def _unit(
             if order is not None and t.order[0] < order < t.order[1]:
                 lo, hi = min(lo, ms), max(hi, me)
         tag_src[id(t)] = (lo, hi)
-    masked = Masked(out, tuple(item[4] for item in items), tuple(markers), tuple(w / max(len(out), 1) for w in where))
-    return _Unit(start, end, offsets, masked, [item[4] for item in items], inner, atoms, tag_src, marker_src, glued)
+    masked = Masked(
+        out,
+        tuple(item[4] for item in items),
+        tuple(markers),
+        tuple(w / max(len(out), 1) for w in where),
+    )
+    return _Unit(
+        start,
+        end,
+        offsets,
+        masked,
+        [item[4] for item in items],
+        inner,
+        atoms,
+        tag_src,
+        marker_src,
+        glued,
+    )
 
 
 def _copy(text: str, i: int, j: int, out: str, offsets: list[int]) -> tuple[str, list[int]]:
@@ -211,7 +259,9 @@ def _write(run: Run, done: list[tuple[_Unit, Aligned]], escape: Callable[[str], 
     return "".join(out)
 
 
-Links = list[tuple[tuple[int, int], tuple[int, int]]]  # (target piece span, source span it attends to most)
+Links = list[
+    tuple[tuple[int, int], tuple[int, int]]
+]  # (target piece span, source span it attends to most)
 
 
 @dataclass
@@ -251,18 +301,28 @@ def place(u: _Unit, aligned: Aligned, escape: Callable[[str], str]) -> str:
         at = _where(source_at, links, text, u.masked.where[k])
         # The deepest tag that held it in the source takes it back, at its nearer edge if need be;
         # a tag that did not hold it does not.
-        holder = next(n for n in reversed(nodes) if n.src[0] <= source_at < n.src[1] or n.tag is None)
+        holder = next(
+            n for n in reversed(nodes) if n.src[0] <= source_at < n.src[1] or n.tag is None
+        )
         at = at if holder.s <= at <= holder.e else (holder.s if at < holder.s else holder.e)
         node = _innermost(nodes, at, at)
-        while node is not holder and node.tag is not None and not node.src[0] <= source_at < node.src[1]:
+        while (
+            node is not holder
+            and node.tag is not None
+            and not node.src[0] <= source_at < node.src[1]
+        ):
             at = node.s if at - node.s <= node.e - at else node.e
             node = _innermost(nodes, at, at)
-        pad = raw + " " if at < len(text) else (" " if text and not text[-1].isspace() else "") + raw
+        pad = (
+            raw + " " if at < len(text) else (" " if text and not text[-1].isspace() else "") + raw
+        )
         node.atoms.append((at, pad))
     return _emit(root, text, deleted, escape)
 
 
-def _unspaced(text: str, span: tuple[int, int], glued: tuple[bool, bool], deleted: set[int]) -> None:
+def _unspaced(
+    text: str, span: tuple[int, int], glued: tuple[bool, bool], deleted: set[int]
+) -> None:
     """The spaces the placeholder of an atom that touched a word in the source took on either
     side (a footnote mark after a full stop, a tab or break right after a sentence) taken out."""
     i, j = span[0] - 1, span[1]
@@ -277,7 +337,9 @@ def _unspaced(text: str, span: tuple[int, int], glued: tuple[bool, bool], delete
 def _innermost(nodes: list[_Node], start: int, end: int) -> _Node:
     """The deepest node holding target [start, end) (a point, start == end, strictly inside it);
     nodes come parent first, and the root holds all."""
-    inside = (lambda n: n.s < start < n.e) if start == end else (lambda n: n.s <= start and end <= n.e)
+    inside = (
+        (lambda n: n.s < start < n.e) if start == end else (lambda n: n.s <= start and end <= n.e)
+    )
     return next(n for n in reversed(nodes) if n.tag is None or inside(n))
 
 
@@ -327,9 +389,11 @@ def _word_end(text: str, i: int) -> int:
     return i
 
 
-def _ranges(u: _Unit, links: Links, text: str, root: _Node, found: dict[int, tuple[int, int]]) -> list[_Node]:
-    """Each tag as a node with its target range: the words its source words' pieces align to and
-    the placeholders it held, inside its parent's range and off its siblings'. Parents come first."""
+def _ranges(
+    u: _Unit, links: Links, text: str, root: _Node, found: dict[int, tuple[int, int]]
+) -> list[_Node]:
+    """Each tag as a node with its target range: the words its source words' pieces align to and the
+    placeholders it held, inside its parent's range and off its siblings'. Parents come first."""
     nodes = [root]
     for tag in u.tags:
         a, b = u.tag_src[id(tag)]
@@ -343,7 +407,11 @@ def _ranges(u: _Unit, links: Links, text: str, root: _Node, found: dict[int, tup
         s, e = min(max(s, parent.s), parent.e), max(min(e, parent.e), parent.s)
         for other in parent.children:
             if s < other.e and e > other.s:  # overlaps a sibling: keep its longer side
-                s, e = (s, min(e, other.s)) if min(e, other.s) - s >= e - max(s, other.e) else (max(s, other.e), e)
+                s, e = (
+                    (s, min(e, other.s))
+                    if min(e, other.s) - s >= e - max(s, other.e)
+                    else (max(s, other.e), e)
+                )
             elif s == e and other.s < s < other.e:
                 s = e = other.e
         node = _Node(tag, s, max(s, e), (a, b))
@@ -362,7 +430,11 @@ def _aligned_range(a: int, b: int, links: Links, text: str, source: str) -> tupl
     aligned to the one before it."""
     if a == b:
         before = [te for (_, te), (ss, se) in links if ss < a <= se]
-        at = _word_end(text, max(before)) if before else _where(a, links, text, a / max(len(source), 1))
+        at = (
+            _word_end(text, max(before))
+            if before
+            else _where(a, links, text, a / max(len(source), 1))
+        )
         return at, at
     if not source[:a].strip() and not source[b:].strip():
         return 0, len(text)

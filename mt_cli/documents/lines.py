@@ -10,7 +10,11 @@ from mt_cli.documents.protect import Protector
 
 
 def translate_lines(
-    engine: AlignedTranslator, text: str, lang: str, protector: Protector | None, cfg: DocumentConfig
+    engine: AlignedTranslator,
+    text: str,
+    lang: str,
+    protector: Protector | None,
+    cfg: DocumentConfig,
 ) -> str:
     """Line k of the output translates line k of the input; the line endings are the input's."""
     lines = text.splitlines(keepends=True)

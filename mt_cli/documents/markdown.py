@@ -27,7 +27,9 @@ from mt_cli.documents.inline import Atom, Run, Tag, translate_runs
 from mt_cli.documents.protect import Protector
 from mt_cli.scripts import is_cjk
 
-FRONT_MATTER = re.compile(r"\A(?:---|\+\+\+)[ \t]*\r?\n.*?^(?:---|\+\+\+|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.S | re.M)
+FRONT_MATTER = re.compile(
+    r"\A(?:---|\+\+\+)[ \t]*\r?\n.*?^(?:---|\+\+\+|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.S | re.M
+)
 SPACE = "\x01"  # a space of translated text: where a rewrapped paragraph may be cut
 _ENTITY = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});")
 _HTML_OPEN = re.compile(r"<([A-Za-z][A-Za-z0-9]*)\b[^>]*(?<!/)>\Z")
@@ -53,11 +55,14 @@ CUT = "\x02"  # before a CJK character of translated text: a place to cut a line
 def _escape(text: str) -> str:
     """Target text made inert: characters that would start Markdown syntax are escaped, and each
     space (and CJK character) marked as a place where a rewrapped line may be cut."""
-    return "".join((CUT + c if is_cjk(c) else SPACE if c == " " else _SPECIAL.sub(r"\\\1", c)) for c in text)
+    return "".join(
+        (CUT + c if is_cjk(c) else SPACE if c == " " else _SPECIAL.sub(r"\\\1", c)) for c in text
+    )
 
 
 def _literal(span: str) -> str:
-    """A protected span (a URL, a placeholder) as it was, only its spaces marked as places to cut."""
+    """A protected span (a URL, a placeholder) as it was, only its spaces marked as places to
+    cut."""
     return span.replace(" ", SPACE)
 
 
@@ -66,7 +71,11 @@ def _parser() -> MarkdownIt:
 
 
 def translate_markdown(
-    engine: AlignedTranslator, text: str, lang: str, protector: Protector | None, cfg: DocumentConfig
+    engine: AlignedTranslator,
+    text: str,
+    lang: str,
+    protector: Protector | None,
+    cfg: DocumentConfig,
 ) -> str:
     """The Markdown document with its text translated and its structure as it was."""
     front = FRONT_MATTER.match(text)
@@ -75,7 +84,9 @@ def translate_markdown(
     lines = [p + "\n" for p in parts[:-1]] + [parts[-1]]
     env: dict = {}  # the document's link reference definitions, for each block's inline parse
     pieces = _pieces(_parser().parse(body, env), lines, env)
-    done = translate_runs(engine, [p.run for p in pieces], lang, protector, _escape, literal=_literal)
+    done = translate_runs(
+        engine, [p.run for p in pieces], lang, protector, _escape, literal=_literal
+    )
     dropped: set[int] = set()
     for piece, out in sorted(zip(pieces, done), key=lambda p: p[0].where[0], reverse=True):
         _put(lines, piece.where, out, dropped)
@@ -119,7 +130,9 @@ def _locate(
     return where
 
 
-def _chunks(where: list[tuple[int, int, int]], lines: list[str]) -> list[list[tuple[int, int, int]]]:
+def _chunks(
+    where: list[tuple[int, int, int]], lines: list[str]
+) -> list[list[tuple[int, int, int]]]:
     """The lines cut at hard line breaks (a backslash, or two spaces, at a line's end): each part
     is translated on its own and the break stays where it was."""
     out: list[list[tuple[int, int, int]]] = [[]]
@@ -135,9 +148,9 @@ def _chunks(where: list[tuple[int, int, int]], lines: list[str]) -> list[list[tu
 
 
 def _put(lines: list[str], where: list[tuple[int, int, int]], out: str, dropped: set[int]) -> None:
-    """The translated run written over its source lines, cut at spaces (else between characters)
-    in proportion to the source lines' lengths. A translation too short for all of them leaves
-    the last lines out (`dropped`): the paragraph stays one paragraph, which an emptied line would end."""
+    """The translated run written over its source lines, cut at spaces (else between characters) in
+    proportion to the source lines' lengths. A translation too short for all of them leaves the last
+    lines out (`dropped`): the paragraph stays one paragraph, which an emptied line would end."""
     segments = _cut(out, [b - a for _, a, b in where])
     for k, ((i, a, b), segment) in enumerate(zip(where, segments)):
         text = segment.replace(CUT, "").replace(SPACE, " ")
@@ -172,7 +185,9 @@ class _Inline:
         self.text = ""
         self.tags: list[tuple[int, Tag]] = []
         self.atoms: list[Atom] = []
-        self.open: list[tuple[int, int, str, str]] = []  # (order, start, markup, kind) of open emphasis, links, tags
+        self.open: list[
+            tuple[int, int, str, str]
+        ] = []  # (order, start, markup, kind) of open emphasis, links, tags
 
     def next_order(self) -> int:
         self.order += 1
@@ -197,7 +212,12 @@ class _Inline:
         if not self.open or self.open[-1][3] != kind:
             raise _Mismatch
         order, start, opened, _ = self.open.pop()
-        self.tags.append((order, Tag(start, len(self.text), opened, self.expect(markup), (order, self.next_order()))))
+        self.tags.append(
+            (
+                order,
+                Tag(start, len(self.text), opened, self.expect(markup), (order, self.next_order())),
+            )
+        )
 
     def text_of(self, content: str) -> None:
         """Plain text, which the source may write with backslash escapes and entities."""
@@ -248,7 +268,11 @@ def _run(source: str, env: dict) -> Run:
             r.closing(source[r.pos : _link_tail(source, r.pos)], "link")
         elif kind == "code_inline":
             ticks = re.compile(r"`+").match(source, r.pos)
-            close = re.compile(rf"(?<!`){ticks.group()}(?!`)").search(source, ticks.end()) if ticks else None
+            close = (
+                re.compile(rf"(?<!`){ticks.group()}(?!`)").search(source, ticks.end())
+                if ticks
+                else None
+            )
             r.atom(close.end() if close else -1)
         elif kind == "image":
             r.atom(_link_tail(source, _bracket_end(source, r.pos + 1)))

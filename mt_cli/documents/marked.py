@@ -20,7 +20,9 @@ from mt_cli.documents.protect import Protector
 OPEN, CLOSE, ATOM, END = "\ue000", "\ue001", "\ue002", "\ue003"
 _TOKEN = re.compile(f"([{OPEN}{CLOSE}{ATOM}])(\\d+){END}")
 _PRIVATE = re.compile(f"[{OPEN}{CLOSE}{ATOM}{END}]")
-Part = tuple[etree._Element | None, etree._Element]  # (the run it came from, or None: a whole element; the element)
+Part = tuple[
+    etree._Element | None, etree._Element
+]  # (the run it came from, or None: a whole element; the element)
 
 
 @dataclass
@@ -31,11 +33,21 @@ class Layout:
     first: list[etree._Element]
     last: list[etree._Element]
     base: etree._Element | None  # the base run properties
-    tags: list[tuple[str, etree._Element | None]] = field(default_factory=list)  # ("format"|"container", element)
-    atoms: list[list[tuple[etree._Element | None, etree._Element]]] = field(default_factory=list)  # (run, part)
-    bare: bool = False  # its text stood in the paragraph without runs (and has no tags): written so again
-    prefix: list[tuple[etree._Element | None, etree._Element]] = field(default_factory=list)  # kept first
-    suffix: list[tuple[etree._Element | None, etree._Element]] = field(default_factory=list)  # kept last
+    tags: list[tuple[str, etree._Element | None]] = field(
+        default_factory=list
+    )  # ("format"|"container", element)
+    atoms: list[list[tuple[etree._Element | None, etree._Element]]] = field(
+        default_factory=list
+    )  # (run, part)
+    bare: bool = (
+        False  # its text stood in the paragraph without runs (and has no tags): written so again
+    )
+    prefix: list[tuple[etree._Element | None, etree._Element]] = field(
+        default_factory=list
+    )  # kept first
+    suffix: list[tuple[etree._Element | None, etree._Element]] = field(
+        default_factory=list
+    )  # kept last
 
 
 @dataclass
@@ -43,7 +55,9 @@ class Item:
     kind: str  # text, atom, anchor, open, close
     text: str = ""
     props: etree._Element | None = None  # a text's run properties
-    parts: list[tuple[etree._Element | None, etree._Element]] = field(default_factory=list)  # an atom's
+    parts: list[tuple[etree._Element | None, etree._Element]] = field(
+        default_factory=list
+    )  # an atom's
     element: etree._Element | None = None  # an anchor, or the container opened
     depth: int = 0  # containers around it
 
@@ -57,7 +71,8 @@ def key(props: etree._Element | None) -> bytes:
 
 
 def parts(item: Item) -> list[tuple[etree._Element | None, etree._Element]]:
-    """An atom's or anchor's parts: (the run it came from, or None for a whole element; the element)."""
+    """An atom's or anchor's parts: (the run it came from, or None for a whole element; the
+    element)."""
     return [(None, item.element)] if item.element is not None else item.parts
 
 
@@ -71,7 +86,9 @@ def as_run(items: list[Item], layout: Layout, base: bytes) -> Run:
         nonlocal stretch
         if stretch is not None:
             k, start, o, _ = stretch
-            tags.append((o, Tag(start, len(text), f"{OPEN}{k}{END}", f"{CLOSE}{k}{END}", (o, order))))
+            tags.append(
+                (o, Tag(start, len(text), f"{OPEN}{k}{END}", f"{CLOSE}{k}{END}", (o, order)))
+            )
             stretch = None
 
     for order, item in enumerate(items):
@@ -90,7 +107,9 @@ def as_run(items: list[Item], layout: Layout, base: bytes) -> Run:
         elif item.kind == "close":
             end_stretch(order)
             k, start, o = opened.pop()
-            tags.append((o, Tag(start, len(text), f"{OPEN}{k}{END}", f"{CLOSE}{k}{END}", (o, order))))
+            tags.append(
+                (o, Tag(start, len(text), f"{OPEN}{k}{END}", f"{CLOSE}{k}{END}", (o, order)))
+            )
         else:
             layout.atoms.append(parts(item))
             atoms.append(Atom(len(text), f"{ATOM}{len(layout.atoms) - 1}{END}", order))
@@ -123,7 +142,9 @@ def translate_read(
     """The paragraphs read (each as a run and its layout) translated in one batch, each written
     back by `write` from its translation's tokens."""
     if read:
-        for (_, layout), text in zip(read, translate_runs(engine, [run for run, _ in read], lang, protector, escape)):
+        for (_, layout), text in zip(
+            read, translate_runs(engine, [run for run, _ in read], lang, protector, escape)
+        ):
             write(layout, text)
 
 

@@ -30,7 +30,10 @@ PARAGRAPHS = (f"{{{TEXT}}}p", f"{{{TEXT}}}h")
 CONTAINERS = frozenset(f"{{{TEXT}}}{n}" for n in ("span", "a"))
 ANCHORS = frozenset(
     f"{{{TEXT}}}{n}"
-    for n in "bookmark bookmark-start bookmark-end reference-mark reference-mark-start reference-mark-end".split()
+    for n in (
+        "bookmark bookmark-start bookmark-end reference-mark reference-mark-start "
+        "reference-mark-end"
+    ).split()
 )
 DROPPED = frozenset({f"{{{TEXT}}}soft-page-break"})
 MIMETYPES = {
@@ -38,8 +41,10 @@ MIMETYPES = {
     "odp": "application/vnd.oasis.opendocument.presentation",
 }
 # styles.xml holds the master pages' headers and footers; only their paragraphs are text.
-MASTER_TEXT = tuple(f"{{{STYLE}}}{n}" for n in ("header", "footer", "header-left", "footer-left", "header-first",
-                                                 "footer-first"))  # fmt: skip
+MASTER_TEXT = tuple(
+    f"{{{STYLE}}}{n}"
+    for n in ("header", "footer", "header-left", "footer-left", "header-first", "footer-first")
+)
 
 
 def read_package(data: bytes, kind: str) -> Package:
@@ -48,38 +53,66 @@ def read_package(data: bytes, kind: str) -> Package:
     package = Package.read(data, name)
     mimetype = package.data.get("mimetype", b"").decode("ascii", "replace").strip()
     if mimetype != MIMETYPES[kind] or "content.xml" not in package.data:
-        raise MtError(f"not an {name} file: its mimetype is {mimetype or 'missing'}, not {MIMETYPES[kind]}")
+        raise MtError(
+            f"not an {name} file: its mimetype is {mimetype or 'missing'}, not {MIMETYPES[kind]}"
+        )
     manifest = package.data.get("META-INF/manifest.xml", b"")
     if b"encryption-data" in manifest:
-        raise MtError(f"an encrypted (password-protected) {name} file; save it without a password first")
+        raise MtError(
+            f"an encrypted (password-protected) {name} file; save it without a password first"
+        )
     if any(n.startswith(("Basic/", "Scripts/")) for n in package.data):
-        raise MtError(f"an {name} file with macros (Basic/ or Scripts/); save it without macros first")
+        raise MtError(
+            f"an {name} file with macros (Basic/ or Scripts/); save it without macros first"
+        )
     return package
 
 
-def translate_odf(engine: AlignedTranslator, data: bytes, kind: str, lang: str, protector: Protector | None) -> bytes:
+def translate_odf(
+    engine: AlignedTranslator, data: bytes, kind: str, lang: str, protector: Protector | None
+) -> bytes:
     package = read_package(data, kind)
     paragraphs = list(_paragraphs(package.xml("content.xml").getroot()))
     if "styles.xml" in package.data:
         for master in MASTER_TEXT:
             for part in package.xml("styles.xml").getroot().iter(master):
                 paragraphs += _paragraphs(part)
-    translate_read(engine, [r for r in (_read(p) for p in paragraphs) if r is not None], _write, lang, protector)
+    translate_read(
+        engine,
+        [r for r in (_read(p) for p in paragraphs) if r is not None],
+        _write,
+        lang,
+        protector,
+    )
     if "meta.xml" in package.data:
-        titles = [t for t in package.xml("meta.xml").getroot().iter(f"{{{DC}}}title") if (t.text or "").strip()]
-        for title, text in zip(titles, translate_paragraphs(engine, [t.text for t in titles], lang, protector)):
+        titles = [
+            t
+            for t in package.xml("meta.xml").getroot().iter(f"{{{DC}}}title")
+            if (t.text or "").strip()
+        ]
+        for title, text in zip(
+            titles, translate_paragraphs(engine, [t.text for t in titles], lang, protector)
+        ):
             title.text = text
     return package.write(stored_first="mimetype")
 
 
 def translate_odt(
-    engine: AlignedTranslator, data: bytes, lang: str, protector: Protector | None, cfg: DocumentConfig
+    engine: AlignedTranslator,
+    data: bytes,
+    lang: str,
+    protector: Protector | None,
+    cfg: DocumentConfig,
 ) -> bytes:
     return translate_odf(engine, data, "odt", lang, protector)
 
 
 def translate_odp(
-    engine: AlignedTranslator, data: bytes, lang: str, protector: Protector | None, cfg: DocumentConfig
+    engine: AlignedTranslator,
+    data: bytes,
+    lang: str,
+    protector: Protector | None,
+    cfg: DocumentConfig,
 ) -> bytes:
     return translate_odf(engine, data, "odp", lang, protector)
 

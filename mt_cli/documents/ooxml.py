@@ -29,7 +29,18 @@ from lxml import etree
 
 from mt_cli.documents.aligned import AlignedTranslator
 from mt_cli.documents.inline import Run
-from mt_cli.documents.marked import ATOM, OPEN, Item, Layout, as_run, edges, key, plain, tokens, translate_read
+from mt_cli.documents.marked import (
+    ATOM,
+    OPEN,
+    Item,
+    Layout,
+    as_run,
+    edges,
+    key,
+    plain,
+    tokens,
+    translate_read,
+)
 from mt_cli.documents.protect import Protector
 
 W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
@@ -60,20 +71,42 @@ def _names(ns: str, words: str) -> frozenset[str]:
 
 
 WORD = Dialect(
-    f"{{{W}}}p", f"{{{W}}}r", f"{{{W}}}rPr", f"{{{W}}}t", _names(W, "pPr"), frozenset(),
+    f"{{{W}}}p",
+    f"{{{W}}}r",
+    f"{{{W}}}rPr",
+    f"{{{W}}}t",
+    _names(W, "pPr"),
+    frozenset(),
     _names(W, "hyperlink ins smartTag customXml dir bdo"),
     _names(W, "bookmarkStart bookmarkEnd commentRangeStart commentRangeEnd permStart permEnd"),
-    _names(W, "proofErr lastRenderedPageBreak"), True,
-)  # fmt: skip
+    _names(W, "proofErr lastRenderedPageBreak"),
+    True,
+)
 DRAWING = Dialect(
-    f"{{{A}}}p", f"{{{A}}}r", f"{{{A}}}rPr", f"{{{A}}}t", _names(A, "pPr"), _names(A, "endParaRPr"),
-    frozenset(), frozenset(), frozenset(), False,
-)  # fmt: skip
+    f"{{{A}}}p",
+    f"{{{A}}}r",
+    f"{{{A}}}rPr",
+    f"{{{A}}}t",
+    _names(A, "pPr"),
+    _names(A, "endParaRPr"),
+    frozenset(),
+    frozenset(),
+    frozenset(),
+    False,
+)
 # Excel's shared strings (si) and inline strings (is): plain text, or runs of rich text.
 SHEET = Dialect(
-    f"{{{S}}}si", f"{{{S}}}r", f"{{{S}}}rPr", f"{{{S}}}t", frozenset(), _names(S, "rPh phoneticPr"),
-    frozenset(), frozenset(), frozenset(), True,
-)  # fmt: skip
+    f"{{{S}}}si",
+    f"{{{S}}}r",
+    f"{{{S}}}rPr",
+    f"{{{S}}}t",
+    frozenset(),
+    _names(S, "rPh phoneticPr"),
+    frozenset(),
+    frozenset(),
+    frozenset(),
+    True,
+)
 INLINE_SHEET = dataclasses.replace(SHEET, paragraph=f"{{{S}}}is")
 
 
@@ -86,7 +119,9 @@ def translate_paragraphs(
 ) -> None:
     """Translate the paragraphs in place (those with text; the others are left as they are)."""
     read = [r for r in (_read(p, dialect) for p in paragraphs) if r is not None]
-    translate_read(engine, read, lambda layout, text: _write(layout, text, dialect), lang, protector)
+    translate_read(
+        engine, read, lambda layout, text: _write(layout, text, dialect), lang, protector
+    )
 
 
 def _code(props: etree._Element | None) -> bool:
@@ -116,7 +151,11 @@ def _items(p: etree._Element, d: Dialect) -> list[Item]:
     def walk(node: etree._Element, containers: int) -> None:
         for child in node:
             tag = child.tag
-            if not isinstance(tag, str) or tag in d.dropped or (node is p and (tag in d.first or tag in d.last)):
+            if (
+                not isinstance(tag, str)
+                or tag in d.dropped
+                or (node is p and (tag in d.first or tag in d.last))
+            ):
                 continue
             if tag == d.run:
                 run(child, containers)
@@ -178,7 +217,9 @@ def _read(p: etree._Element, d: Dialect) -> tuple[Run, Layout] | None:
         weight[key(i.props)] += len(i.text)
         props_of[key(i.props)] = i.props
     base = max(weight, key=lambda k: weight[k])
-    layout = Layout(p, [c for c in p if c.tag in d.first], [c for c in p if c.tag in d.last], props_of[base])
+    layout = Layout(
+        p, [c for c in p if c.tag in d.first], [c for c in p if c.tag in d.last], props_of[base]
+    )
     layout.bare = p.find(d.text) is not None and p.find(d.run) is None
     layout.prefix, layout.suffix, inner = edges(items)
     return as_run(inner, layout, base), layout
@@ -222,7 +263,9 @@ def _write(layout: Layout, out: str, d: Dialect) -> None:
         p.append(child)
 
 
-def _text(parent: etree._Element, text: str, props: etree._Element | None, d: Dialect, bare: bool = False) -> None:
+def _text(
+    parent: etree._Element, text: str, props: etree._Element | None, d: Dialect, bare: bool = False
+) -> None:
     if not text:
         return
     run = parent if bare else etree.SubElement(parent, d.run)
@@ -235,7 +278,8 @@ def _text(parent: etree._Element, text: str, props: etree._Element | None, d: Di
 
 
 def _wrapped(run: etree._Element, part: etree._Element, d: Dialect) -> etree._Element:
-    """A part of a run (a tab, an image, a field's piece) in a run of its own with the run's properties."""
+    """A part of a run (a tab, an image, a field's piece) in a run of its own with the run's
+    properties."""
     shell = etree.Element(run.tag, dict(run.attrib))
     props = run.find(d.properties)
     if props is not None:

@@ -26,8 +26,14 @@ from mt_cli.errors import MtError
 MAX_MEMBERS = 10_000
 MAX_UNPACKED = 1 << 30  # bytes, all members together
 MAX_RATIO = 200  # unpacked / packed, for members of more than a megabyte
-METADATA = ("docProps/", "META-INF/", "meta.xml", "settings.xml")  # members that hold no document text
-OLE = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"  # an OLE compound file: what a password-protected Office file is
+METADATA = (
+    "docProps/",
+    "META-INF/",
+    "meta.xml",
+    "settings.xml",
+)  # members that hold no document text
+# an OLE compound file: what a password-protected Office file is
+OLE = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 
 
 @dataclass
@@ -43,8 +49,10 @@ class Package:
     @classmethod
     def read(cls, raw: bytes, kind: str) -> Package:
         if raw[:8] == OLE:
-            raise MtError(f"an encrypted (password-protected) {kind} file, or an old binary Office file; "
-                          "remove the password or save it as a new file first")  # fmt: skip
+            raise MtError(
+                f"an encrypted (password-protected) {kind} file, or an old binary Office file; "
+                "remove the password or save it as a new file first"
+            )
         try:
             archive = zipfile.ZipFile(io.BytesIO(raw))
         except zipfile.BadZipFile:
@@ -74,19 +82,25 @@ class Package:
             if not name.endswith((".xml", ".xhtml", ".html", ".htm")) or name.startswith(METADATA):
                 continue
             root = etree.fromstring(data, parser)
-            out += [t for t in (root.itertext() if root is not None else ()) if any(c.isalpha() for c in t)]
+            out += [
+                t
+                for t in (root.itertext() if root is not None else ())
+                if any(c.isalpha() for c in t)
+            ]
             if sum(map(len, out)) > most:
                 break
         return " ".join(" ".join(out).split())[:most]
 
     def _changed(self, name: str) -> bool:
         """Whether a parsed part differs from the member it came from (a part with nothing to
-        translate is written as it was, byte for byte, not as lxml would write it: <a/> for <a></a>)."""
+        translate is written as it was, byte for byte, not as lxml would write it: <a/> for
+        <a></a>)."""
         canonical = etree.tostring(self.parts[name].getroot(), method="c14n")
         return canonical != etree.tostring(self.parsed(name), method="c14n")
 
     def parsed(self, name: str) -> etree._Element:
-        """The member parsed, only to be read; a part that is not well-formed XML is refused naming it."""
+        """The member parsed, only to be read; a part that is not well-formed XML is refused naming
+        it."""
         parser = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=True)
         try:
             return etree.fromstring(self.data[name], parser)
@@ -120,7 +134,10 @@ def content_types(package: Package) -> dict[str, str]:
     if "[Content_Types].xml" not in package.data:
         raise MtError(f"not a {package.kind} file: a zip without [Content_Types].xml")
     root = package.parsed("[Content_Types].xml")
-    types = {o.get("PartName", "").lstrip("/"): o.get("ContentType", "") for o in root.iter(f"{CONTENT_TYPES}Override")}
+    types = {
+        o.get("PartName", "").lstrip("/"): o.get("ContentType", "")
+        for o in root.iter(f"{CONTENT_TYPES}Override")
+    }
     if any("macroEnabled" in t or "vbaProject" in t for t in types.values()) or any(
         n.lower().endswith("vbaproject.bin") for n in package.data
     ):
@@ -130,14 +147,19 @@ def content_types(package: Package) -> dict[str, str]:
 
 def _check_sizes(infos: list[zipfile.ZipInfo], kind: str) -> None:
     if len(infos) > MAX_MEMBERS:
-        raise MtError(f"a {kind} file of {len(infos)} members, more than {MAX_MEMBERS}; not translated")
+        raise MtError(
+            f"a {kind} file of {len(infos)} members, more than {MAX_MEMBERS}; not translated"
+        )
     total = sum(info.file_size for info in infos)
     if total > MAX_UNPACKED:
-        raise MtError(f"a {kind} file that unpacks to {total >> 20} MB, more than {MAX_UNPACKED >> 20} MB")
+        raise MtError(
+            f"a {kind} file that unpacks to {total >> 20} MB, more than {MAX_UNPACKED >> 20} MB"
+        )
     for info in infos:
         if info.file_size > 1 << 20 and info.file_size > MAX_RATIO * max(info.compress_size, 1):
             raise MtError(
-                f"{info.filename} in the {kind} file unpacks to {info.file_size // max(info.compress_size, 1)}x its "
+                f"{info.filename} in the {kind} file unpacks to "
+                f"{info.file_size // max(info.compress_size, 1)}x its "
                 f"size, more than {MAX_RATIO}x (a zip bomb?); not translated"
             )
 
@@ -159,7 +181,11 @@ def _serialized(tree: etree._ElementTree, original: bytes) -> bytes:
     if not original.lstrip().startswith(b"<?xml"):
         return body
     declaration = original[: original.index(b"?>") + 2]
-    if b"encoding" in declaration and not re.search(rb"encoding=[\"']utf-8[\"']", declaration, re.I):
-        declaration = b'<?xml version="1.0" encoding="UTF-8"?>'  # written as UTF-8, whatever it said
+    if b"encoding" in declaration and not re.search(
+        rb"encoding=[\"']utf-8[\"']", declaration, re.I
+    ):
+        declaration = (
+            b'<?xml version="1.0" encoding="UTF-8"?>'  # written as UTF-8, whatever it said
+        )
     newline = b"\r\n" if original[len(declaration) : len(declaration) + 2] == b"\r\n" else b"\n"
     return declaration + newline + body

@@ -12,7 +12,9 @@ from mt_cli.documents.sentences import Sentence, split
 from mt_cli.scripts import is_mostly_cjk
 
 
-def translate_sentences(engine: AlignedTranslator, sentences: Sequence[str], protector: Protector | None) -> list[str]:
+def translate_sentences(
+    engine: AlignedTranslator, sentences: Sequence[str], protector: Protector | None
+) -> list[str]:
     """Sentences translated in one batch, each protected span coming through exactly once."""
     if protector is None:
         return [a.text for a in engine.translate_aligned(sentences)]

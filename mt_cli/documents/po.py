@@ -42,13 +42,21 @@ MSGSTR = re.compile(r"\s*msgstr[\s\[]")
 
 
 def translate_po(
-    engine: AlignedTranslator, text: str, lang: str, protector: Protector | None, cfg: DocumentConfig
+    engine: AlignedTranslator,
+    text: str,
+    lang: str,
+    protector: Protector | None,
+    cfg: DocumentConfig,
 ) -> str:
     """The PO file with its untranslated entries (all, with cfg.overwrite) translated."""
     catalog = _parse(text)
-    todo = [e for e in catalog if not e.obsolete and e.msgid and (cfg.overwrite or not _translated(e))]
+    todo = [
+        e for e in catalog if not e.obsolete and e.msgid and (cfg.overwrite or not _translated(e))
+    ]
     nplurals = _nplurals(catalog.metadata.get("Plural-Forms", ""))
-    sources = [s for e in todo for s in ([e.msgid, e.msgid_plural] if e.msgid_plural else [e.msgid])]
+    sources = [
+        s for e in todo for s in ([e.msgid, e.msgid_plural] if e.msgid_plural else [e.msgid])
+    ]
     translated = iter(_translate_all(engine, sources, lang, _protector(protector, cfg)))
     lines = text.splitlines(keepends=True)  # numbered as polib numbers them
     new: dict[int, list[str]] = {}
@@ -60,21 +68,27 @@ def translate_po(
             other = next(translated)
             n = nplurals or (max(entry.msgstr_plural) + 1 if entry.msgstr_plural else 2)
             forms = [one, *[other] * (n - 1)]
-            new[start] = [ln for k, form in enumerate(forms) for ln in _field(f"msgstr[{k}]", form, eol)]
+            new[start] = [
+                ln for k, form in enumerate(forms) for ln in _field(f"msgstr[{k}]", form, eol)
+            ]
         else:
             new[start] = _field("msgstr", one, eol)
         lines[start + 1 : end] = [""] * (end - start - 1)
     return "".join("".join(new[i]) if i in new else line for i, line in enumerate(lines))
 
 
-def _translate_all(engine: AlignedTranslator, sources: list[str], lang: str, protector: Protector) -> list[str]:
+def _translate_all(
+    engine: AlignedTranslator, sources: list[str], lang: str, protector: Protector
+) -> list[str]:
     """Each string's translation, line by line (each line a paragraph), all in one batch, with
     its placeholders glued to what they were glued to and its plain conversions in order."""
     lines_of = [source.split("\n") for source in sources]
     apart = [_apart(line, protector.regex) for lines in lines_of for line in lines]
     found = translate_paragraphs(engine, [line for line, _ in apart], lang, protector)
     glued = iter(_together(t, glue) for t, (_, glue) in zip(found, apart))
-    return [_in_order("\n".join(next(glued) for _ in lines), s) for lines, s in zip(lines_of, sources)]
+    return [
+        _in_order("\n".join(next(glued) for _ in lines), s) for lines, s in zip(lines_of, sources)
+    ]
 
 
 def _apart(text: str, spans: re.Pattern[str]) -> tuple[str, list[tuple[str, str, str]]]:
@@ -116,7 +130,8 @@ def _parse(text: str) -> Any:
         where = f"line {line.group(1)}: " if line else ""
         why = line.group(2).strip(": ") if line and line.group(2).strip(": ") else "not a PO entry"
         raise MtError(
-            f'{where}{why}; each entry is msgid "..." then msgstr "..." (msgid_plural with msgstr[0], msgstr[1]),'
+            f'{where}{why}; each entry is msgid "..." then msgstr "..." (msgid_plural with '
+            "msgstr[0], msgstr[1]),"
             ' quotes inside them written \\"'
         ) from None
 
@@ -139,7 +154,8 @@ def _protector(protector: Protector | None, cfg: DocumentConfig) -> Protector:
         out.regex = re.compile(PLACEHOLDERS)
     else:
         out = Protector(
-            LITERAL_PERCENT + (f"|(?:{cfg.protect_pattern})" if cfg.protect_pattern else ""), protector.style
+            LITERAL_PERCENT + (f"|(?:{cfg.protect_pattern})" if cfg.protect_pattern else ""),
+            protector.style,
         )
     out.regex = re.compile(f"(?:{out.regex.pattern})+")
     return out
@@ -171,7 +187,8 @@ def _msgstr_lines(lines: list[str], linenum: int) -> tuple[int, int]:
 
 
 def _field(keyword: str, value: str, eol: str) -> list[str]:
-    """`keyword "value"`, or for a value of several lines `keyword ""` and a quoted line for each."""
+    """`keyword "value"`, or for a value of several lines `keyword ""` and a quoted line for
+    each."""
     parts = re.findall(r"[^\n]*\n|[^\n]+", value)
     if len(parts) <= 1:
         return [f'{keyword} "{polib.escape(value)}"{eol}']

@@ -17,15 +17,25 @@ TEXT_PARTS = ("presentationml.slide+xml", "presentationml.notesSlide+xml")
 def _parts(package: Package) -> list[str]:
     types = content_types(package)
     if not any(kind.endswith("presentationml.presentation.main+xml") for kind in types.values()):
-        raise MtError("not a PPTX file: a package without a presentation part (ppt/presentation.xml)")
-    return [name for name, kind in types.items() if kind.endswith(TEXT_PARTS) and name in package.data]
+        raise MtError(
+            "not a PPTX file: a package without a presentation part (ppt/presentation.xml)"
+        )
+    return [
+        name for name, kind in types.items() if kind.endswith(TEXT_PARTS) and name in package.data
+    ]
 
 
 def translate_pptx(
-    engine: AlignedTranslator, data: bytes, lang: str, protector: Protector | None, cfg: DocumentConfig
+    engine: AlignedTranslator,
+    data: bytes,
+    lang: str,
+    protector: Protector | None,
+    cfg: DocumentConfig,
 ) -> bytes:
     """The presentation translated, as the bytes of a new one."""
     package = Package.read(data, "PPTX")
-    paragraphs = [p for name in _parts(package) for p in package.xml(name).getroot().iter(DRAWING.paragraph)]
+    paragraphs = [
+        p for name in _parts(package) for p in package.xml(name).getroot().iter(DRAWING.paragraph)
+    ]
     translate_paragraphs(engine, paragraphs, DRAWING, lang, protector)
     return package.write()

@@ -21,10 +21,11 @@ PRINTF = r"(?<![0-9])%(?:\([A-Za-z_]\w*\)|\d+\$)?[-+#0]*(?:\d+|\*)?(?:\.\d+)?[sd
 BRACE = r"\{\{?[A-Za-z0-9_.:\[\]]*\}\}?"
 URL = r"\b(?:https?|ftp)://[^\s<>\"']*[^\s<>\"'.,;:!?)\]]|\bwww\.[^\s<>\"']*[^\s<>\"'.,;:!?)\]]"
 EMAIL = r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)*\.[A-Za-z]{2,}\b"
-# Template syntax of static-site generators and template engines: Hugo's shortcodes ({{< ref "x" >}},
-# {{% note %}}), Jinja's and Liquid's {{ name }} and {% if x %}; one line each.
+# Template syntax of static-site generators and template engines: Hugo's shortcodes ({{< ref "x"
+# >}}, {{% note %}}), Jinja's and Liquid's {{ name }} and {% if x %}; one line each.
 TEMPLATE = r"\{\{[<%].*?[>%]\}\}|\{%.*?%\}|\{\{.*?\}\}"
-# A template a document's parser must not see (masked_templates), as a token of private-use characters.
+# A template a document's parser must not see (masked_templates), as a token of private-use
+# characters.
 TOKEN = "\ue010{}\ue011"
 _TOKENS = r"\ue010\d+\ue011"
 # In this order: a template's URL stays inside the template, and a URL's "%20" inside the URL.
@@ -61,7 +62,8 @@ def placeholders(style: str, spans: list[str], text: str) -> list[str]:
     base = 7001
     while True:
         markers = [
-            str(base + k) if style == "number" else f"XZ{chr(65 + k % 26)}{k // 26 or ''}" for k in range(len(spans))
+            str(base + k) if style == "number" else f"XZ{chr(65 + k % 26)}{k // 26 or ''}"
+            for k in range(len(spans))
         ]
         if not any(m in text for m in markers):
             return markers
@@ -72,7 +74,9 @@ def compile_pattern(pattern: str) -> re.Pattern[str]:
     try:
         return re.compile(pattern)
     except re.error as e:
-        raise MtError(f"document.protect_pattern {pattern!r} is not a regular expression: {e}") from None
+        raise MtError(
+            f"document.protect_pattern {pattern!r} is not a regular expression: {e}"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -103,7 +107,9 @@ class Protector:
             end = m.end()
         out.append(sentence[end:])
         text = "".join(out)
-        return Masked(text, tuple(spans), tuple(markers), tuple(w / max(len(text), 1) for w in where))
+        return Masked(
+            text, tuple(spans), tuple(markers), tuple(w / max(len(text), 1) for w in where)
+        )
 
     def restore(self, translation: str, masked: Masked) -> str:
         """The translation with each placeholder replaced by its span, exactly once each."""
@@ -121,7 +127,11 @@ class Protector:
         # that looks like a later marker is not replaced again).
         spans = dict(zip(masked.markers, masked.spans))
         return (
-            re.sub("|".join(marker_regex(m).pattern for m in masked.markers), lambda m: spans[m.group()], text)
+            re.sub(
+                "|".join(marker_regex(m).pattern for m in masked.markers),
+                lambda m: spans[m.group()],
+                text,
+            )
             if spans
             else text
         )

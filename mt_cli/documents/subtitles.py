@@ -33,7 +33,8 @@ from mt_cli.documents.protect import Protector
 from mt_cli.errors import MtError
 
 MARKUP = (
-    r"</?[A-Za-z][\w.-]*(?:[ \t][^<>\n]*)?>"  # <i>, </i>, <font color="red">, <c.yellow>, <v Anna>, <ruby>
+    # <i>, </i>, <font color="red">, <c.yellow>, <v Anna>, <ruby>
+    r"</?[A-Za-z][\w.-]*(?:[ \t][^<>\n]*)?>"
     r"|<(?:\d+:)?\d{2}:\d{2}\.\d{3}>"  # a WebVTT karaoke timestamp
     r"|\{\\[^{}\n]*\}"  # an ASS override, {\an8}
     r"|&(?:[A-Za-z]+|#\d+|#x[0-9A-Fa-f]+);"  # an entity, &amp;
@@ -46,7 +47,10 @@ VTT_BLOCKS = re.compile(r"(?:NOTE|STYLE|REGION)(?:[ \t]|$)")  # blocks that are 
 OPENER = re.compile(r"\{\\[^{}\n]*\}|<(?P<name>[A-Za-z]+)(?:[.][\w.-]*)?(?:[ \t][^<>\n]*)?>")
 DASH = re.compile(r"[-\u2010\u2013\u2014][ \t]*")
 # Sentence-final punctuation, maybe followed by closing quotes or brackets.
-ENDS = re.compile(r"[.!?\u2026\u3002\uff01\uff1f\u203c\u2047-\u2049][\"'\u201d\u2019\u00bb)\]\u300d\u300f\uff09]*$")
+ENDS = re.compile(
+    r"[.!?\u2026\u3002\uff01\uff1f\u203c\u2047-\u2049]"
+    r"[\"'\u201d\u2019\u00bb)\]\u300d\u300f\uff09]*$"
+)
 MAX_JOINED = 4
 # A tag touching a word would be masked into it ("<b>big" -> "7001big"), where no placeholder is
 # found again; so tags are spaced out for the model and an opening tag (or override, timestamp)
@@ -56,7 +60,10 @@ HUG_PREVIOUS = re.compile(r"[ \t]+(</[A-Za-z][\w.-]*>)")
 # Where a translation may be cut: between words, or between Chinese and Japanese characters (kana
 # and ideographs; Korean spaces its words), keeping closing punctuation and tags on the left.
 CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
-CLOSING = "\u3001\u3002\uff0c\uff0e\uff01\uff1f\uff1a\uff1b\u300d\u300f\uff09\u300b\u3009\u3011\u3015\u2026"
+CLOSING = (
+    "\u3001\u3002\uff0c\uff0e\uff01\uff1f\uff1a\uff1b"
+    "\u300d\u300f\uff09\u300b\u3009\u3011\u3015\u2026"
+)
 WORD = rf"(?:{MARKUP}|[^\s{CJK}{CLOSING}])"
 PAUSES = ".,;:!?\u2026\u3001\u3002\uff0c\uff01\uff1f\uff1a\uff1b"  # a line may well end after these
 TOKEN = re.compile(rf"{WORD}*[{CJK}][{CLOSING}]*(?:{MARKUP})*|{WORD}+|[{CLOSING}]+")
@@ -80,14 +87,22 @@ class Cue:
 
 
 def translate_srt(
-    engine: AlignedTranslator, text: str, lang: str, protector: Protector | None, cfg: DocumentConfig
+    engine: AlignedTranslator,
+    text: str,
+    lang: str,
+    protector: Protector | None,
+    cfg: DocumentConfig,
 ) -> str:
     """A SubRip file with each cue's text translated and the rest as it was."""
     return _translate(engine, text, lang, _markup_protector(protector, cfg), vtt=False)
 
 
 def translate_vtt(
-    engine: AlignedTranslator, text: str, lang: str, protector: Protector | None, cfg: DocumentConfig
+    engine: AlignedTranslator,
+    text: str,
+    lang: str,
+    protector: Protector | None,
+    cfg: DocumentConfig,
 ) -> str:
     """A WebVTT file with each cue's text translated and the rest as it was."""
     return _translate(engine, text, lang, _markup_protector(protector, cfg), vtt=True)
@@ -101,10 +116,14 @@ def _markup_protector(protector: Protector | None, cfg: DocumentConfig) -> Prote
         only = Protector()
         only.regex = re.compile(MARKUP)
         return only
-    return Protector(MARKUP + (f"|(?:{cfg.protect_pattern})" if cfg.protect_pattern else ""), protector.style)
+    return Protector(
+        MARKUP + (f"|(?:{cfg.protect_pattern})" if cfg.protect_pattern else ""), protector.style
+    )
 
 
-def _translate(engine: AlignedTranslator, text: str, lang: str, protector: Protector, vtt: bool) -> str:
+def _translate(
+    engine: AlignedTranslator, text: str, lang: str, protector: Protector, vtt: bool
+) -> str:
     parts = re.split(r"(\r\n|\r|\n)", text)
     bodies, ends = parts[0::2], [*parts[1::2], ""]
     cues = _cues([bodies[0].removeprefix("\ufeff"), *bodies[1:]], vtt)
@@ -112,7 +131,10 @@ def _translate(engine: AlignedTranslator, text: str, lang: str, protector: Prote
     for cue, lines in zip(cues, _translate_cues(engine, cues, lang, protector)):
         rendered = _render(cue, lines)
         kept = [ends[i] for i in cue.at]
-        kept = [*kept[: len(rendered) - 1], kept[-1]]  # fewer lines than the source: its last ending last
+        kept = [
+            *kept[: len(rendered) - 1],
+            kept[-1],
+        ]  # fewer lines than the source: its last ending last
         for i in cue.at:
             out[i] = ""
         out[cue.at[0]] = "".join(line + end for line, end in zip(rendered, kept))
@@ -136,8 +158,13 @@ def _cues(bodies: list[str], vtt: bool) -> list[Cue]:
     blocks = _blocks(bodies)
     if vtt:
         if not re.match(r"WEBVTT(?:[ \t]|$)", bodies[0]):
-            raise MtError("line 1: a WebVTT file starts with the line WEBVTT; add it, or translate the file as srt")
-        blocks = [(a, b) for a, b in blocks[1:] if not VTT_BLOCKS.match(bodies[a])]  # the header block is first
+            raise MtError(
+                "line 1: a WebVTT file starts with the line WEBVTT; add it, or translate the file "
+                "as srt"
+            )
+        blocks = [
+            (a, b) for a, b in blocks[1:] if not VTT_BLOCKS.match(bodies[a])
+        ]  # the header block is first
     return [cue for a, b in blocks if (cue := _cue(bodies, a, b, vtt)).inner]
 
 
@@ -146,19 +173,26 @@ def _cue(bodies: list[str], start: int, end: int, vtt: bool) -> Cue:
     if timing is None:
         numbered = end - start > 1 and (vtt or bodies[start].strip().isdigit())
         raise MtError(
-            f"line {start + 1 + numbered}: expected a timing line like {EXAMPLE[vtt]} (a blank line ends a cue,"
+            f"line {start + 1 + numbered}: expected a timing line like {EXAMPLE[vtt]} (a blank "
+            "line ends a cue,"
             " so cue text cannot hold one)"
         )
     at = tuple(range(timing + 1, end))
     for i in at:
         if TIMING.match(bodies[i]):
-            raise MtError(f"line {i + 1}: a timing line inside a cue's text; put a blank line before its cue")
+            raise MtError(
+                f"line {i + 1}: a timing line inside a cue's text; put a blank line before its cue"
+            )
     lines = [bodies[i].strip() for i in at]
     head, inner, tail = _peel("\n".join(lines))
     if not (head or tail) and len(lines) > 1:
         peeled = [_peel(line) for line in lines]
-        if peeled[0][0] + peeled[0][2] and all((h, t) == (peeled[0][0], peeled[0][2]) for h, _, t in peeled):
-            return Cue(at, tuple(p[1].strip() for p in peeled), peeled[0][0], peeled[0][2], per_line=True)
+        if peeled[0][0] + peeled[0][2] and all(
+            (h, t) == (peeled[0][0], peeled[0][2]) for h, _, t in peeled
+        ):
+            return Cue(
+                at, tuple(p[1].strip() for p in peeled), peeled[0][0], peeled[0][2], per_line=True
+            )
     return Cue(at, tuple(line.strip() for line in inner.split("\n") if line.strip()), head, tail)
 
 
@@ -196,7 +230,9 @@ def _groups(cues: list[Cue]) -> list[list[Cue]]:
     return out + [run] if run else out
 
 
-def _translate_cues(engine: AlignedTranslator, cues: list[Cue], lang: str, protector: Protector) -> list[list[str]]:
+def _translate_cues(
+    engine: AlignedTranslator, cues: list[Cue], lang: str, protector: Protector
+) -> list[list[str]]:
     """Each cue's new text lines (without the tags around them), all cues in one batch."""
     groups = _groups(cues)
     paragraphs: list[str] = []
@@ -207,7 +243,8 @@ def _translate_cues(engine: AlignedTranslator, cues: list[Cue], lang: str, prote
             paragraphs.append(_joined([c.text for c in group]))
     spaced = [_spaced(p) for p in paragraphs]
     found = (
-        HUG_PREVIOUS.sub(r"\1", HUG_NEXT.sub(r"\1", t)) for t in translate_paragraphs(engine, spaced, lang, protector)
+        HUG_PREVIOUS.sub(r"\1", HUG_NEXT.sub(r"\1", t))
+        for t in translate_paragraphs(engine, spaced, lang, protector)
     )
     out: list[list[str]] = []
     for group in groups:
@@ -215,7 +252,10 @@ def _translate_cues(engine: AlignedTranslator, cues: list[Cue], lang: str, prote
             out.append([_dash(line)[0] + next(found) for line in group[0].inner])
             continue
         pieces = cut(next(found), [len(c.text) for c in group])
-        out += [[line for line in cut(piece, [1] * len(c.inner)) if line] for c, piece in zip(group, pieces)]
+        out += [
+            [line for line in cut(piece, [1] * len(c.inner)) if line]
+            for c, piece in zip(group, pieces)
+        ]
     return out
 
 
@@ -228,7 +268,10 @@ def _spaced(text: str) -> str:
         b
         for b in starts | ends
         if 0 < b < len(text)
-        and ((b in starts and (b in ends or word.match(text[b - 1]))) or (b in ends and word.match(text[b])))
+        and (
+            (b in starts and (b in ends or word.match(text[b - 1])))
+            or (b in ends and word.match(text[b]))
+        )
     )
     return " ".join(text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)]))
 
@@ -268,7 +311,9 @@ def cut(text: str, weights: list[int]) -> list[str]:
         hi = max(len(spans) - (len(weights) - k), lo)
         bounds.append(min(range(lo, hi + 1), key=lambda b: cost(b, goal)))
     bounds.append(len(spans))
-    return [text[spans[a][0] : spans[b - 1][1]] if b > a else "" for a, b in zip(bounds, bounds[1:])]
+    return [
+        text[spans[a][0] : spans[b - 1][1]] if b > a else "" for a, b in zip(bounds, bounds[1:])
+    ]
 
 
 def _joined(parts: list[str] | tuple[str, ...]) -> str:
@@ -277,6 +322,10 @@ def _joined(parts: list[str] | tuple[str, ...]) -> str:
     out = ""
     for part in parts:
         if out and part:
-            out += "" if re.match(f"[{CJK}{CLOSING}]", out[-1]) and re.match(f"[{CJK}]", part[0]) else " "
+            out += (
+                ""
+                if re.match(f"[{CJK}{CLOSING}]", out[-1]) and re.match(f"[{CJK}]", part[0])
+                else " "
+            )
         out += part
     return out

@@ -1,4 +1,5 @@
-"""Other toolkits' formats: Hugging Face Marian and M2M100 (both directions of the mapping) and CTranslate2."""
+"""Other toolkits' formats: Hugging Face Marian and M2M100 (both directions of the mapping) and
+CTranslate2."""
 
 from __future__ import annotations
 
@@ -35,13 +36,16 @@ def export_refusal(model: ModelConfig, fmt: str) -> str | None:
         return None
     if model.decoder_autoreg == "ssru":
         return (
-            f"this model's decoder has an SSRU in place of self-attention (model.decoder_autoreg ssru), which no"
-            f" {toolkit} model holds; translate it with mt (a student distilled from it with a self-attention"
+            "this model's decoder has an SSRU in place of self-attention (model.decoder_autoreg "
+            "ssru), which no"
+            f" {toolkit} model holds; translate it with mt (a student distilled from it with a "
+            "self-attention"
             " decoder exports)"
         )
     if model.positions == "tensor2tensor":
         return (
-            f"this model adds Marian's own sinusoids (model.positions tensor2tensor), which a {toolkit} Marian"
+            "this model adds Marian's own sinusoids (model.positions tensor2tensor), which a "
+            f"{toolkit} Marian"
             " model computes another way; translate it with mt"
         )
     return None
@@ -56,7 +60,9 @@ def export(ckpt: Checkpoint, out_dir: Path, fmt: str, quantization: str | None =
             raise MtError("quantization applies to the ct2 format only")
         from mt_cli.interop.marian import export_hf
 
-        return export_hf(ckpt, out_dir)  # an imported M2M100 or NLLB model goes back to its own layout
+        return export_hf(
+            ckpt, out_dir
+        )  # an imported M2M100 or NLLB model goes back to its own layout
     if fmt == "ct2":
         from mt_cli.interop.ct2 import export_ct2
 

@@ -16,11 +16,14 @@ from mt_cli.model.checkpoint import Checkpoint
 
 
 def export_ct2(ckpt: Checkpoint, out_dir: Path, quantization: str | None = None) -> Path:
-    """Write a CTranslate2 model folder: the Marian export, converted by CTranslate2's own converter."""
+    """Write a CTranslate2 model folder: the Marian export, converted by CTranslate2's own
+    converter."""
     try:
         from ctranslate2.converters import TransformersConverter
     except ImportError:
-        raise MtError("export to CTranslate2 needs ctranslate2 and transformers: pip install them") from None
+        raise MtError(
+            "export to CTranslate2 needs ctranslate2 and transformers: pip install them"
+        ) from None
     out_dir = Path(out_dir)
     refuse_non_empty(out_dir)
     tok = ckpt.tokenizer
@@ -31,7 +34,11 @@ def export_ct2(ckpt: Checkpoint, out_dir: Path, quantization: str | None = None)
             converter.load_tokenizer = _with_vocabulary(converter.load_tokenizer, tok.m2m["vocab"])
         converted = converter.convert(str(Path(tmp) / "ct2"), quantization=quantization)
         # CTranslate2 takes pieces; users need the tokenizer too
-        for name in ("sentencepiece.bpe.model",) if isinstance(tok, M2MVocab) else ("source.spm", "target.spm"):
+        for name in (
+            ("sentencepiece.bpe.model",)
+            if isinstance(tok, M2MVocab)
+            else ("source.spm", "target.spm")
+        ):
             shutil.copy(hf_dir / name, Path(converted) / name)
         if ckpt.shortlist is not None:
             (Path(converted) / "vmap.txt").write_text(vocabulary_map(ckpt), encoding="utf-8")

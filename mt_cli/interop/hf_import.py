@@ -40,7 +40,8 @@ def import_hf(folder: Path, out: Path) -> Path:
     kind = hf.get("model_type")
     if kind in ("nllb-moe", "nllb_moe"):
         raise MtError(
-            f"{folder / 'config.json'}: {kind} is a mixture-of-experts model, which mt does not run; "
+            f"{folder / 'config.json'}: {kind} is a mixture-of-experts model, which mt does not "
+            "run; "
             "import a dense NLLB-200 (nllb-200-distilled-600M, -1.3B, -3.3B)"
         )
     if kind == "m2m_100":
@@ -49,10 +50,15 @@ def import_hf(folder: Path, out: Path) -> Path:
         checkpoint.save(out, import_m2m100(folder, hf, load_weights(folder), out))
         return out
     if kind != "marian":
-        raise MtError(f"{folder / 'config.json'}: model_type is {kind!r}; mt imports marian and m2m_100 models")
+        raise MtError(
+            f"{folder / 'config.json'}: model_type is {kind!r}; mt imports marian and m2m_100 "
+            "models"
+        )
     tokenizer = read_tokenizer(folder, hf)
     src, tgt = languages(name, hf, folder, tokenizer)
-    model_cfg = replace(model_config(hf, tokenizer, folder / "config.json"), source_langs=src, target_langs=tgt)
+    model_cfg = replace(
+        model_config(hf, tokenizer, folder / "config.json"), source_langs=src, target_langs=tgt
+    )
     beam = imported_beam(folder, hf)
     cfg = Config(
         model=model_cfg,
@@ -64,7 +70,14 @@ def import_hf(folder: Path, out: Path) -> Path:
     return out
 
 
-HUB_FILES = ["config.json", "generation_config.json", "*.safetensors", "pytorch_model.bin", "*.spm", "*.json"]
+HUB_FILES = [
+    "config.json",
+    "generation_config.json",
+    "*.safetensors",
+    "pytorch_model.bin",
+    "*.spm",
+    "*.json",
+]
 
 
 def resolve_folder(name: str) -> Path:
@@ -73,11 +86,16 @@ def resolve_folder(name: str) -> Path:
     if Path(name).is_dir():
         return Path(name)
     if name.count("/") != 1 or Path(name).exists():
-        raise MtError(f"{name}: not a folder; give a folder written by save_pretrained (config.json, ...) or a hub id")
+        raise MtError(
+            f"{name}: not a folder; give a folder written by save_pretrained (config.json, ...) or "
+            "a hub id"
+        )
     try:
         from huggingface_hub import snapshot_download
     except ImportError:
-        raise MtError(f"{name}: fetching a hub id needs huggingface_hub (pip install huggingface_hub)") from None
+        raise MtError(
+            f"{name}: fetching a hub id needs huggingface_hub (pip install huggingface_hub)"
+        ) from None
     try:
         return Path(snapshot_download(name, allow_patterns=HUB_FILES))
     except Exception as e:  # offline, unknown id, no permission: the hub's own message, on one line
@@ -102,7 +120,8 @@ def read_json(path: Path, optional: bool = False) -> dict[str, Any]:
 
 
 def imported_beam(folder: Path, hf: dict[str, Any]) -> int:
-    """The beam the model's authors set (generation_config.json, else config.json), or mt's default."""
+    """The beam the model's authors set (generation_config.json, else config.json), or mt's
+    default."""
     generation = read_json(folder / "generation_config.json", optional=True)
     return int(generation.get("num_beams", hf.get("num_beams", IMPORTED_BEAM)) or IMPORTED_BEAM)
 
@@ -110,7 +129,8 @@ def imported_beam(folder: Path, hf: dict[str, Any]) -> int:
 def read_tokenizer(folder: Path, hf: dict[str, Any]) -> MarianVocab:
     tc = read_json(folder / "tokenizer_config.json", optional=True)
     specials = {
-        k: str(tc.get(f"{k}_token", default)) for k, default in (("pad", "<pad>"), ("unk", "<unk>"), ("eos", "</s>"))
+        k: str(tc.get(f"{k}_token", default))
+        for k, default in (("pad", "<pad>"), ("unk", "<unk>"), ("eos", "</s>"))
     }
     separate = bool(tc.get("separate_vocabs", False))
     target_vocab = folder / str(tc.get("target_vocab_file") or "target_vocab.json")
@@ -126,13 +146,16 @@ def read_tokenizer(folder: Path, hf: dict[str, Any]) -> MarianVocab:
     for key, piece in (("pad_token_id", specials["pad"]), ("eos_token_id", specials["eos"])):
         if key in hf and tgt[int(hf[key])] != piece:
             raise MtError(
-                f"{folder / 'config.json'}: {key} {hf[key]} is {tgt[int(hf[key])]!r} in the vocabulary, "
+                f"{folder / 'config.json'}: {key} {hf[key]} is {tgt[int(hf[key])]!r} in the "
+                "vocabulary, "
                 f"not {piece!r} as tokenizer_config.json says"
             )
     return tok
 
 
-def languages(name: str, hf: dict[str, Any], folder: Path, tok: MarianVocab) -> tuple[tuple[str, ...], ...]:
+def languages(
+    name: str, hf: dict[str, Any], folder: Path, tok: MarianVocab
+) -> tuple[tuple[str, ...], ...]:
     """The languages the model reads and writes, best effort, each side () when nothing says:
     tokenizer_config.json's source_lang and target_lang (OPUS-MT's carry them); else the model's
     name (the hub id, config.json's _name_or_path, or the folder's name: opus-mt-de-en, several
@@ -144,16 +167,21 @@ def languages(name: str, hf: dict[str, Any], folder: Path, tok: MarianVocab) -> 
     for candidate in (name, str(hf.get("_name_or_path") or ""), folder.name):
         named = _named(candidate)
         found = [have or more for have, more in zip(found, named)]
-    tokens = tuple(p[2:-2] for p in tok.src_vocab if p.startswith(">>") and p.endswith("<<") and len(p) > 4)
+    tokens = tuple(
+        p[2:-2] for p in tok.src_vocab if p.startswith(">>") and p.endswith("<<") and len(p) > 4
+    )
     return found[0], tokens or found[1]
 
 
 def _named(name: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The languages an OPUS-MT-style name gives: opus-mt-de-en, opus-mt-tc-big-en-fr, opus-mt-fi_sv-en."""
+    """The languages an OPUS-MT-style name gives: opus-mt-de-en, opus-mt-tc-big-en-fr,
+    opus-mt-fi_sv-en."""
     found = re.search(r"opus-mt-(?:tc-(?:big|base)-|tc-)?([^-/]+)-([^-/]+)$", name.rstrip("/"))
     if not found:
         return (), ()
-    codes = [tuple(c for c in re.split(r"[_+]", side) if language_code(c)) for side in found.groups()]
+    codes = [
+        tuple(c for c in re.split(r"[_+]", side) if language_code(c)) for side in found.groups()
+    ]
     return codes[0], codes[1]
 
 
@@ -180,13 +208,20 @@ def model_config(hf: dict[str, Any], tok: MarianVocab, where: Path) -> ModelConf
         ("static_position_embeddings", False, "learned position embeddings"),
     ):
         if hf.get(key) is bad:
-            raise MtError(f"{where}: {key} is {bad} ({why}), which MarianMTModel (and mt) do not have")
+            raise MtError(
+                f"{where}: {key} is {bad} ({why}), which MarianMTModel (and mt) do not have"
+            )
     same_both_sides(hf, where)
     act = ACTIVATIONS.get(str(hf.get("activation_function", "swish")))
     if act is None:
-        raise MtError(f"{where}: activation_function {hf.get('activation_function')!r}; mt has relu, gelu, swish")
+        raise MtError(
+            f"{where}: activation_function {hf.get('activation_function')!r}; mt has relu, gelu, "
+            "swish"
+        )
     if hf.get("decoder_start_token_id", hf.get("pad_token_id")) != hf.get("pad_token_id"):
-        raise MtError(f"{where}: decoder_start_token_id is not pad_token_id; Marian models start from <pad>")
+        raise MtError(
+            f"{where}: decoder_start_token_id is not pad_token_id; Marian models start from <pad>"
+        )
     v = int(hf["vocab_size"])
     if tok.src_vocab_size != v:
         raise MtError(f"{where}: vocab_size {v}, but vocab.json holds {tok.src_vocab_size} pieces")
@@ -220,10 +255,16 @@ def shape(hf: dict[str, Any]) -> dict[str, Any]:
 
 
 def same_both_sides(hf: dict[str, Any], where: Path) -> None:
-    """The encoder and decoder share their FFN width and head count, as mt's one field of each does."""
-    for a, b in (("encoder_ffn_dim", "decoder_ffn_dim"), ("encoder_attention_heads", "decoder_attention_heads")):
+    """The encoder and decoder share their FFN width and head count, as mt's one field of each
+    does."""
+    for a, b in (
+        ("encoder_ffn_dim", "decoder_ffn_dim"),
+        ("encoder_attention_heads", "decoder_attention_heads"),
+    ):
         if hf[a] != hf[b]:
-            raise MtError(f"{where}: {a} {hf[a]} differs from {b} {hf[b]}; mt has one of each for both sides")
+            raise MtError(
+                f"{where}: {a} {hf[a]} differs from {b} {hf[b]}; mt has one of each for both sides"
+            )
 
 
 def load_weights(folder: Path) -> dict[str, torch.Tensor]:
@@ -235,7 +276,9 @@ def load_weights(folder: Path) -> dict[str, torch.Tensor]:
         try:
             return torch.load(folder / "pytorch_model.bin", map_location="cpu", weights_only=True)
         except Exception as e:  # an unpickling refusal or a damaged file
-            raise MtError(f"{folder / 'pytorch_model.bin'}: cannot be read as plain weights ({e})") from None
+            raise MtError(
+                f"{folder / 'pytorch_model.bin'}: cannot be read as plain weights ({e})"
+            ) from None
     raise MtError(f"{folder}: holds neither model.safetensors nor pytorch_model.bin")
 
 
@@ -249,9 +292,12 @@ def mt_state_dict(
     src = w.get("model.encoder.embed_tokens.weight", shared)
     tgt = w.get("model.decoder.embed_tokens.weight", shared)
     if src is None or tgt is None:
-        raise MtError("the weights hold no embeddings (model.shared.weight or model.*.embed_tokens.weight)")
+        raise MtError(
+            "the weights hold no embeddings (model.shared.weight or model.*.embed_tokens.weight)"
+        )
     out = {from_marian_name(k): v for k, v in w.items() if ".layers." in k}
-    # Every name of a tied matrix is in the state dict (load_state_dict wants them all), as one tensor.
+    # Every name of a tied matrix is in the state dict (load_state_dict wants them all), as one
+    # tensor.
     out["decoder.embeddings.token.weight"] = tgt[tgt_order].clone()
     tied_src = cfg.tie_embeddings and cfg.shared_vocab
     out["encoder.embeddings.token.weight"] = (
@@ -259,9 +305,14 @@ def mt_state_dict(
     )
     lm_head = w.get("lm_head.weight", tgt)
     out["output_projection.weight"] = (
-        out["decoder.embeddings.token.weight"] if cfg.tie_embeddings else (lm_head[tgt_order].clone())
+        out["decoder.embeddings.token.weight"]
+        if cfg.tie_embeddings
+        else (lm_head[tgt_order].clone())
     )
     bias = w.get("final_logits_bias", torch.zeros(1, cfg.tgt_vocab_size))[0][tgt_order].clone()
-    bias[PAD] = 0.0  # mt never outputs PAD (its logit is -inf in search); an exported model holds -inf there
+    bias[PAD] = (
+        # mt never outputs PAD (its logit is -inf in search); an exported model holds -inf there
+        0.0
+    )
     out["output_projection.bias"] = bias
     return out

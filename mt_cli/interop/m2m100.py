@@ -23,21 +23,37 @@ from mt_cli.data.m2m_vocab import M2MVocab
 from mt_cli.data.marian_vocab import mt_order
 from mt_cli.errors import MtError
 from mt_cli.interop.hf_import import imported_beam, read_json, read_vocab, same_both_sides, shape
-from mt_cli.interop.marian import from_marian_name, to_marian_name, to_marian_order, write_folder, write_json
+from mt_cli.interop.marian import (
+    from_marian_name,
+    to_marian_name,
+    to_marian_order,
+    write_folder,
+    write_json,
+)
 from mt_cli.model.checkpoint import Checkpoint
 
 # fairseq's M2M100 language lists (M2M100Tokenizer's language_codes): the tokens __xx__ follow
 # vocab.json's pieces in this order.
 M2M100_CODES = (
-    "af am ar ast az ba be bg bn br bs ca ceb cs cy da de el en es et fa ff fi fr fy ga gd gl gu ha he hi hr ht hu "
-    "hy id ig ilo is it ja jv ka kk km kn ko lb lg ln lo lt lv mg mk ml mn mr ms my ne nl no ns oc or pa pl ps pt "
+    "af am ar ast az ba be bg bn br bs ca ceb cs cy da de el en es et fa ff fi fr fy ga gd gl gu "
+    "ha he hi hr ht hu "
+    "hy id ig ilo is it ja jv ka kk km kn ko lb lg ln lo lt lv mg mk ml mn mr ms my ne nl no ns oc "
+    "or pa pl ps pt "
     "ro ru sd si sk sl so sq sr ss su sv sw ta th tl tn tr uk ur uz vi wo xh yi yo zh zu"
 ).split()
 WMT21_CODES = "en ha is ja cs ru zh de".split()
 NLLB_CODE = re.compile(r"[a-z]{3}_[A-Z][a-z]{3}")  # deu_Latn
-TOKENIZER_FILES = ("vocab.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+TOKENIZER_FILES = (
+    "vocab.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+)
 SPM = "sentencepiece.bpe.model"
-FINAL_NORMS = {"model.encoder.layer_norm.": "encoder.final_norm.", "model.decoder.layer_norm.": "decoder.final_norm."}
+FINAL_NORMS = {
+    "model.encoder.layer_norm.": "encoder.final_norm.",
+    "model.decoder.layer_norm.": "decoder.final_norm.",
+}
 
 
 def read_tokenizer(folder: Path, hf: dict[str, Any], tc: dict[str, Any]) -> M2MVocab:
@@ -49,8 +65,13 @@ def read_tokenizer(folder: Path, hf: dict[str, Any], tc: dict[str, Any]) -> M2MV
     pieces, codes = _nllb_vocab(folder) if nllb else _m2m100_vocab(folder, tc)
     size = int(hf["vocab_size"])
     if len(pieces) > size:
-        raise MtError(f"{folder}: the tokenizer has {len(pieces)} ids, more than the model's vocab_size {size}")
-    filler = [f"<unused{i}>" for i in range(size - len(pieces))]  # rows the model has and no piece uses
+        raise MtError(
+            f"{folder}: the tokenizer has {len(pieces)} ids, more than the model's vocab_size "
+            f"{size}"
+        )
+    filler = [
+        f"<unused{i}>" for i in range(size - len(pieces))
+    ]  # rows the model has and no piece uses
     hidden = [p for p in ("<s>", "<mask>") if p in pieces] + filler
     files = {n: (folder / n).read_bytes() for n in TOKENIZER_FILES if (folder / n).is_file()}
     state = {
@@ -67,12 +88,16 @@ def read_tokenizer(folder: Path, hf: dict[str, Any], tc: dict[str, Any]) -> M2MV
 
 
 def _m2m100_vocab(folder: Path, tc: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
-    """vocab.json's pieces by id, then a token per language (__de__), as M2M100Tokenizer numbers them."""
+    """vocab.json's pieces by id, then a token per language (__de__), as M2M100Tokenizer numbers
+    them."""
     pieces = read_vocab(folder / "vocab.json")
     lists = {"m2m100": M2M100_CODES, "wmt21": WMT21_CODES}
     which = str(tc.get("language_codes", "m2m100"))
     if which not in lists:
-        raise MtError(f"{folder / 'tokenizer_config.json'}: language_codes {which!r}; M2M100 has m2m100 or wmt21")
+        raise MtError(
+            f"{folder / 'tokenizer_config.json'}: language_codes {which!r}; M2M100 has m2m100 or "
+            "wmt21"
+        )
     codes = {c: f"__{c}__" for c in lists[which]}
     return pieces + list(codes.values()), codes
 
@@ -82,7 +107,10 @@ def _nllb_vocab(folder: Path) -> tuple[list[str], dict[str, str]]:
     spelt as NLLB's (deu_Latn)."""
     path = folder / "tokenizer.json"
     if not path.is_file():
-        raise MtError(f"{path}: not found; save the NLLB tokenizer with transformers 4.x or later, which writes it")
+        raise MtError(
+            f"{path}: not found; save the NLLB tokenizer with transformers 4.x or later, which "
+            "writes it"
+        )
     data = read_json(path)
     by_id = {int(i): p for p, i in data.get("model", {}).get("vocab", {}).items()}
     by_id.update({int(t["id"]): str(t["content"]) for t in data.get("added_tokens", [])})
@@ -100,9 +128,13 @@ def model_config(hf: dict[str, Any], where: Path) -> ModelConfig:
     same_both_sides(hf, where)
     act = str(hf.get("activation_function", "relu"))
     if act not in ("relu", "gelu"):
-        raise MtError(f"{where}: activation_function {act!r}; mt imports relu or gelu M2M100 models")
+        raise MtError(
+            f"{where}: activation_function {act!r}; mt imports relu or gelu M2M100 models"
+        )
     if hf.get("decoder_start_token_id", 2) != hf.get("eos_token_id", 2):
-        raise MtError(f"{where}: decoder_start_token_id is not eos_token_id; M2M100 and NLLB start from </s>")
+        raise MtError(
+            f"{where}: decoder_start_token_id is not eos_token_id; M2M100 and NLLB start from </s>"
+        )
     return ModelConfig(
         **shape(hf),
         pre_norm=True,
@@ -117,20 +149,28 @@ def model_config(hf: dict[str, Any], where: Path) -> ModelConfig:
     )
 
 
-def import_m2m100(folder: Path, hf: dict[str, Any], weights: dict[str, torch.Tensor], out: Path) -> Checkpoint:
+def import_m2m100(
+    folder: Path, hf: dict[str, Any], weights: dict[str, torch.Tensor], out: Path
+) -> Checkpoint:
     """An M2M100 or NLLB-200 folder's config, weights and tokenizer as an mt checkpoint."""
     tc = read_json(folder / "tokenizer_config.json", optional=True)
     tok = read_tokenizer(folder, hf, tc)
     codes = tuple(tok.codes)
-    model_cfg = replace(model_config(hf, folder / "config.json"), source_langs=codes, target_langs=codes)
+    model_cfg = replace(
+        model_config(hf, folder / "config.json"), source_langs=codes, target_langs=codes
+    )
     beam = imported_beam(folder, hf)
     cfg = Config(
-        model=model_cfg, tokenizer=TokenizerConfig(vocab_size=model_cfg.tgt_vocab_size), decode=DecodeConfig(beam=beam)
+        model=model_cfg,
+        tokenizer=TokenizerConfig(vocab_size=model_cfg.tgt_vocab_size),
+        decode=DecodeConfig(beam=beam),
     )
     return Checkpoint(cfg, tok, mt_state_dict(weights, tok, model_cfg), None)
 
 
-def mt_state_dict(w: dict[str, torch.Tensor], tok: M2MVocab, cfg: ModelConfig) -> dict[str, torch.Tensor]:
+def mt_state_dict(
+    w: dict[str, torch.Tensor], tok: M2MVocab, cfg: ModelConfig
+) -> dict[str, torch.Tensor]:
     """M2M100's weights -> mt's names, vocabulary rows in mt's id order."""
     order = torch.tensor(mt_order(tok.src_vocab, tok.specials))
     shared = w.get("model.shared.weight", w.get("model.decoder.embed_tokens.weight"))
@@ -149,7 +189,9 @@ def mt_state_dict(w: dict[str, torch.Tensor], tok: M2MVocab, cfg: ModelConfig) -
     # Untied (tie_word_embeddings false): transformers 5 keeps each embedding and the output layer
     # apart; a folder transformers 4 saved holds the shared one for both embeddings.
     for side in ("encoder", "decoder"):
-        out[f"{side}.embeddings.token.weight"] = w.get(f"model.{side}.embed_tokens.weight", shared)[order].clone()
+        out[f"{side}.embeddings.token.weight"] = w.get(f"model.{side}.embed_tokens.weight", shared)[
+            order
+        ].clone()
     out["output_projection.weight"] = w["lm_head.weight"][order].clone()
     return out
 
@@ -230,6 +272,8 @@ def hf_state_dict(ckpt: Checkpoint) -> dict[str, torch.Tensor]:
     out["model.shared.weight"] = to_marian_order(state["decoder.embeddings.token.weight"], ids)
     if not ckpt.config.model.tie_embeddings:
         for side in ("encoder", "decoder"):
-            out[f"model.{side}.embed_tokens.weight"] = to_marian_order(state[f"{side}.embeddings.token.weight"], ids)
+            out[f"model.{side}.embed_tokens.weight"] = to_marian_order(
+                state[f"{side}.embeddings.token.weight"], ids
+            )
         out["lm_head.weight"] = to_marian_order(state["output_projection.weight"], ids)
     return out

@@ -65,7 +65,9 @@ def to_marian_order(weight: torch.Tensor, ids: list[int]) -> torch.Tensor:
 
 def refuse_non_empty(out_dir: Path) -> None:
     if out_dir.exists() and any(out_dir.iterdir()):
-        raise MtError(f"{out_dir}: folder exists and is not empty; choose a new output folder or remove it")
+        raise MtError(
+            f"{out_dir}: folder exists and is not empty; choose a new output folder or remove it"
+        )
     out_dir.parent.mkdir(parents=True, exist_ok=True)
 
 
@@ -79,10 +81,13 @@ def check_exportable(ckpt: Checkpoint) -> None:
     m = ckpt.config.model
     fix = "train a new model with mt to export it"
     if m.pre_norm:
-        raise MtError(f"not exportable: model.pre_norm is true, and MarianMTModel is post-norm only; {fix}")
+        raise MtError(
+            f"not exportable: model.pre_norm is true, and MarianMTModel is post-norm only; {fix}"
+        )
     if m.decoder_start != "pad":
         raise MtError(
-            "not exportable: this checkpoint (format 1) decodes from BOS, while Marian and CTranslate2 start "
+            "not exportable: this checkpoint (format 1) decodes from BOS, while Marian and "
+            "CTranslate2 start "
             f"from a zero vector; {fix}"
         )
     if not (m.shared_vocab and m.tie_embeddings) and not isinstance(ckpt.tokenizer, MarianVocab):
@@ -153,8 +158,9 @@ _LAYER = re.compile(r"^(encoder|decoder)\.layers\.(\d+)\.(.+)$")
 
 
 def to_marian_name(name: str) -> str:
-    """An mt weight name of a layer -> MarianMTModel's, e.g. decoder.layers.0.cross_attn.q_proj.weight ->
-    model.decoder.layers.0.encoder_attn.q_proj.weight. Embeddings are mapped by `marian_state_dict`."""
+    """An mt weight name of a layer -> MarianMTModel's, e.g.
+    decoder.layers.0.cross_attn.q_proj.weight -> model.decoder.layers.0.encoder_attn.q_proj.weight.
+    Embeddings are mapped by `marian_state_dict`."""
     m = _LAYER.match(name)
     if m is None:
         raise ValueError(f"{name}: not a layer weight")
@@ -192,7 +198,9 @@ def marian_state_dict(ckpt: Checkpoint) -> dict[str, torch.Tensor]:
 
     def rows(name: str, ids: list[int]) -> torch.Tensor:
         embed = state[name].clone()
-        embed[PAD] = 0.0  # mt embeds PAD as zeros; Marian reads the row (its decoder starts from it)
+        embed[PAD] = (
+            0.0  # mt embeds PAD as zeros; Marian reads the row (its decoder starts from it)
+        )
         return to_marian_order(embed, ids)
 
     if m.shared_vocab:
@@ -203,7 +211,8 @@ def marian_state_dict(ckpt: Checkpoint) -> dict[str, torch.Tensor]:
     if not m.tie_embeddings:
         out["lm_head.weight"] = to_marian_order(state["output_projection.weight"], tgt_ids)
     bias = state.get("output_projection.bias", torch.zeros(m.tgt_vocab_size)).clone()
-    # mt leaves PAD out of the softmax; -inf keeps it out in transformers too (CTranslate2 drops the row).
+    # mt leaves PAD out of the softmax; -inf keeps it out in transformers too (CTranslate2 drops the
+    # row).
     bias[PAD] = float("-inf")
     out["final_logits_bias"] = to_marian_order(bias, tgt_ids)[None, :]
     return out
@@ -223,7 +232,9 @@ def write_tokenizer(ckpt: Checkpoint, out: Path) -> None:
         (out / "target.spm").write_bytes(tok.state["target_spm"])
         write_json(out / "vocab.json", {p: i for i, p in enumerate(tok.state["vocab"])})
         if tok.separate:
-            write_json(out / "target_vocab.json", {p: i for i, p in enumerate(tok.state["target_vocab"])})
+            write_json(
+                out / "target_vocab.json", {p: i for i, p in enumerate(tok.state["target_vocab"])}
+            )
         specials = {f"{k}_token": v for k, v in tok.specials.items()}
         separate = tok.separate
     else:
@@ -268,7 +279,9 @@ def export_hf(ckpt: Checkpoint, out_dir: Path) -> Path:
         config, generation = marian_config(ckpt)
         write_json(tmp / "config.json", config)
         write_json(tmp / "generation_config.json", generation)
-        save_file(marian_state_dict(ckpt), str(tmp / "model.safetensors"), metadata={"format": "pt"})
+        save_file(
+            marian_state_dict(ckpt), str(tmp / "model.safetensors"), metadata={"format": "pt"}
+        )
         write_tokenizer(ckpt, tmp)
 
     return write_folder(out_dir, write)

@@ -35,7 +35,13 @@ import yaml
 from mt_cli.errors import MtError
 
 VERSION = 1
-FLOAT32, FLOAT16, INT8, INTGEMM8, INTGEMM16 = 0x404, 0x402, 0x101, 0x4101, 0x4102  # INT8: text (the yml)
+FLOAT32, FLOAT16, INT8, INTGEMM8, INTGEMM16 = (
+    0x404,
+    0x402,
+    0x101,
+    0x4101,
+    0x4102,
+)  # INT8: text (the yml)
 _NUMPY = {FLOAT32: np.float32, FLOAT16: np.float16, INTGEMM8: np.int8, INTGEMM16: np.int16}
 _NAMES = {FLOAT32: "float32", FLOAT16: "float16", INTGEMM8: "intgemm8", INTGEMM16: "intgemm16"}
 
@@ -70,11 +76,18 @@ def read_npz(path: Path) -> dict[str, Item]:
                 array = archive[name]
                 kind = kinds.get(array.dtype)
                 if kind is None or (kind == INT8 and name != "special:model.yml"):
-                    raise MtError(f"{path}: array {name} is {array.dtype}; mt reads float32 and float16 models")
-                items[name] = Item(name, tuple(array.shape), kind, np.ascontiguousarray(array).tobytes())
+                    raise MtError(
+                        f"{path}: array {name} is {array.dtype}; mt reads float32 and float16 "
+                        "models"
+                    )
+                items[name] = Item(
+                    name, tuple(array.shape), kind, np.ascontiguousarray(array).tobytes()
+                )
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
         reason = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise MtError(f"{path}: not a readable Marian .npz model ({reason}); copy or download it again") from None
+        raise MtError(
+            f"{path}: not a readable Marian .npz model ({reason}); copy or download it again"
+        ) from None
     return items
 
 
@@ -85,9 +98,13 @@ def read_items(path: Path) -> dict[str, Item]:
     reader = _Reader(buf, path)
     version, count = reader.take("<QQ")
     if version != VERSION:
-        raise MtError(f"{path}: not a Marian binary model (it starts with version {version}, not {VERSION})")
+        raise MtError(
+            f"{path}: not a Marian binary model (it starts with version {version}, not {VERSION})"
+        )
     if count > len(buf) // 32:  # each header alone takes 32 bytes
-        raise MtError(f"{path}: not a Marian binary model (it claims {count:,} items in {len(buf):,} bytes)")
+        raise MtError(
+            f"{path}: not a Marian binary model (it claims {count:,} items in {len(buf):,} bytes)"
+        )
     headers = [reader.take("<QQQQ") for _ in range(count)]
     names = [reader.raw(name_len)[:-1].decode("utf-8", "replace") for name_len, _, _, _ in headers]
     shapes = [reader.take(f"<{shape_len}i") for _, _, shape_len, _ in headers]
@@ -103,7 +120,9 @@ def model_config(items: dict[str, Item], path: Path) -> dict:
     """The training options the file carries (`special:model.yml`), as a dict."""
     item = items.get("special:model.yml")
     if item is None:
-        raise MtError(f"{path}: no special:model.yml item: mt needs the model's own config to rebuild it")
+        raise MtError(
+            f"{path}: no special:model.yml item: mt needs the model's own config to rebuild it"
+        )
     text = item.data.split(b"\0", 1)[0].decode("utf-8")
     config = yaml.safe_load(text)
     if not isinstance(config, dict):
@@ -128,26 +147,36 @@ def integers(item: Item, path: Path) -> tuple[torch.Tensor, float]:
     values = _values(item, path)
     width = values.itemsize * item.elements
     if len(item.data) < width + 4:
-        raise MtError(f"{path}: item {item.name} has no quantization multiplier after its values; the file is damaged")
+        raise MtError(
+            f"{path}: item {item.name} has no quantization multiplier after its values; the file "
+            "is damaged"
+        )
     (multiplier,) = struct.unpack_from("<f", item.data, width)
     flat = torch.from_numpy(values.copy())
     if "Wemb" in item.name or len(item.shape) != 2:  # embeddings (and vectors) keep their own order
         return flat.reshape(item.shape), float(multiplier)
     n_in, n_out = item.shape
-    return flat.reshape(n_out, n_in).t().contiguous(), float(multiplier)  # out rows of in values -> (in, out)
+    return flat.reshape(n_out, n_in).t().contiguous(), float(
+        multiplier
+    )  # out rows of in values -> (in, out)
 
 
 def _values(item: Item, path: Path) -> np.ndarray:
     kind = _NUMPY.get(item.type)
     if kind is None:
         raise MtError(
-            f"{path}: item {item.name} is {_type_name(item.type)}, which mt does not read (float32, float16, intgemm8"
-            " or intgemm16); a model packed for one CPU (intgemm8avx2, ...) must be converted back to intgemm8 with"
+            f"{path}: item {item.name} is {_type_name(item.type)}, which mt does not read "
+            "(float32, float16, intgemm8"
+            " or intgemm16); a model packed for one CPU (intgemm8avx2, ...) must be converted back "
+            "to intgemm8 with"
             " Marian's marian-conv first"
         )
     width = np.dtype(kind).itemsize * item.elements
     if len(item.data) < width:
-        raise MtError(f"{path}: item {item.name} holds {len(item.data)} bytes, its shape {item.shape} needs {width}")
+        raise MtError(
+            f"{path}: item {item.name} holds {len(item.data)} bytes, its shape {item.shape} needs "
+            f"{width}"
+        )
     return np.frombuffer(item.data, dtype=kind, count=item.elements)
 
 
@@ -169,7 +198,8 @@ class _Reader:
         end = self.pos + size
         if end > len(self.buf):
             raise MtError(
-                f"{self.path}: cut short: {what} needs bytes up to {end:,}, the file has {len(self.buf):,};"
+                f"{self.path}: cut short: {what} needs bytes up to {end:,}, the file has "
+                f"{len(self.buf):,};"
                 " copy or download the model again"
             )
         out, self.pos = self.buf[self.pos : end], end

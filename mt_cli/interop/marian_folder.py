@@ -2,12 +2,12 @@
 (interop/marian_bin.py), one SentencePiece vocabulary for both sides, a decoder config (yml),
 read as an mt checkpoint.
 
-The model is rebuilt from the file's own `special:model.yml`: a post-norm Transformer ("dan"
-after each sublayer) whose decoder self-attention may be an SSRU (`transformer-decoder-autoreg:
-rnn`, `dec-cell: ssru`), all embeddings tied, a bias on the output layer, embeddings scaled by
-sqrt(d), Marian's own sinusoids (model.positions tensor2tensor) and layer-norm epsilon (1e-6),
-decoding from a zero vector. Marian multiplies x W with W as (in, out); nn.Linear holds W^T. int8
-matrices are read as floats (int8 / their multiplier), which is what the int8 engine then quantizes again.
+The model is rebuilt from the file's own `special:model.yml`: a post-norm Transformer ("dan" after
+each sublayer) whose decoder self-attention may be an SSRU (`transformer-decoder-autoreg: rnn`,
+`dec-cell: ssru`), all embeddings tied, a bias on the output layer, embeddings scaled by sqrt(d),
+Marian's own sinusoids (model.positions tensor2tensor) and layer-norm epsilon (1e-6), decoding from
+a zero vector. Marian multiplies x W with W as (in, out); nn.Linear holds W^T. int8 matrices are
+read as floats (int8 / their multiplier), which is what the int8 engine then quantizes again.
 
 The vocabulary's ids are SentencePiece's (`</s>` 0, `<unk>` 1, no padding id); they are laid out
 as a Hugging Face Marian model's, the pieces then `<pad>` last, so that mt's Marian tokenizer
@@ -40,19 +40,27 @@ ACTIVATIONS = {"relu": "relu", "swish": "swish", "gelu": "gelu"}
 
 
 def read_folder(folder: Path) -> Checkpoint:
-    """The checkpoint of the Marian model in `folder` (its decoder yml names the model and vocabularies)."""
+    """The checkpoint of the Marian model in `folder` (its decoder yml names the model and
+    vocabularies)."""
     settings, yml = decoder_settings(folder)
     models = [folder / m for m in settings.get("models", [])]
     if len(models) != 1:
-        raise MtError(f"{yml}: names {len(models)} models; mt imports one (an ensemble: import each)")
+        raise MtError(
+            f"{yml}: names {len(models)} models; mt imports one (an ensemble: import each)"
+        )
     path = models[0]
     if path.suffix not in (".bin", ".npz"):
-        raise MtError(f"{path}: mt reads Marian's binary (.bin) and numpy (.npz) models; convert it with marian-conv")
+        raise MtError(
+            f"{path}: mt reads Marian's binary (.bin) and numpy (.npz) models; convert it with "
+            "marian-conv"
+        )
     items = read_model(path)
     marian = model_config(items, path)
     vocabs = {folder / v for v in settings.get("vocabs", [])}
     if len(vocabs) != 1 or not all(v.suffix == ".spm" for v in vocabs):
-        raise MtError(f"{yml}: mt imports models with one SentencePiece vocabulary (.spm) for both sides")
+        raise MtError(
+            f"{yml}: mt imports models with one SentencePiece vocabulary (.spm) for both sides"
+        )
     vocab = next(iter(vocabs))
     tokenizer = _tokenizer(vocab.read_bytes())
     _check_vocabulary(items, path, tokenizer, vocab)
@@ -67,7 +75,11 @@ def read_folder(folder: Path) -> Checkpoint:
         length_penalty=float(settings.get("normalize", 1.0)),
         max_len_ratio=float(settings.get("max-length-factor", 3.0)),
     )
-    config = Config(model=cfg, tokenizer=TokenizerConfig(vocab_size=cfg.tgt_vocab_size, joint=True), decode=decode)
+    config = Config(
+        model=cfg,
+        tokenizer=TokenizerConfig(vocab_size=cfg.tgt_vocab_size, joint=True),
+        decode=decode,
+    )
     weights = state_dict(items, path, tokenizer, cfg)
     lists = settings.get("shortlist") or []
     shortlist = _shortlist(folder / lists[0], tokenizer).to_state() if lists else None
@@ -79,8 +91,10 @@ def _check_vocabulary(items: dict[str, Item], path: Path, tok: MarianVocab, voca
     pieces = len(tok.src_vocab) - 1  # less the <pad> mt adds
     if "Wemb" in items and items["Wemb"].shape[0] != pieces:
         raise MtError(
-            f"{vocab}: {pieces:,} pieces, but the model's embeddings ({path.name}) have {items['Wemb'].shape[0]:,}"
-            " rows; the folder mixes two models' files: use the vocabulary the model was trained with"
+            f"{vocab}: {pieces:,} pieces, but the model's embeddings ({path.name}) have "
+            f"{items['Wemb'].shape[0]:,}"
+            " rows; the folder mixes two models' files: use the vocabulary the model was trained "
+            "with"
         )
 
 
@@ -89,20 +103,25 @@ def _shortlist(path: Path, tok: MarianVocab) -> Shortlist:
     and the `first` most frequent targets, every id in mt's order."""
     lex = read_lex(path)
     to_mt = torch.empty(len(tok.src_vocab), dtype=torch.long)
-    to_mt[torch.tensor(mt_order(tok.src_vocab, tok.specials))] = torch.arange(len(tok.src_vocab))  # Marian -> mt
+    to_mt[torch.tensor(mt_order(tok.src_vocab, tok.specials))] = torch.arange(
+        len(tok.src_vocab)
+    )  # Marian -> mt
     sizes = torch.from_numpy(np.diff(lex.offsets.astype(np.int64)))
     width = int(sizes.max()) if len(sizes) else 0
     table = torch.full((len(tok.src_vocab), width), -1, dtype=torch.int32)
     targets = to_mt[torch.from_numpy(lex.targets.astype(np.int64))]
     rows = torch.repeat_interleave(torch.arange(len(sizes)), sizes)
-    cols = torch.arange(len(targets)) - torch.repeat_interleave(torch.cumsum(sizes, 0) - sizes, sizes)
+    cols = torch.arange(len(targets)) - torch.repeat_interleave(
+        torch.cumsum(sizes, 0) - sizes, sizes
+    )
     table[to_mt[rows], cols] = targets.int()
     frequent = to_mt[torch.arange(min(lex.first, len(tok.tgt_vocab) - 1))].int()
     return Shortlist(table, frequent, len(tok.tgt_vocab))
 
 
 def _languages(folder: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The languages model_info.json names (translateLocally's: "English", "Portuguese"), as codes."""
+    """The languages model_info.json names (translateLocally's: "English", "Portuguese"), as
+    codes."""
     info_path = folder / "model_info.json"
     if not info_path.is_file():
         return (), ()
@@ -116,7 +135,9 @@ def decoder_settings(folder: Path) -> tuple[dict[str, Any], Path]:
     """The folder's decoder config (`config*.yml`, Bergamot's `config.intgemm8bitalpha.yml`)."""
     found = sorted(folder.glob("config*.yml")) or sorted(folder.glob("*.yml"))
     if not found:
-        raise MtError(f"{folder}: no decoder config (config*.yml) naming the model and its vocabulary")
+        raise MtError(
+            f"{folder}: no decoder config (config*.yml) naming the model and its vocabulary"
+        )
     settings = yaml.safe_load(found[0].read_text(encoding="utf-8"))
     if not isinstance(settings, dict):
         raise MtError(f"{found[0]}: not a mapping of Marian options")
@@ -129,8 +150,15 @@ def _tokenizer(spm: bytes) -> MarianVocab:
     state = {
         "source_spm": spm,
         "target_spm": spm,
-        "specials": {"pad": "<pad>", "unk": sp.id_to_piece(sp.unk_id()), "eos": sp.id_to_piece(sp.eos_id())},
-        "vocab": [*pieces, "<pad>"],  # Marian has no padding id; Hugging Face's conversion adds it last
+        "specials": {
+            "pad": "<pad>",
+            "unk": sp.id_to_piece(sp.unk_id()),
+            "eos": sp.id_to_piece(sp.eos_id()),
+        },
+        "vocab": [
+            *pieces,
+            "<pad>",
+        ],  # Marian has no padding id; Hugging Face's conversion adds it last
         "target_vocab": None,
     }
     return MarianVocab(state)
@@ -155,7 +183,10 @@ def _model_config(m: dict[str, Any], tok: MarianVocab, path: Path) -> ModelConfi
         need(key, 2, 0, None)  # 0: the decoder's is the encoder's
     dim_ffn = int(m["transformer-dim-ffn"])
     if int(m.get("transformer-decoder-dim-ffn") or dim_ffn) != dim_ffn:
-        raise MtError(f"{path}: the decoder's feed-forward width differs from the encoder's, which mt does not hold")
+        raise MtError(
+            f"{path}: the decoder's feed-forward width differs from the encoder's, which mt does "
+            "not hold"
+        )
     return ModelConfig(
         d_model=int(m["dim-emb"]),
         n_heads=int(m["transformer-heads"]),
@@ -170,7 +201,8 @@ def _model_config(m: dict[str, Any], tok: MarianVocab, path: Path) -> ModelConfi
         activation=ACTIVATIONS[activation],
         output_bias=True,
         decoder_autoreg="ssru" if autoreg == "rnn" else "attention",
-        positions="tensor2tensor",  # Marian's own sinusoids, not Hugging Face's (model/positions.py)
+        # Marian's own sinusoids, not Hugging Face's (model/positions.py)
+        positions="tensor2tensor",
         norm_eps=1e-6,  # Marian's layerNorm in its Transformer
     )
 
@@ -200,12 +232,17 @@ def _ffn(out: dict[str, torch.Tensor], name: str, get: Any, prefix: str) -> None
     _norm(out, f"{name}.ffn_sublayer.norm", get, f"{prefix}_ffn_ffn")
 
 
-def state_dict(items: dict[str, Item], path: Path, tok: MarianVocab, cfg: ModelConfig) -> dict[str, torch.Tensor]:
+def state_dict(
+    items: dict[str, Item], path: Path, tok: MarianVocab, cfg: ModelConfig
+) -> dict[str, torch.Tensor]:
     """Marian's items -> mt's weights (floats), vocabulary rows in mt's id order."""
 
     def get(name: str) -> torch.Tensor:
         if name not in items:
-            raise MtError(f"{path}: no item {name}, which a model of its config has; the file is not a whole model")
+            raise MtError(
+                f"{path}: no item {name}, which a model of its config has; the file is not a whole "
+                "model"
+            )
         return floats(items[name], path)
 
     out: dict[str, torch.Tensor] = {}
@@ -232,7 +269,11 @@ def state_dict(items: dict[str, Item], path: Path, tok: MarianVocab, cfg: ModelC
     bias = get("decoder_ff_logit_out_b").reshape(-1)
     bias = torch.cat([bias, bias.new_zeros(1)])[order]
     bias[PAD] = 0.0
-    for name in ("encoder.embeddings.token.weight", "decoder.embeddings.token.weight", "output_projection.weight"):
+    for name in (
+        "encoder.embeddings.token.weight",
+        "decoder.embeddings.token.weight",
+        "output_projection.weight",
+    ):
         out[name] = emb  # tied: one tensor under every name
     out["output_projection.bias"] = bias
     return out

@@ -45,17 +45,27 @@ def read_lex(path: Path, check: bool = True) -> MarianLex:
     that a damaged file is one clear error here rather than wrong candidates later."""
     buf = path.read_bytes()
     if len(buf) < _HEADER.size or struct.unpack_from("<Q", buf)[0] != MAGIC:
-        raise MtError(f"{path}: not a Marian binary shortlist (no magic number 0x{MAGIC:X} at its start)")
+        raise MtError(
+            f"{path}: not a Marian binary shortlist (no magic number 0x{MAGIC:X} at its start)"
+        )
     _, checksum, first, best, n_offsets, n_targets = _HEADER.unpack_from(buf)
     want = _HEADER.size + 8 * n_offsets + 4 * n_targets
     if want != len(buf):
-        raise MtError(f"{path}: its header says {want:,} bytes, the file has {len(buf):,}; copy the shortlist again")
+        raise MtError(
+            f"{path}: its header says {want:,} bytes, the file has {len(buf):,}; copy the "
+            "shortlist again"
+        )
     if check and _checksum(buf) != checksum:
         raise MtError(f"{path}: checksum mismatch: the shortlist is damaged; copy it again")
     offsets = np.frombuffer(buf, dtype="<u8", count=n_offsets, offset=_HEADER.size)
     targets = np.frombuffer(buf, dtype="<u4", count=n_targets, offset=_HEADER.size + 8 * n_offsets)
-    if check and (np.any(np.diff(offsets.astype(np.int64)) < 0) or (n_offsets and offsets[-1] > n_targets)):
-        raise MtError(f"{path}: its offsets run backwards or past its {n_targets:,} targets; the file is damaged")
+    if check and (
+        np.any(np.diff(offsets.astype(np.int64)) < 0) or (n_offsets and offsets[-1] > n_targets)
+    ):
+        raise MtError(
+            f"{path}: its offsets run backwards or past its {n_targets:,} targets; the file is "
+            "damaged"
+        )
     return MarianLex(first, best, offsets, targets)
 
 

@@ -1,9 +1,9 @@
 """The checkpoint file: one self-describing dict that rebuilds the model with nothing else.
 
     {"format": 2, "config": {...}, "tokenizer": {"joint": bytes} | {"src": ..., "tgt": ...},
-     "model": state_dict, "train_state": {...} (resumable checkpoints only),
-     "shortlist": {"table": ..., "frequent": ..., "tgt_vocab_size": V} (optional: decode/shortlist.py),
-     "origin": {"averaged": ["step4500.pt", ...]} (optional: weights that no single step had)}
+    "model": state_dict, "train_state": {...} (resumable checkpoints only), "shortlist": {"table":
+    ..., "frequent": ..., "tgt_vocab_size": V} (optional: decode/shortlist.py), "origin":
+    {"averaged": ["step4500.pt", ...]} (optional: weights that no single step had)}
 
 It holds only tensors, numbers, strings, bytes, lists and dicts, and is always read with
 torch.load(weights_only=True), so loading a file can never run code.
@@ -36,7 +36,9 @@ class Checkpoint:
     model_state: dict[str, torch.Tensor]
     train_state: dict[str, Any] | None
     shortlist: dict[str, Any] | None = None  # a vocabulary shortlist's state (decode/shortlist.py)
-    origin: dict[str, Any] | None = None  # where weights no single step had came from: {"averaged": [names]}
+    origin: dict[str, Any] | None = (
+        None  # where weights no single step had came from: {"averaged": [names]}
+    )
 
     def build_model(self, device: str | torch.device = "cpu") -> Transformer:
         model = build_model(self.config.model, init=False)  # every weight comes from the file
@@ -75,16 +77,20 @@ def load(path: Path) -> Checkpoint:
         payload = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except pickle.UnpicklingError:
         raise MtError(
-            f"{path}: refused: the file holds Python objects, not only weights (an mt checkpoint never does)"
+            f"{path}: refused: the file holds Python objects, not only weights (an mt checkpoint "
+            "never does)"
         ) from None
     except (RuntimeError, EOFError, zipfile.BadZipFile, OSError, ValueError) as e:
         reason = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise MtError(f"{path}: not a readable mt checkpoint (truncated or not a checkpoint: {reason})") from None
+        raise MtError(
+            f"{path}: not a readable mt checkpoint (truncated or not a checkpoint: {reason})"
+        ) from None
     if not isinstance(payload, dict) or "format" not in payload or "model" not in payload:
         raise MtError(f"{path}: not an mt checkpoint (no format version or weights inside)")
     if payload["format"] > FORMAT_VERSION:
         raise MtError(
-            f"{path}: checkpoint format {payload['format']} is newer than this mt reads ({FORMAT_VERSION}); upgrade mt"
+            f"{path}: checkpoint format {payload['format']} is newer than this mt reads "
+            f"({FORMAT_VERSION}); upgrade mt"
         )
     config = payload["config"]
     if payload["format"] < 2:
@@ -110,11 +116,22 @@ def average(paths: list[Path]) -> Checkpoint:
     total = {k: v.double() for k, v in first.model_state.items()}
     for path in paths[1:]:
         ckpt = load(path)
-        if ckpt.config.model != first.config.model or ckpt.tokenizer.to_state() != first.tokenizer.to_state():
+        if (
+            ckpt.config.model != first.config.model
+            or ckpt.tokenizer.to_state() != first.tokenizer.to_state()
+        ):
             raise MtError(
-                f"{path}: a different model or tokenizer than {paths[0]}; only checkpoints of one run average"
+                f"{path}: a different model or tokenizer than {paths[0]}; only checkpoints of one "
+                "run average"
             )
         for k, v in ckpt.model_state.items():
             total[k] += v.double()
     mean = {k: (v / len(paths)).to(first.model_state[k].dtype) for k, v in total.items()}
-    return Checkpoint(first.config, first.tokenizer, mean, None, first.shortlist, {"averaged": [p.name for p in paths]})
+    return Checkpoint(
+        first.config,
+        first.tokenizer,
+        mean,
+        None,
+        first.shortlist,
+        {"averaged": [p.name for p in paths]},
+    )

@@ -12,7 +12,9 @@ from mt_cli.data.tokenizer import PAD
 from mt_cli.model.transformer import Transformer
 
 
-def label_smoothed_loss(logits: Tensor, target: Tensor, smoothing: float, pad_id: int = PAD) -> tuple[Tensor, Tensor]:
+def label_smoothed_loss(
+    logits: Tensor, target: Tensor, smoothing: float, pad_id: int = PAD
+) -> tuple[Tensor, Tensor]:
     """Summed label-smoothed cross-entropy and summed NLL over the targets that are not `pad_id`.
 
     logits (..., V), target (...). The smoothed target puts 1 - eps on the gold token and spreads
@@ -22,7 +24,8 @@ def label_smoothed_loss(logits: Tensor, target: Tensor, smoothing: float, pad_id
     lprobs = F.log_softmax(logits.float(), dim=-1).flatten(0, -2)  # (..., V) -> (N, V)
     target = target.reshape(-1)
     nll = F.nll_loss(lprobs, target, ignore_index=pad_id, reduction="sum")
-    # Weighted, not indexed: lprobs[target != pad_id] would cost a slow index_put in the backward pass.
+    # Weighted, not indexed: lprobs[target != pad_id] would cost a slow index_put in the backward
+    # pass.
     uniform = -(lprobs.sum(dim=-1) * (target != pad_id)).sum() / lprobs.size(-1)
     return (1.0 - smoothing) * nll + smoothing * uniform, nll
 
@@ -39,12 +42,19 @@ class OutputLayerLoss(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx: Any, h: Tensor, weight: Tensor, target: Tensor, smoothing: float, chunk: int) -> Tensor:
+    def forward(
+        ctx: Any, h: Tensor, weight: Tensor, target: Tensor, smoothing: float, chunk: int
+    ) -> Tensor:
         vocab, device = weight.size(0), h.device.type
         # Under autocast the products run in its dtype: cast the (V, D) weight once here, not per
         # chunk and product, as autocast would inside this function (its weight cache is off here).
         dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else h.dtype
-        ctx.smoothing, ctx.chunk, ctx.dtype, ctx.deferred = smoothing, chunk, dtype, dtype == torch.float16
+        ctx.smoothing, ctx.chunk, ctx.dtype, ctx.deferred = (
+            smoothing,
+            chunk,
+            dtype,
+            dtype == torch.float16,
+        )
         loss = torch.zeros((), device=h.device)
         grad_h, grad_w = torch.empty_like(h), torch.zeros_like(weight)
         with torch.autocast(device, enabled=False):
@@ -73,7 +83,8 @@ class OutputLayerLoss(torch.autograd.Function):
             for i in range(0, h.size(0), ctx.chunk):
                 rows, gold = x[i : i + ctx.chunk], target[i : i + ctx.chunk, None]
                 lprobs = torch.log_softmax((rows @ w.t()).float(), dim=-1)
-                # Scaled (the loss scale is in grad_loss) before the cast to fp16, as autograd would.
+                # Scaled (the loss scale is in grad_loss) before the cast to fp16, as autograd
+                # would.
                 g = _logit_grads(lprobs, gold, ctx.smoothing).mul_(grad_loss).to(ctx.dtype)
                 grad_h[i : i + ctx.chunk] = g @ w
                 grad_w += g.t() @ rows
@@ -86,7 +97,9 @@ def _logit_grads(lprobs: Tensor, gold: Tensor, smoothing: float) -> Tensor:
     return g.scatter_add_(1, gold, torch.full(gold.shape, smoothing - 1.0, device=g.device))
 
 
-def output_layer_loss(h: Tensor, weight: Tensor, target: Tensor, smoothing: float, chunk: int = 256) -> Tensor:
+def output_layer_loss(
+    h: Tensor, weight: Tensor, target: Tensor, smoothing: float, chunk: int = 256
+) -> Tensor:
     """Summed label-smoothed cross-entropy of the logits h (N, D) @ weight.T (V, D) -> (N, V)."""
     return OutputLayerLoss.apply(h, weight, target, smoothing, chunk)
 
@@ -103,13 +116,19 @@ class TranslationLoss(torch.nn.Module):
     def forward(self, src: Tensor, tgt_in: Tensor, tgt_out: Tensor) -> Tensor:
         """Summed label-smoothed loss over the real (non-PAD) target tokens."""
         if torch.compiler.is_compiling():
-            # Every position, PAD weighted out: picking the real tokens (nonzero) has a data-dependent
-            # size and the fused loss a loop over it; either breaks the graph, and inductor fuses
-            # the softmax over the vocabulary by itself.
+            # Every position, PAD weighted out: picking the real tokens (nonzero) has a
+            # data-dependent size and the fused loss a loop over it; either breaks the graph, and
+            # inductor fuses the softmax over the vocabulary by itself.
             logits = self.model(src, tgt_in)  # (B, T, V)
             return label_smoothed_loss(logits, tgt_out, self.smoothing)[0]
         keep = tgt_out != PAD
         h = self.model.hidden(src, tgt_in, keep)  # (N, D), real target tokens only
-        if self.model.output_projection.bias is not None:  # an imported model's output bias: not fused
-            return label_smoothed_loss(self.model.output_projection(h), tgt_out[keep], self.smoothing)[0]
-        return output_layer_loss(h, self.model.output_projection.weight, tgt_out[keep], self.smoothing)
+        if (
+            self.model.output_projection.bias is not None
+        ):  # an imported model's output bias: not fused
+            return label_smoothed_loss(
+                self.model.output_projection(h), tgt_out[keep], self.smoothing
+            )[0]
+        return output_layer_loss(
+            h, self.model.output_projection.weight, tgt_out[keep], self.smoothing
+        )

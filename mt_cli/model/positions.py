@@ -24,8 +24,12 @@ def sinusoid_table(n_positions: int, dim: int, layout: str = "marian") -> Tensor
     if layout in ("fairseq", "tensor2tensor"):
         first = 2 if layout == "fairseq" else 0
         half = dim // 2
-        freq = torch.exp(torch.arange(half, dtype=torch.int64).float() * -(math.log(10000) / (half - 1)))
-        angle = torch.arange(n_positions + first, dtype=torch.int64).float()[:, None] * freq[None, :]
+        freq = torch.exp(
+            torch.arange(half, dtype=torch.int64).float() * -(math.log(10000) / (half - 1))
+        )
+        angle = (
+            torch.arange(n_positions + first, dtype=torch.int64).float()[:, None] * freq[None, :]
+        )
         return torch.cat([torch.sin(angle), torch.cos(angle)], dim=1)[first:].contiguous()
     pos = torch.arange(n_positions, dtype=torch.float64)[:, None]
     i = torch.arange(dim // 2, dtype=torch.float64)[None, :]

@@ -38,7 +38,9 @@ class Dropout(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         if not self.training or self.p == 0.0:
             return x
-        if x.device.type != "cpu" or torch.compiler.is_compiling():  # compiled code fuses its own mask
+        if (
+            x.device.type != "cpu" or torch.compiler.is_compiling()
+        ):  # compiled code fuses its own mask
             return F.dropout(x, self.p, training=True)
         cut = round(self.p * 32768)
         keep = torch.empty(x.shape, dtype=torch.int16).random_().ge_(cut)  # uniform in [0, 32768)
@@ -48,7 +50,9 @@ class Dropout(nn.Module):
         return f"p={self.p}"
 
 
-def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool, dropout: float) -> Tensor:
+def attention(
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool, dropout: float
+) -> Tensor:
     """softmax(Q K^T / sqrt(d_k)) V over (B, H, T, D/H) tensors; mask True = attend.
 
     PyTorch's fused kernel where it is fast. On the CPU in bf16 its backward pass measured several
@@ -56,13 +60,16 @@ def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool
     on the CPU takes the explicit path.
     """
     if not (q.dtype == torch.bfloat16 and q.device.type == "cpu"):
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=causal)
+        return F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=causal
+        )
     probs = attention_probs(q, k, mask, causal)
     return (F.dropout(probs, dropout) if dropout > 0 else probs) @ v
 
 
 def attention_probs(q: Tensor, k: Tensor, mask: Tensor | None, causal: bool) -> Tensor:
-    """softmax(Q K^T / sqrt(d_k)) with masked keys at 0: (B, H, Tq, D/H), (B, H, Tk, D/H) -> (B, H, Tq, Tk)."""
+    """softmax(Q K^T / sqrt(d_k)) with masked keys at 0: (B, H, Tq, D/H), (B, H, Tk, D/H) -> (B, H,
+    Tq, Tk)."""
     scores = q @ k.transpose(-1, -2) * q.size(-1) ** -0.5
     if causal:  # query i sees keys 0..i (the queries are the last Tq positions of Tk)
         tq, tk = scores.shape[-2:]
@@ -88,22 +95,31 @@ class MultiHeadAttention(nn.Module):
     def project_kv(self, x: Tensor) -> tuple[Tensor, Tensor]:
         return self.split_heads(self.k_proj(x)), self.split_heads(self.v_proj(x))
 
-    def forward(self, query: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool = False) -> Tensor:
-        """query (B, Tq, D); k, v (B, H, Tk, D/H); mask broadcastable to (B, H, Tq, Tk), True = attend."""
+    def forward(
+        self, query: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool = False
+    ) -> Tensor:
+        """query (B, Tq, D); k, v (B, H, Tk, D/H); mask broadcastable to (B, H, Tq, Tk), True =
+        attend."""
         q = self.split_heads(self.q_proj(query))
         out = attention(q, k, v, mask, causal, self.dropout if self.training else 0.0)
         b, _, t, _ = q.shape  # (B, H, Tq, D/H) -> (B, Tq, D)
         return self.out_proj(out.transpose(1, 2).reshape(b, t, -1))
 
 
-ACTIVATION: dict[str, Callable[[Tensor], Tensor]] = {"relu": F.relu, "gelu": F.gelu, "swish": F.silu}
+ACTIVATION: dict[str, Callable[[Tensor], Tensor]] = {
+    "relu": F.relu,
+    "gelu": F.gelu,
+    "swish": F.silu,
+}
 
 
 class FeedForward(nn.Module):
     """Position-wise FFN(x) = max(0, x W1 + b1) W2 + b2 (the paper's ReLU; GELU or swish where an
     imported model was trained with them)."""
 
-    def __init__(self, d_model: int, ffn_dim: int, activation_dropout: float, activation: str = "relu") -> None:
+    def __init__(
+        self, d_model: int, ffn_dim: int, activation_dropout: float, activation: str = "relu"
+    ) -> None:
         super().__init__()
         self.fc1 = nn.Linear(d_model, ffn_dim)
         self.fc2 = nn.Linear(ffn_dim, d_model)
@@ -115,7 +131,8 @@ class FeedForward(nn.Module):
 
 
 class SublayerConnection(nn.Module):
-    """Add & Norm around one sublayer: post-norm LN(x + f(x)) as in the paper, or pre-norm x + f(LN(x))."""
+    """Add & Norm around one sublayer: post-norm LN(x + f(x)) as in the paper, or pre-norm x +
+    f(LN(x))."""
 
     def __init__(self, d_model: int, dropout: float, pre_norm: bool, eps: float = 1e-5) -> None:
         super().__init__()
@@ -133,8 +150,12 @@ class EncoderLayer(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout)
-        self.feed_forward = FeedForward(cfg.d_model, cfg.ffn_dim, cfg.activation_dropout, cfg.activation)
-        self.attn_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.pre_norm, cfg.norm_eps)
+        self.feed_forward = FeedForward(
+            cfg.d_model, cfg.ffn_dim, cfg.activation_dropout, cfg.activation
+        )
+        self.attn_sublayer = SublayerConnection(
+            cfg.d_model, cfg.dropout, cfg.pre_norm, cfg.norm_eps
+        )
         self.ffn_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.pre_norm, cfg.norm_eps)
 
     def forward(self, x: Tensor, mask: Tensor | None) -> Tensor:
@@ -147,20 +168,35 @@ class DecoderLayer(nn.Module):
         super().__init__()
         # Earlier target positions are read by causal self-attention, or by an SSRU in its place.
         recurrent = cfg.decoder_autoreg == "ssru"
-        self.self_attn = None if recurrent else MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout)
+        self.self_attn = (
+            None
+            if recurrent
+            else MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout)
+        )
         self.ssru = SSRU(cfg.d_model) if recurrent else None
         self.cross_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout)
-        self.feed_forward = FeedForward(cfg.d_model, cfg.ffn_dim, cfg.activation_dropout, cfg.activation)
-        self.self_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.pre_norm, cfg.norm_eps)
-        self.cross_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.pre_norm, cfg.norm_eps)
+        self.feed_forward = FeedForward(
+            cfg.d_model, cfg.ffn_dim, cfg.activation_dropout, cfg.activation
+        )
+        self.self_sublayer = SublayerConnection(
+            cfg.d_model, cfg.dropout, cfg.pre_norm, cfg.norm_eps
+        )
+        self.cross_sublayer = SublayerConnection(
+            cfg.d_model, cfg.dropout, cfg.pre_norm, cfg.norm_eps
+        )
         self.ffn_sublayer = SublayerConnection(cfg.d_model, cfg.dropout, cfg.pre_norm, cfg.norm_eps)
 
     def forward(self, x: Tensor, memory: Tensor, memory_mask: Tensor | None) -> Tensor:
         """x (B, T, D), every target position at once (teacher forcing): position i attends to
-        positions 0..i of x and to all of memory (B, S, D) where memory_mask (B, 1, 1, S) is True."""
+        positions 0..i of x and to all of memory (B, S, D) where memory_mask (B, 1, 1, S) is True.
+        """
         sa = self.self_attn
-        x = self.self_sublayer(x, self.ssru if sa is None else lambda h: sa(h, *sa.project_kv(h), None, True))
-        x = self.cross_sublayer(x, lambda h: self.cross_attn(h, *self.cross_attn.project_kv(memory), memory_mask))
+        x = self.self_sublayer(
+            x, self.ssru if sa is None else lambda h: sa(h, *sa.project_kv(h), None, True)
+        )
+        x = self.cross_sublayer(
+            x, lambda h: self.cross_attn(h, *self.cross_attn.project_kv(memory), memory_mask)
+        )
         return self.ffn_sublayer(x, self.feed_forward)
 
 
@@ -173,7 +209,9 @@ class Embeddings(nn.Module):
 
     positions: Tensor  # (P, D), a buffer
 
-    def __init__(self, token: nn.Embedding, positions: Tensor, dropout: float, scale: bool = True) -> None:
+    def __init__(
+        self, token: nn.Embedding, positions: Tensor, dropout: float, scale: bool = True
+    ) -> None:
         super().__init__()
         self.token = token
         self.register_buffer("positions", positions, persistent=False)
@@ -183,7 +221,10 @@ class Embeddings(nn.Module):
     def forward(self, ids: Tensor) -> Tensor:
         """ids (B, T) from position 0 -> (B, T, D)."""
         if ids.size(1) > self.positions.size(0):
-            raise MtError(f"sequence of {ids.size(1)} tokens exceeds model.max_positions={self.positions.size(0)}")
+            raise MtError(
+                f"sequence of {ids.size(1)} tokens exceeds "
+                f"model.max_positions={self.positions.size(0)}"
+            )
         tok = self.token(ids).masked_fill((ids == PAD).unsqueeze(-1), 0.0)
         x = tok * self.scale + self.positions[: ids.size(1)]
         return self.dropout(x)
@@ -225,7 +266,9 @@ class Transformer(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         if cfg.src_vocab_size <= 0 or cfg.tgt_vocab_size <= 0:
-            raise MtError("model.src_vocab_size and tgt_vocab_size must be set (they come from the tokenizer)")
+            raise MtError(
+                "model.src_vocab_size and tgt_vocab_size must be set (they come from the tokenizer)"
+            )
         self.cfg = cfg
         # The first decoder input: PAD, which embeds as zeros (see Embeddings); format-1 models used
         # BOS; M2M100 and NLLB start from EOS.
@@ -233,9 +276,15 @@ class Transformer(nn.Module):
         positions = sinusoid_table(cfg.max_positions, cfg.d_model, cfg.positions)
         tgt_embed = nn.Embedding(cfg.tgt_vocab_size, cfg.d_model, padding_idx=PAD)
         tie_src = cfg.tie_embeddings and cfg.shared_vocab
-        src_embed = tgt_embed if tie_src else nn.Embedding(cfg.src_vocab_size, cfg.d_model, padding_idx=PAD)
-        self.encoder = Encoder(cfg, Embeddings(src_embed, positions, cfg.dropout, cfg.scale_embedding))
-        self.decoder = Decoder(cfg, Embeddings(tgt_embed, positions, cfg.dropout, cfg.scale_embedding))
+        src_embed = (
+            tgt_embed if tie_src else nn.Embedding(cfg.src_vocab_size, cfg.d_model, padding_idx=PAD)
+        )
+        self.encoder = Encoder(
+            cfg, Embeddings(src_embed, positions, cfg.dropout, cfg.scale_embedding)
+        )
+        self.decoder = Decoder(
+            cfg, Embeddings(tgt_embed, positions, cfg.dropout, cfg.scale_embedding)
+        )
         # Marian's final_logits_bias, where an imported model has one.
         self.output_projection = nn.Linear(cfg.d_model, cfg.tgt_vocab_size, bias=cfg.output_bias)
         self._init_weights()
@@ -274,7 +323,8 @@ class Transformer(nn.Module):
         return self.output_projection(self.decoder(tgt_in, memory, key_mask(src_mask)))
 
     def forward(self, src: Tensor, tgt_in: Tensor, at: Tensor | None = None) -> Tensor:
-        """Teacher-forced logits (B, T, V), or (N, V) at the N positions where `at` (B, T) is True."""
+        """Teacher-forced logits (B, T, V), or (N, V) at the N positions where `at` (B, T) is
+        True."""
         return self.output_projection(self.hidden(src, tgt_in, at))
 
     def hidden(self, src: Tensor, tgt_in: Tensor, at: Tensor | None = None) -> Tensor:
@@ -285,13 +335,17 @@ class Transformer(nn.Module):
         src_mask = src != PAD
         h = self.decoder(tgt_in, self.encode(src, src_mask), key_mask(src_mask))
         if at is not None:
-            # index_select, not h[at]: its backward is a cheap index_add, boolean indexing's a slow index_put.
-            h = h.flatten(0, 1).index_select(0, at.flatten().nonzero().squeeze(1))  # (B, T, D) -> (N, D)
+            # index_select, not h[at]: its backward is a cheap index_add, boolean indexing's a slow
+            # index_put.
+            h = h.flatten(0, 1).index_select(
+                0, at.flatten().nonzero().squeeze(1)
+            )  # (B, T, D) -> (N, D)
         return h
 
 
 def key_mask(src_mask: Tensor) -> Tensor | None:
-    """(B, S) -> (B, 1, 1, S) for attention; None when nothing is padded, which allows fused kernels.
+    """(B, S) -> (B, 1, 1, S) for attention; None when nothing is padded, which allows fused
+    kernels.
 
     Under torch.compile the mask is always kept: a branch on the data would break the graph at
     every call (the compiled code gains nothing from dropping it)."""

@@ -37,7 +37,14 @@ from mt_cli.serve.cache import Cache
 from mt_cli.serve.deepl import DeepL
 from mt_cli.serve.guard import ApiError, Guard, dialect_of, error_body
 from mt_cli.serve.languages import resolve
-from mt_cli.serve.libretranslate import LibreTranslate, client_of, fields, is_form, is_libretranslate, json_body
+from mt_cli.serve.libretranslate import (
+    LibreTranslate,
+    client_of,
+    fields,
+    is_form,
+    is_libretranslate,
+    json_body,
+)
 from mt_cli.serve.limits import Limits, read_keys, status_for
 from mt_cli.serve.models import Entry, Models
 from mt_cli.serve.openapi import request_bodies, responses
@@ -64,13 +71,17 @@ STATUSES = {
 }
 
 
-def one_model(load: Callable[[], Translator], name: str, cfg: ServeConfig) -> Callable[[], list[Entry]]:
+def one_model(
+    load: Callable[[], Translator], name: str, cfg: ServeConfig
+) -> Callable[[], list[Entry]]:
     """The catalog of a server of one model (several files: an ensemble), known once it loads:
     its languages are the checkpoint's, or serve.source_lang and target_lang (languages.resolve)."""
     return lambda: [Entry(name, lambda: resolve(load(), cfg), None, 0, 0)]
 
 
-def create_app(load: Callable[[], Translator], name: str, cfg: ServeConfig = ServeConfig()) -> FastAPI:
+def create_app(
+    load: Callable[[], Translator], name: str, cfg: ServeConfig = ServeConfig()
+) -> FastAPI:
     """The app of one model; `load` builds the Translator (in a thread, once the server runs).
     `name`: the checkpoint as given (several: comma-separated); the API shows only its file name."""
     shown = ", ".join(Path(p).name for p in name.split(", "))
@@ -81,7 +92,11 @@ def create_server(catalog: Callable[[], list[Entry]], cfg: ServeConfig = ServeCo
     """The app of the models `catalog` lists (read in a thread once the server runs)."""
     telemetry = Telemetry()
     models = Models(catalog, cfg, telemetry)
-    cache = Cache(cfg.cache_size, telemetry.cache_hits, telemetry.cache_misses) if cfg.cache_size else None
+    cache = (
+        Cache(cfg.cache_size, telemetry.cache_hits, telemetry.cache_misses)
+        if cfg.cache_size
+        else None
+    )
     pipeline = Pipeline(models, Limits(cfg, read_keys(cfg.api_keys), telemetry.limited), cache)
 
     @asynccontextmanager
@@ -90,16 +105,25 @@ def create_server(catalog: Callable[[], list[Entry]], cfg: ServeConfig = ServeCo
         yield
         models.close()
 
-    app = FastAPI(title="mt", summary="Translate, score and inspect with mt checkpoints", lifespan=lifespan)
+    app = FastAPI(
+        title="mt", summary="Translate, score and inspect with mt checkpoints", lifespan=lifespan
+    )
     app.state.models, app.state.telemetry = models, telemetry
-    if cfg.cors_origins:  # browser pages on other origins (LibreTranslate's web clients) may call it
+    if (
+        cfg.cors_origins
+    ):  # browser pages on other origins (LibreTranslate's web clients) may call it
         app.add_middleware(
-            CORSMiddleware, allow_origins=list(cfg.cors_origins), allow_methods=["GET", "POST"], allow_headers=["*"]
+            CORSMiddleware,
+            allow_origins=list(cfg.cors_origins),
+            allow_methods=["GET", "POST"],
+            allow_headers=["*"],
         )
     app.add_exception_handler(ApiError, _api_error)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, _invalid)  # type: ignore[arg-type]
     app.add_exception_handler(HTTPException, _http_error)  # type: ignore[arg-type]
-    app.add_exception_handler(Exception, _failed)  # a bug's 500 in the same shape (and still logged)
+    app.add_exception_handler(
+        Exception, _failed
+    )  # a bug's 500 in the same shape (and still logged)
     libre = LibreTranslate(pipeline)
     _routes(app, pipeline, libre)
     libre.routes(app)
@@ -126,14 +150,28 @@ async def _translate(request: Request, pipeline: Pipeline, libre: LibreTranslate
     pipeline.limits.admit(caller)
     req = _validated(TranslateRequest, body)
     if req.format == "text" and (req.nbest > 1 or req.token_scores or req.alignment):
-        raise ApiError(422, 'nbest, token_scores and alignment need "format": "full"', kind="invalid", field="format")
+        raise ApiError(
+            422,
+            'nbest, token_scores and alignment need "format": "full"',
+            kind="invalid",
+            field="format",
+        )
     prefixes: list[str | None] | None = [req.prefix] if isinstance(req.prefix, str) else req.prefix
-    output = OutputConfig("jsonl" if req.format == "full" else "text", req.nbest, req.token_scores, req.alignment)
+    output = OutputConfig(
+        "jsonl" if req.format == "full" else "text", req.nbest, req.token_scores, req.alignment
+    )
     lines = [req.text] if isinstance(req.text, str) else req.text
     asked = TextRequest(
-        lines, caller, source=req.source_lang, target=req.target_lang, beam=req.beam, nbest=req.nbest,
-        glossary=req.glossary, prefixes=prefixes, output=output,
-    )  # fmt: skip
+        lines,
+        caller,
+        source=req.source_lang,
+        target=req.target_lang,
+        beam=req.beam,
+        nbest=req.nbest,
+        glossary=req.glossary,
+        prefixes=prefixes,
+        output=output,
+    )
     found, _ = await pipeline.translate(asked)
     return {"translations": [text for text, _ in found]}
 
@@ -142,7 +180,8 @@ Body = TypeVar("Body", bound=BaseModel)
 
 
 def _validated(kind: type[Body], body: Any) -> Body:
-    """A body checked against its model; errors read as FastAPI's checks of a declared body would."""
+    """A body checked against its model; errors read as FastAPI's checks of a declared body
+    would."""
     try:
         return kind.model_validate(body)
     except ValidationError as e:
@@ -159,7 +198,8 @@ async def _admitted(pipeline: Pipeline, request: Request) -> Any:
 async def _one_model(
     pipeline: Pipeline, source: str | None, target: str | None, check: Callable[[Service], Work]
 ) -> Any:
-    """/score and /attention: routed to the model of their languages (a route of one) and decoded."""
+    """/score and /attention: routed to the model of their languages (a route of one) and
+    decoded."""
     [hop] = pipeline.models.route(source, target, Names(), plain=False)
     return await pipeline.run(hop, check)
 
@@ -171,7 +211,11 @@ def _routes(app: FastAPI, pipeline: Pipeline, libre: LibreTranslate) -> None:
     page = resources.files("mt_cli.serve").joinpath("page.html").read_text(encoding="utf-8")
     _model_routes(app, pipeline, bodies)
 
-    @app.get("/health", response_model=None, responses=responses(Health, "native", 503, retry_after=False))
+    @app.get(
+        "/health",
+        response_model=None,
+        responses=responses(Health, "native", 503, retry_after=False),
+    )
     async def health() -> JSONResponse:
         """The models by file name, their languages and whether each is loaded; 503 while the
         server starts or when starting failed."""
@@ -186,12 +230,19 @@ def _routes(app: FastAPI, pipeline: Pipeline, libre: LibreTranslate) -> None:
     )
     async def translate(request: Request) -> dict[str, Any]:
         """Translate lines ({"text": ...}); with format full, each line's object as `mt translate
-        --format jsonl` writes it. Or LibreTranslate's request (q, source, target: JSON or a form)."""
+        --format jsonl` writes it. Or LibreTranslate's request (q, source, target: JSON or a form).
+        """
         return await _translate(request, pipeline, libre)
 
-    @app.get("/metrics", response_class=PlainTextResponse, response_description="Prometheus text format 0.0.4")
+    @app.get(
+        "/metrics",
+        response_class=PlainTextResponse,
+        response_description="Prometheus text format 0.0.4",
+    )
     async def metrics() -> Response:
-        return Response(app.state.telemetry.text(), media_type="text/plain; version=0.0.4; charset=utf-8")
+        return Response(
+            app.state.telemetry.text(), media_type="text/plain; version=0.0.4; charset=utf-8"
+        )
 
     @app.get("/", response_class=HTMLResponse, response_description="the web page")
     async def index() -> HTMLResponse:
@@ -237,11 +288,16 @@ def _model_routes(app: FastAPI, pipeline: Pipeline, bodies: dict[str, dict[str, 
 
 
 def _health(models: Models) -> tuple[dict[str, Any], int]:
-    """GET /health: the checkpoints by file name, never their paths (which say where the server's files lie)."""
+    """GET /health: the checkpoints by file name, never their paths (which say where the server's
+    files lie)."""
     listed = models.health()
     shown = ", ".join(str(m["name"]) for m in listed) if listed else ""
     if not models.ready:
-        return {"status": "failed" if models.error else "loading", "model": shown, "error": models.error}, 503
+        return {
+            "status": "failed" if models.error else "loading",
+            "model": shown,
+            "error": models.error,
+        }, 503
     return {
         "status": "ok",
         "model": shown,
@@ -253,7 +309,11 @@ def _health(models: Models) -> tuple[dict[str, Any], int]:
 
 
 def _respond(
-    request: Request, status: int, message: str, field: str | None = None, headers: dict[str, str] | None = None
+    request: Request,
+    status: int,
+    message: str,
+    field: str | None = None,
+    headers: dict[str, str] | None = None,
 ) -> JSONResponse:
     """An error in the shape of the API asked."""
     dialect = _dialect(request)
@@ -289,7 +349,9 @@ async def _invalid(request: Request, exc: RequestValidationError) -> JSONRespons
 async def _http_error(request: Request, exc: HTTPException) -> JSONResponse:
     """Starlette's refusals: no such route (404), a method the route does not take (405, with
     Allow), a malformed multipart body (400)."""
-    request.app.state.telemetry.errors.labels("route" if exc.status_code in (404, 405) else "invalid").inc()
+    request.app.state.telemetry.errors.labels(
+        "route" if exc.status_code in (404, 405) else "invalid"
+    ).inc()
     message = f"{request.method} {request.url.path}: {exc.detail}"
     if exc.status_code == 404:
         message += "; the API is described at /docs and /openapi.json"
@@ -309,7 +371,9 @@ def _methods(request: Request) -> list[str]:
 
 async def _failed(request: Request, exc: Exception) -> JSONResponse:
     request.app.state.telemetry.errors.labels("internal").inc()
-    return _respond(request, 500, f"internal error ({type(exc).__name__}); the server's log has the details")
+    return _respond(
+        request, 500, f"internal error ({type(exc).__name__}); the server's log has the details"
+    )
 
 
 def _field(loc: tuple[Any, ...]) -> str:

@@ -1,9 +1,10 @@
-"""Dynamic batching: requests queue as jobs, and a batching thread merges those that can share a search.
+"""Dynamic batching: requests queue as jobs, and a batching thread merges those that can share a
+search.
 
-Requests enter a queue as jobs. The thread takes the oldest job, then every later job with the
-same key (the same search: beam, constraints, ...) until the batch holds `max_batch_tokens` source
-tokens or it is time to start (max_wait_s, gap_s: see _take), and hands the batch to `run`, which decodes the
-jobs' lines as one length-sorted batch and returns each job's own result (in a server, on its
+Requests enter a queue as jobs. The thread takes the oldest job, then every later job with the same
+key (the same search: beam, constraints, ...) until the batch holds `max_batch_tokens` source tokens
+or it is time to start (max_wait_s, gap_s: see _take), and hands the batch to `run`, which decodes
+the jobs' lines as one length-sorted batch and returns each job's own result (in a server, on its
 one decoding thread: decoding.py). Decoding never runs on the event loop.
 
 A large request comes as a group of slices (submit_group): the queue holds requests in turn, and
@@ -35,7 +36,8 @@ from typing import Any
 
 
 class Overloaded(Exception):
-    """The queue is full; `retry_after` is the whole seconds it needs to drain at the recent rate."""
+    """The queue is full; `retry_after` is the whole seconds it needs to drain at the recent
+    rate."""
 
     def __init__(self, retry_after: int) -> None:
         super().__init__(f"the server is at capacity; retry in {retry_after} s")
@@ -75,7 +77,9 @@ class Batcher:
         self.run, self.observe, self.quiet = run, observe, quiet
         self.max_batch_tokens, self.max_wait_s, self.gap_s = max_batch_tokens, max_wait_s, gap_s
         self.max_queue_lines = max_queue_lines
-        self._turns: deque[deque[Job]] = deque()  # requests in turn, each its slices still to decode
+        self._turns: deque[deque[Job]] = (
+            deque()
+        )  # requests in turn, each its slices still to decode
         self._next_turn = 0
         self._was_alone = False  # the last batch's request had the queue to itself
         self._queued_lines = 0
@@ -92,7 +96,8 @@ class Batcher:
         return self._queued_lines
 
     def submit(self, key: Hashable, lines: int, tokens: int, payload: Any) -> Future:
-        """Queue a job; its future gets `run`'s result for it (or the exception its batch raised)."""
+        """Queue a job; its future gets `run`'s result for it (or the exception its batch
+        raised)."""
         return self.submit_group(key, [(lines, tokens, payload)])
 
     def submit_group(self, key: Hashable, parts: list[tuple[int, int, Any]]) -> Future:
@@ -137,7 +142,9 @@ class Batcher:
                 tokens = 0
                 for turn in self._turns:
                     job = turn[0]
-                    if job.key == first.key and (not batch or tokens + job.tokens <= self.max_batch_tokens):
+                    if job.key == first.key and (
+                        not batch or tokens + job.tokens <= self.max_batch_tokens
+                    ):
                         batch.append(job)
                         tokens += job.tokens
                 # The batch starts when it is full; or max_wait after the oldest job came (or the
@@ -152,7 +159,12 @@ class Batcher:
                 if came and len(came) >= self._last_jobs:
                     deadline = min(deadline, max(came) + self.gap_s)
                 left = deadline - time.monotonic()
-                if tokens >= self.max_batch_tokens or left <= 0 or self._closed or len(self._turns[0]) > 1:
+                if (
+                    tokens >= self.max_batch_tokens
+                    or left <= 0
+                    or self._closed
+                    or len(self._turns[0]) > 1
+                ):
                     break  # (a request with slices left has waited its turn already)
                 self._cond.wait(left)
             # A large request that had the queue to itself last time too: as many of its slices as
@@ -173,7 +185,8 @@ class Batcher:
             return batch
 
     def _advance(self, batch: list[Job]) -> None:
-        """The batch's slices leave the queue; a request served with slices left goes to the back."""
+        """The batch's slices leave the queue; a request served with slices left goes to the
+        back."""
         served = {id(job) for job in batch}
         kept: deque[deque[Job]] = deque()
         back: deque[deque[Job]] = deque()
@@ -205,7 +218,9 @@ class Batcher:
                 job.future.set_result(result)
             lines = sum(job.lines for job in live)
             if seconds > 0:
-                self._rate = lines / seconds if self._rate == 0 else 0.8 * self._rate + 0.2 * lines / seconds
+                self._rate = (
+                    lines / seconds if self._rate == 0 else 0.8 * self._rate + 0.2 * lines / seconds
+                )
             if self.observe is not None:
                 self.observe(live, [started - job.queued for job in live], seconds)
             self._free_since, self._last_jobs = time.monotonic(), len(live)

@@ -19,7 +19,9 @@ from pathlib import Path
 from mt_cli.errors import MtError
 from mt_cli.serve.languages import Languages
 
-PAIR_NAME = re.compile(r"^([A-Za-z]{2,3}(?:[_-][A-Za-z]{4})?)[-_]([A-Za-z]{2,3}(?:[_-][A-Za-z]{4})?)$")
+PAIR_NAME = re.compile(
+    r"^([A-Za-z]{2,3}(?:[_-][A-Za-z]{4})?)[-_]([A-Za-z]{2,3}(?:[_-][A-Za-z]{4})?)$"
+)
 
 
 @dataclass(frozen=True)
@@ -41,7 +43,11 @@ class Described:
 def _shown(path: Path) -> str:
     """A checkpoint as /health shows it: its file name, with its run folder's for a run's best.pt
     (never the whole path, which says where the server's files lie)."""
-    return f"{path.parent.name}/{path.name}" if path.name == "best.pt" and path.parent.name else path.name
+    return (
+        f"{path.parent.name}/{path.name}"
+        if path.name == "best.pt" and path.parent.name
+        else path.name
+    )
 
 
 def found_in(folder: Path) -> list[Path]:
@@ -51,7 +57,9 @@ def found_in(folder: Path) -> list[Path]:
     files = sorted(p for p in folder.glob("*.pt") if p.is_file())
     runs = sorted(p for p in folder.glob("*/best.pt") if p.is_file())
     if not files and not runs:
-        raise MtError(f"serve.models {folder}: holds no checkpoint (NAME.pt, or a run folder with best.pt)")
+        raise MtError(
+            f"serve.models {folder}: holds no checkpoint (NAME.pt, or a run folder with best.pt)"
+        )
     return files + runs
 
 
@@ -65,10 +73,13 @@ def describe(paths: Sequence[Path]) -> Described:
     sources = tuple(model.source_langs) or told_sources
     targets = tuple(model.target_langs) or told_targets
     if not sources or not targets:
-        named = PAIR_NAME.match(paths[0].stem if paths[0].name != "best.pt" else paths[0].parent.name)
+        named = PAIR_NAME.match(
+            paths[0].stem if paths[0].name != "best.pt" else paths[0].parent.name
+        )
         if named is None:
             raise MtError(
-                f"{paths[0]}: records no languages; name the file (or its run folder) for its pair, as de-en.pt"
+                f"{paths[0]}: records no languages; name the file (or its run folder) for its "
+                "pair, as de-en.pt"
             )
         sources, targets = sources or (named[1],), targets or (named[2],)
     size = sum(p.stat().st_size for p in paths)
@@ -85,7 +96,9 @@ def catalog(folder: Path | None, checkpoints: Sequence[Path]) -> list[Described]
         model = describe([path])
         key = (model.languages.sources, model.languages.targets)
         if key in seen:
-            raise MtError(f"{model.name} and {seen[key].name} both translate {_pair(key)}; keep one of them")
+            raise MtError(
+                f"{model.name} and {seen[key].name} both translate {_pair(key)}; keep one of them"
+            )
         seen[key] = model
     return list(seen.values())
 

@@ -41,7 +41,8 @@ class Decoding:
         self._thread.start()
 
     def runner(self, run: Runner, express: bool) -> Runner:
-        """`run` (a batcher's), called on the decoding thread; `express`: between a bulk batch's steps."""
+        """`run` (a batcher's), called on the decoding thread; `express`: between a bulk batch's
+        steps."""
 
         def decoded(key: Hashable, jobs: list[Job]) -> list[Any]:
             done: Future = Future()
@@ -68,7 +69,8 @@ class Decoding:
         """Before a search's step: on the decoding thread, in a bulk batch, run the express batches
         that wait. Elsewhere nothing (a search outside the server, or an express one)."""
         if not self._express or self._in_express or threading.current_thread() is not self._thread:
-            return  # (a deque's length is read safely without the lock; one appended now waits a step)
+            # (a deque's length is read safely without the lock; one appended now waits a step)
+            return
         self._run_express()
 
     def _run_express(self) -> None:

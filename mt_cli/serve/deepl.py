@@ -33,8 +33,18 @@ from mt_cli.serve.pipeline import Pipeline
 from mt_cli.serve.request import Caller, Names, TextRequest
 from mt_cli.serve.schemas import DeepLLanguage, DeepLTranslations, DeepLUsage
 
-NAMES = Names(texts="text", beam="beam", nbest="nbest", source="source_lang", target="target_lang", key="auth_key")
-REGIONS = {"en": ("EN-GB", "EN-US"), "pt": ("PT-BR", "PT-PT")}  # DeepL's targets for these languages
+NAMES = Names(
+    texts="text",
+    beam="beam",
+    nbest="nbest",
+    source="source_lang",
+    target="target_lang",
+    key="auth_key",
+)
+REGIONS = {
+    "en": ("EN-GB", "EN-US"),
+    "pt": ("PT-BR", "PT-PT"),
+}  # DeepL's targets for these languages
 SPLITS = ("0", "1", "nonewlines")
 FORMALITIES = ("default", "prefer_more", "prefer_less", "more", "less")
 UNLIMITED = 10**12  # /v2/usage's character_limit where serve.char_quota is 0
@@ -42,7 +52,8 @@ ENDS = ".!?。！？"
 
 
 def read_glossaries(folder: str) -> dict[str, Glossary]:
-    """serve.glossaries: each NAME.tsv of the folder, by NAME (a malformed line: one error naming it)."""
+    """serve.glossaries: each NAME.tsv of the folder, by NAME (a malformed line: one error naming
+    it)."""
     if not folder:
         return {}
     path = Path(folder)
@@ -66,7 +77,8 @@ class DeepL:
         self.glossaries = read_glossaries(pipeline.models.cfg.glossaries)
 
     def _glossary(self, given: Any) -> dict[str, str] | None:
-        """glossary_id: one of serve.glossaries' files, by name; its entries as the request's terms."""
+        """glossary_id: one of serve.glossaries' files, by name; its entries as the request's
+        terms."""
         if not given:
             return None
         found = self.glossaries.get(given) if isinstance(given, str) else None
@@ -78,7 +90,11 @@ class DeepL:
     def caller(self, request: Request, body: dict[str, Any]) -> Caller:
         """The caller, admitted: its key from the Authorization header (DeepL-Auth-Key KEY)."""
         auth = request.headers.get("authorization", "")
-        key = auth.split(None, 1)[1].strip() if auth.lower().startswith("deepl-auth-key ") else body.get("auth_key")
+        key = (
+            auth.split(None, 1)[1].strip()
+            if auth.lower().startswith("deepl-auth-key ")
+            else body.get("auth_key")
+        )
         caller = Caller(client_of(request), key if isinstance(key, str) and key else None)
         self.pipeline.limits.admit(caller, NAMES)
         return caller
@@ -87,7 +103,11 @@ class DeepL:
         request.state.dialect = "deepl"
         body = await _object(request)
         caller = self.caller(request, body)
-        texts, target, source = _texts(body), _code(body, "target_lang"), _code(body, "source_lang", False)
+        texts, target, source = (
+            _texts(body),
+            _code(body, "target_lang"),
+            _code(body, "source_lang", False),
+        )
         split = str(body.get("split_sentences", "nonewlines" if body.get("tag_handling") else "1"))
         if split not in SPLITS:
             raise _bad(f"split_sentences: {split!r} is not one of {', '.join(SPLITS)}")
@@ -95,7 +115,10 @@ class DeepL:
         if formality not in FORMALITIES:
             raise _bad(f"formality: {formality!r} is not one of {', '.join(FORMALITIES)}")
         if formality in ("more", "less"):
-            raise _bad(f"formality: {target} does not support formality; send default, prefer_more or prefer_less")
+            raise _bad(
+                f"formality: {target} does not support formality; send default, prefer_more or "
+                "prefer_less"
+            )
         glossary = self._glossary(body.get("glossary_id"))
         tags = body.get("tag_handling")
         if tags not in (None, "", "html", "xml"):
@@ -103,7 +126,9 @@ class DeepL:
         kind = "html" if tags else ("lines" if split == "0" else "text")
         at_lines = split == "1" and not tags
         given = [_lines_apart(t) for t in texts] if at_lines else texts
-        asked = TextRequest(given, caller, NAMES, kind, source or "auto", self._target(target), glossary=glossary)
+        asked = TextRequest(
+            given, caller, NAMES, kind, source or "auto", self._target(target), glossary=glossary
+        )
         found, detected = await self.pipeline.translate(asked)
         translated = [text.replace("\n\n", "\n") if at_lines else text for text, _ in found]
         if _flag(body, "preserve_formatting") and not tags:
@@ -132,7 +157,9 @@ class DeepL:
         found = []
         for code in models.targets():
             for shown in REGIONS.get(code.lower(), (code.upper(),)):
-                found.append({"language": shown, "name": language_name(code), "supports_formality": False})
+                found.append(
+                    {"language": shown, "name": language_name(code), "supports_formality": False}
+                )
         return found
 
     def routes(self, app: FastAPI) -> None:
@@ -150,12 +177,22 @@ class DeepL:
 
         listed = responses(list[DeepLLanguage], "deepl", 400, 403, 429, 503)
 
-        @app.get("/v2/languages", response_model=None, openapi_extra=bodies["languages_query"], responses=listed)
+        @app.get(
+            "/v2/languages",
+            response_model=None,
+            openapi_extra=bodies["languages_query"],
+            responses=listed,
+        )
         async def languages(request: Request) -> list[dict[str, Any]]:
             """DeepL's: the source languages, or with type=target the targets."""
             return await self._languages(request)
 
-        @app.post("/v2/languages", response_model=None, openapi_extra=bodies["languages"], responses=listed)
+        @app.post(
+            "/v2/languages",
+            response_model=None,
+            openapi_extra=bodies["languages"],
+            responses=listed,
+        )
         async def languages_post(request: Request) -> list[dict[str, Any]]:
             """DeepL's: the source languages, or with type=target the targets."""
             return await self._languages(request)
@@ -164,12 +201,14 @@ class DeepL:
 
         @app.get("/v2/usage", response_model=None, responses=used)
         async def usage(request: Request) -> dict[str, int]:
-            """DeepL's: the characters this key has had translated, and its quota (serve.char_quota)."""
+            """DeepL's: the characters this key has had translated, and its quota
+            (serve.char_quota)."""
             return await self._usage(request)
 
         @app.post("/v2/usage", response_model=None, responses=used)
         async def usage_post(request: Request) -> dict[str, int]:
-            """DeepL's: the characters this key has had translated, and its quota (serve.char_quota)."""
+            """DeepL's: the characters this key has had translated, and its quota
+            (serve.char_quota)."""
             return await self._usage(request)
 
     async def _languages(self, request: Request) -> list[dict[str, Any]]:
@@ -189,7 +228,11 @@ class DeepL:
 
 
 async def _object(request: Request) -> dict[str, Any]:
-    body = await fields(request) if request.method == "POST" or request.headers.get("content-type") else {}
+    body = (
+        await fields(request)
+        if request.method == "POST" or request.headers.get("content-type")
+        else {}
+    )
     if not isinstance(body, dict):
         raise _bad("the body must be a JSON object or a form")
     return body

@@ -28,7 +28,10 @@ class Detector:
         each language's confidence averaged over the texts; the first source with confidence 0
         when none fits."""
         if not self.sources:
-            raise ApiError(400, "cannot detect: the model records no source language; name it in serve.source_lang")
+            raise ApiError(
+                400,
+                "cannot detect: the model records no source language; name it in serve.source_lang",
+            )
         try:
             known = self.identifier.known()
         except MtError as e:  # lingua is not installed

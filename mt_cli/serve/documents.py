@@ -34,13 +34,16 @@ class Documents:
     texts: list[Any]  # str; bytes for an office file
     kind: str  # a documents/ type: text, html, markdown, ..., docx
     source: str  # the source language (the model's code), whose rules split sentences
-    target: str  # the target language, where the model is told it by a token; "" for a model of one target
+    # the target language, where the model is told it by a token; "" for a model of one target
+    target: str
     alternatives: int  # this many more translations of each text, next best first (kind text only)
     source_told: bool = False  # the model is told the source too (M2M100, NLLB)
     glossary: Glossary | None = None  # terms each sentence that holds them is translated with
 
 
-Translated = tuple[Any, list[str]]  # a text's translation (bytes for an office file) and its alternatives
+Translated = tuple[
+    Any, list[str]
+]  # a text's translation (bytes for an office file) and its alternatives
 
 
 class Tasks:
@@ -64,13 +67,17 @@ class Tasks:
             tr = self._directions[direction]
         lang = short_code(job.source)  # the sentence splitter's rules are by language only
         if not job.alternatives:
-            return [(tr.translate_document(text, job.kind, job.glossary, source_lang=lang), []) for text in job.texts]
+            return [
+                (tr.translate_document(text, job.kind, job.glossary, source_lang=lang), [])
+                for text in job.texts
+            ]
         return [_alternatives(tr, text, job, lang) for text in job.texts]
 
 
 class NBest:
-    """An AlignedTranslator (documents/aligned.py) giving each line its k-th best translation (the last found where the
-    search found fewer): the document is put together once per k, and one search serves them all."""
+    """An AlignedTranslator (documents/aligned.py) giving each line its k-th best translation (the
+    last found where the search found fewer): the document is put together once per k, and one
+    search serves them all."""
 
     def __init__(self, tr: Translator, n: int) -> None:
         self.tr, self.n, self.k = tr, n, 0
@@ -129,6 +136,9 @@ class Files:
 
 
 def safe_name(filename: str) -> str:
-    """A file's name as a URL and a download may carry it: letters, digits, dot, dash, underscore."""
-    base = re.sub(r"[^A-Za-z0-9._-]+", "_", filename.replace("\\", "/").rsplit("/", 1)[-1]).lstrip("._")
+    """A file's name as a URL and a download may carry it: letters, digits, dot, dash,
+    underscore."""
+    base = re.sub(r"[^A-Za-z0-9._-]+", "_", filename.replace("\\", "/").rsplit("/", 1)[-1]).lstrip(
+        "._"
+    )
     return base[-100:] or "file"

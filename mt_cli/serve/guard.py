@@ -35,7 +35,12 @@ ENDPOINTS = (
     "/v2/usage",
     "/v2/glossaries",
 )
-LIBRETRANSLATE = ("/languages", "/detect", "/translate_file", "/frontend/settings")  # and /download_file/NAME
+LIBRETRANSLATE = (
+    "/languages",
+    "/detect",
+    "/translate_file",
+    "/frontend/settings",
+)  # and /download_file/NAME
 FORMS = ("application/x-www-form-urlencoded", "multipart/form-data")
 
 
@@ -67,8 +72,8 @@ def error_body(message: str, field: str | None, dialect: str) -> dict[str, Any]:
 
 
 class ApiError(Exception):
-    """A request the server refuses: its status (the JSON API's), its one-line message, headers,
-    its kind for the errors counter, and the request field at fault (the JSON API's errors name it)."""
+    """A request the server refuses: its status (the JSON API's), its one-line message, headers, its
+    kind for the errors counter, and the request field at fault (the JSON API's errors name it)."""
 
     def __init__(
         self,
@@ -80,8 +85,16 @@ class ApiError(Exception):
         limit: str | None = None,
     ) -> None:
         super().__init__(message)
-        self.status, self.message, self.headers, self.kind, self.field = status, message, headers, kind, field
-        self.limit = limit  # the limit refused by (limits.LIMITS), whose status each API states itself
+        self.status, self.message, self.headers, self.kind, self.field = (
+            status,
+            message,
+            headers,
+            kind,
+            field,
+        )
+        self.limit = (
+            limit  # the limit refused by (limits.LIMITS), whose status each API states itself
+        )
 
 
 class Guard:
@@ -108,7 +121,9 @@ class Guard:
             self.telemetry.requests.labels(endpoint, str(status)).inc()
             self.telemetry.latency.labels(endpoint).observe(time.monotonic() - start)
 
-    async def _read_body(self, scope: MutableMapping[str, Any], receive: Receive, send: Send) -> Receive | None:
+    async def _read_body(
+        self, scope: MutableMapping[str, Any], receive: Receive, send: Send
+    ) -> Receive | None:
         """The whole body, up to the limit, then handed to the app as one message; None once a 413
         has been sent (a Content-Length over the limit is refused before any byte is read)."""
         headers = dict(scope.get("headers") or [])
@@ -133,7 +148,8 @@ class Guard:
     async def _too_large(self, send: Send, dialect: str) -> None:
         self.telemetry.errors.labels("too_large").inc()
         message = (
-            f"the body is over the server's limit of {self.max_body_bytes} bytes (serve.max_body_bytes); send "
+            f"the body is over the server's limit of {self.max_body_bytes} bytes "
+            "(serve.max_body_bytes); send "
             "fewer lines per request"
         )
         body = json.dumps(error_body(message, None, dialect)).encode()

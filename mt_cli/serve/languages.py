@@ -14,7 +14,8 @@ from mt_cli.errors import MtError
 
 
 def public_code(code: str) -> str:
-    """A code as two models' codes compare: its language alone, without case (deu_Latn, de, DE: de)."""
+    """A code as two models' codes compare: its language alone, without case (deu_Latn, de, DE:
+    de)."""
     return short_code(code).lower()
 
 
@@ -39,7 +40,8 @@ def _find(code: str, codes: tuple[str, ...]) -> str | None:
 class Languages:
     sources: tuple[str, ...]  # the model's codes
     targets: tuple[str, ...]
-    tokens: bool  # the target is told to the model by a token (a tag before each line; M2M100's, NLLB's)
+    # the target is told to the model by a token (a tag before each line; M2M100's, NLLB's)
+    tokens: bool
     told_source: bool = False  # the source is told too (M2M100, NLLB)
 
     def source(self, code: str) -> str | None:
@@ -65,10 +67,16 @@ def resolve(tr: Translator, cfg: ServeConfig) -> tuple[Translator, Languages]:
     agree with what the checkpoint records."""
     told_sources, told_targets = (tuple(c) for c in tr.tokenizer.languages())
     if cfg.target_lang and told_targets and (cfg.source_lang or not told_sources):
-        tr = tr.for_languages(cfg.source_lang or None, cfg.target_lang)  # refuses a language the model lacks
+        tr = tr.for_languages(
+            cfg.source_lang or None, cfg.target_lang
+        )  # refuses a language the model lacks
     recorded = tr.model.cfg
-    sources = _agreed(recorded.source_langs or told_sources, cfg.source_lang, "source_lang", "reads")
-    targets = _agreed(recorded.target_langs or told_targets, cfg.target_lang, "target_lang", "writes")
+    sources = _agreed(
+        recorded.source_langs or told_sources, cfg.source_lang, "source_lang", "reads"
+    )
+    targets = _agreed(
+        recorded.target_langs or told_targets, cfg.target_lang, "target_lang", "writes"
+    )
     return tr, Languages(sources, targets, bool(told_targets), bool(told_sources))
 
 

@@ -33,11 +33,19 @@ from mt_cli.serve.guard import ApiError, is_form_type
 from mt_cli.serve.openapi import request_bodies, responses
 from mt_cli.serve.pipeline import Pipeline
 from mt_cli.serve.request import Caller, Names, TextRequest
-from mt_cli.serve.schemas import DetectedLanguage, FrontendSettings, Language, LibreTranslateRequest, TranslatedFile
+from mt_cli.serve.schemas import (
+    DetectedLanguage,
+    FrontendSettings,
+    Language,
+    LibreTranslateRequest,
+    TranslatedFile,
+)
 
 # What /translate_file reads, by extension: plain text as paragraphs, the rest as `mt translate`.
 FILE_KINDS = {".txt": "text", **EXTENSIONS}
-NAMES = Names(texts="q", beam="alternatives", nbest="alternatives", source="source", target="target")
+NAMES = Names(
+    texts="q", beam="alternatives", nbest="alternatives", source="source", target="target"
+)
 FRONTEND_TIMEOUT_MS = 500  # LibreTranslate's default: how long its page waits after typing
 DOWNLOAD = {
     "parameters": [
@@ -70,7 +78,9 @@ async def fields(request: Request) -> Any:
     if request.headers["content-type"].lower().startswith("multipart/"):
         form = await request.form()
         found = {k: form.getlist(k) for k in form.keys()}
-    else:  # read here, not by Starlette, which reads unescaped bytes as Latin-1: `curl -d q=Grüße` sends UTF-8
+    # read here, not by Starlette, which reads unescaped bytes as Latin-1: `curl -d q=Grüße` sends
+    # UTF-8
+    else:
         try:
             text = (await request.body()).decode("utf-8")
         except UnicodeDecodeError as e:
@@ -92,7 +102,9 @@ async def json_body(request: Request) -> Any:
 def is_libretranslate(request: Request, body: Any) -> bool:
     """A LibreTranslate request, not the JSON API's: a form, or an object with a field only
     LibreTranslate's takes (the JSON API refuses q, source and target)."""
-    return is_form(request) or (isinstance(body, dict) and any(k in body for k in ("q", "source", "target")))
+    return is_form(request) or (
+        isinstance(body, dict) and any(k in body for k in ("q", "source", "target"))
+    )
 
 
 def _missing(name: str) -> ApiError:
@@ -100,7 +112,8 @@ def _missing(name: str) -> ApiError:
 
 
 class LibreTranslate:
-    """The routes, with what they share: the pipeline (models, limits, keys) and the translated files."""
+    """The routes, with what they share: the pipeline (models, limits, keys) and the translated
+    files."""
 
     def __init__(self, pipeline: Pipeline) -> None:
         self.pipeline, self.cfg = pipeline, pipeline.models.cfg
@@ -108,7 +121,9 @@ class LibreTranslate:
 
     def admit(self, given: Any, client: str) -> Caller:
         """The caller, admitted: counted against its rate, and under serve.api_keys holding one."""
-        caller = Caller(client, given if isinstance(given, str) else None if not given else str(given))
+        caller = Caller(
+            client, given if isinstance(given, str) else None if not given else str(given)
+        )
         self.pipeline.limits.admit(caller, NAMES)
         return caller
 
@@ -125,14 +140,22 @@ class LibreTranslate:
                 f"{req.format} format is not supported; this server reads {', '.join(TEXT_KINDS)} "
                 "(office files and e-books through /translate_file)",
             )
-        alternatives = req.alternatives if req.format == "text" else 0  # as LibreTranslate: none for html
-        asked = TextRequest(texts, caller, NAMES, req.format, req.source, req.target, nbest=alternatives + 1)
+        alternatives = (
+            req.alternatives if req.format == "text" else 0
+        )  # as LibreTranslate: none for html
+        asked = TextRequest(
+            texts, caller, NAMES, req.format, req.source, req.target, nbest=alternatives + 1
+        )
         found, detected = await self.pipeline.translate(asked)
-        out: dict[str, Any] = {"translatedText": found[0][0] if isinstance(req.q, str) else [t for t, _ in found]}
+        out: dict[str, Any] = {
+            "translatedText": found[0][0] if isinstance(req.q, str) else [t for t, _ in found]
+        }
         if req.alternatives > 0:
             out["alternatives"] = found[0][1] if isinstance(req.q, str) else [a for _, a in found]
         if detected is not None:
-            out["detectedLanguage"] = detected if isinstance(req.q, str) else [detected] * len(texts)
+            out["detectedLanguage"] = (
+                detected if isinstance(req.q, str) else [detected] * len(texts)
+            )
         return out
 
     def routes(self, app: FastAPI) -> None:
@@ -141,17 +164,25 @@ class LibreTranslate:
 
         bodies = request_bodies(self.cfg)
 
-        @app.get("/languages", response_model=None, responses=responses(list[Language], "libretranslate", 503))
+        @app.get(
+            "/languages",
+            response_model=None,
+            responses=responses(list[Language], "libretranslate", 503),
+        )
         async def languages() -> list[dict[str, Any]]:
-            """LibreTranslate's: each language, its English name and the targets it translates into."""
+            """LibreTranslate's: each language, its English name and the targets it translates
+            into."""
             self.pipeline.models.check_ready()  # 503 while starting
             return self.pipeline.models.listing()
 
         detected = responses(list[DetectedLanguage], "libretranslate", 400, 403, 413, 429, 500, 503)
 
-        @app.post("/detect", response_model=None, openapi_extra=bodies["/detect"], responses=detected)
+        @app.post(
+            "/detect", response_model=None, openapi_extra=bodies["/detect"], responses=detected
+        )
         async def detect(request: Request) -> list[Detection]:
-            """LibreTranslate's: `q` (a string or a list) -> [{"confidence": 0-100, "language": code}]."""
+            """LibreTranslate's: `q` (a string or a list) -> [{"confidence": 0-100, "language":
+            code}]."""
             body = await _object(request)
             self.admit(body.get("api_key"), client_of(request))
             q = body.get("q")
@@ -163,7 +194,9 @@ class LibreTranslate:
             return await self.pipeline.detect(texts)
 
         @app.get(
-            "/frontend/settings", response_model=None, responses=responses(FrontendSettings, "libretranslate", 503)
+            "/frontend/settings",
+            response_model=None,
+            responses=responses(FrontendSettings, "libretranslate", 503),
         )
         async def frontend_settings() -> dict[str, Any]:
             return self.settings()
@@ -180,15 +213,17 @@ class LibreTranslate:
             responses=responses(TranslatedFile, "libretranslate", 400, 403, 413, 429, 500, 503),
         )
         async def translate_file(request: Request) -> dict[str, str]:
-            """LibreTranslate's: a multipart `file` (by extension: .txt, .html, .md, .srt, .vtt, .po, .docx),
-            `source`, `target` -> {"translatedFileUrl": ...}, a download kept 30 minutes."""
+            """LibreTranslate's: a multipart `file` (by extension: .txt, .html, .md, .srt, .vtt,
+            .po, .docx), `source`, `target` -> {"translatedFileUrl": ...}, a download kept 30
+            minutes."""
             name, text, kind, source, target, caller = await self._upload(request)
             asked = TextRequest([text], caller, NAMES, kind, source, target, file=True)
             [(translated, _)], _ = await self.pipeline.translate(asked)
             saved = self.files.put(name, written(translated))
             return {"translatedFileUrl": str(request.url_for("download_file", filename=saved))}
 
-        # The name is read from the path, not declared: FastAPI would document a 422 no name can get.
+        # The name is read from the path, not declared: FastAPI would document a 422 no name can
+        # get.
         @app.get(
             "/download_file/{filename}",
             name="download_file",
@@ -214,9 +249,12 @@ class LibreTranslate:
             return Response(data, media_type=kind, headers=headers)
 
     async def _upload(self, request: Request) -> tuple[str, str | bytes, str, str, str, Caller]:
-        """/translate_file's form: the file's name, its text and document type, source, target, caller."""
+        """/translate_file's form: the file's name, its text and document type, source, target,
+        caller."""
         if not is_form(request):
-            raise ApiError(400, "Invalid request: send the file as multipart/form-data (field file)")
+            raise ApiError(
+                400, "Invalid request: send the file as multipart/form-data (field file)"
+            )
         form = await request.form()
         caller = self.admit(form.get("api_key"), client_of(request))
         upload = form.get("file")
@@ -235,7 +273,9 @@ class LibreTranslate:
                 f"reads {', '.join(FILE_KINDS)}",
             )
         try:
-            text = read_document(await upload.read(), kind, upload.filename)  # text in the encoding it declares
+            text = read_document(
+                await upload.read(), kind, upload.filename
+            )  # text in the encoding it declares
         except MtError as e:
             raise ApiError(400, f"Invalid request: {e}") from None
         return upload.filename, text, kind, str(form["source"]), str(form["target"]), caller
@@ -276,7 +316,9 @@ def _request(body: dict[str, Any]) -> LibreTranslateRequest:
         req = LibreTranslateRequest.model_validate(body)
     except ValidationError as e:
         first = e.errors()[0]
-        name = str(first["loc"][0]) if first["loc"] else "body"  # q, not q.str: the field, not the union's branch
+        name = (
+            str(first["loc"][0]) if first["loc"] else "body"
+        )  # q, not q.str: the field, not the union's branch
         if name == "alternatives":
             raise ApiError(400, "Invalid request: alternatives parameter is not a number") from None
         raise ApiError(400, f"Invalid request: {name}: {first['msg']}") from None

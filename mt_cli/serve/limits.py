@@ -38,16 +38,22 @@ class Limit:
 
 
 LIMITS = {
-    "key": Limit("api_keys", "an API key is required and must be one of the file's", (403, 403, 403)),
+    "key": Limit(
+        "api_keys", "an API key is required and must be one of the file's", (403, 403, 403)
+    ),
     "requests": Limit("req_limit", "requests per minute from one client", (429, 429, 429)),
     "lines": Limit("max_request_lines", "texts in one request", (413, 400, 413)),
     "chars": Limit("max_chars", "characters in one text", (413, 400, 413)),
     "characters": Limit("char_limit", "characters in one request, all its texts", (413, 413, 413)),
     "cost": Limit("max_request_cost", "characters x beam in one request", (413, 413, 413)),
-    "beam": Limit("max_beam", "the beam, n-best or alternatives + 1 a request asks", (422, 400, 400)),
+    "beam": Limit(
+        "max_beam", "the beam, n-best or alternatives + 1 a request asks", (422, 400, 400)
+    ),
     "body": Limit("max_body_bytes", "bytes in one request body", (413, 413, 413)),
     "quota": Limit(
-        "char_quota", "characters one API key may have translated since the server started", (429, 429, 456)
+        "char_quota",
+        "characters one API key may have translated since the server started",
+        (429, 429, 456),
     ),
 }
 DIALECTS = ("native", "libretranslate", "deepl")
@@ -81,24 +87,38 @@ def read_keys(path: str) -> dict[str, int] | None:
         if not fields:
             continue
         if len(fields) > 2 or (len(fields) == 2 and not fields[1].isdigit()):
-            raise MtError(f"serve.api_keys {path}: line {n}: write a key, or a key and its requests per minute")
+            raise MtError(
+                f"serve.api_keys {path}: line {n}: write a key, or a key and its requests per "
+                "minute"
+            )
         keys[fields[0]] = int(fields[1]) if len(fields) == 2 else 0
     if not keys:
         raise MtError(f"serve.api_keys {path}: holds no key; give one key per line")
     return keys
 
 
-def refuse(limit: str, message: str, field: str | None = None, headers: dict[str, str] | None = None) -> ApiError:
-    """A refusal by a limit, answered with the JSON API's status (each API maps `limit` to its own)."""
-    kind = {"key": "forbidden", "requests": "limited", "quota": "limited", "beam": "invalid"}.get(limit, "too_large")
-    return ApiError(LIMITS[limit].statuses[0], message, headers, kind=kind, field=field, limit=limit)
+def refuse(
+    limit: str, message: str, field: str | None = None, headers: dict[str, str] | None = None
+) -> ApiError:
+    """A refusal by a limit, answered with the JSON API's status (each API maps `limit` to its
+    own)."""
+    kind = {"key": "forbidden", "requests": "limited", "quota": "limited", "beam": "invalid"}.get(
+        limit, "too_large"
+    )
+    return ApiError(
+        LIMITS[limit].statuses[0], message, headers, kind=kind, field=field, limit=limit
+    )
 
 
 class Limits:
-    def __init__(self, cfg: ServeConfig, keys: dict[str, int] | None, counter: Counter | None = None) -> None:
+    def __init__(
+        self, cfg: ServeConfig, keys: dict[str, int] | None, counter: Counter | None = None
+    ) -> None:
         self.cfg, self.keys, self.counter = cfg, keys, counter
         self._seen: OrderedDict[str, deque[float]] = OrderedDict()
-        self._used: dict[str | None, int] = {}  # characters translated per API key (None: without one)
+        self._used: dict[
+            str | None, int
+        ] = {}  # characters translated per API key (None: without one)
         self._lock = threading.Lock()
 
     def admit(self, caller: Caller, names: Names = Names()) -> None:
@@ -112,7 +132,11 @@ class Limits:
         if self.keys is None:
             return
         if not caller.key:
-            raise refuse("key", f"Invalid API key: this server needs one ({names.key}); ask its operator", names.key)
+            raise refuse(
+                "key",
+                f"Invalid API key: this server needs one ({names.key}); ask its operator",
+                names.key,
+            )
         if known is None:
             raise refuse("key", "Invalid API key", names.key)
 
@@ -130,18 +154,21 @@ class Limits:
                 self._counted("requests")
                 raise refuse(
                     "requests",
-                    f"too many requests: {limit} per minute from one client (serve.req_limit); retry in {wait} s",
+                    f"too many requests: {limit} per minute from one client (serve.req_limit); "
+                    f"retry in {wait} s",
                     headers={"Retry-After": str(max(wait, 1))},
                 )
             times.append(now)
 
     def check(self, req: TextRequest, beam: int) -> None:
-        """A translation request against every size limit; `beam`: the one it will be decoded with."""
+        """A translation request against every size limit; `beam`: the one it will be decoded
+        with."""
         names, cfg = req.names, self.cfg
         if len(req.texts) > cfg.max_request_lines:
             self._over(
                 "lines",
-                f"{names.texts}: {len(req.texts)} texts, more than the server's limit of {cfg.max_request_lines} "
+                f"{names.texts}: {len(req.texts)} texts, more than the server's limit of "
+                f"{cfg.max_request_lines} "
                 "(serve.max_request_lines); send them in several requests",
                 names.texts,
             )
@@ -149,7 +176,8 @@ class Limits:
         if longest > cfg.max_chars and not req.file:
             self._over(
                 "chars",
-                f"{names.texts}: a text of {longest} characters, more than the server's limit of {cfg.max_chars} "
+                f"{names.texts}: a text of {longest} characters, more than the server's limit of "
+                f"{cfg.max_chars} "
                 "(serve.max_chars); split it",
                 names.texts,
             )
@@ -158,11 +186,16 @@ class Limits:
             field = names.beam if (req.beam or 0) >= req.nbest else names.nbest
             shown = asked if field != "alternatives" else asked - 1
             most = cfg.max_beam if field != "alternatives" else cfg.max_beam - 1
-            self._over("beam", f"{field}: {shown} is more than the server's limit of {most} (serve.max_beam)", field)
+            self._over(
+                "beam",
+                f"{field}: {shown} is more than the server's limit of {most} (serve.max_beam)",
+                field,
+            )
         self.check_size(req.chars, max(beam, req.nbest), names.texts)
 
     def check_size(self, chars: int, beam: int, field: str | None = None) -> None:
-        """Characters (serve.char_limit) and characters x beam (serve.max_request_cost) of a request."""
+        """Characters (serve.char_limit) and characters x beam (serve.max_request_cost) of a
+        request."""
         if self.cfg.char_limit and chars > self.cfg.char_limit:
             self._over(
                 "characters",
@@ -173,8 +206,10 @@ class Limits:
         if chars * beam > self.cfg.max_request_cost:
             self._over(
                 "cost",
-                f"{chars} characters x beam {beam} = {chars * beam}, more than the server's limit of "
-                f"{self.cfg.max_request_cost} per request (serve.max_request_cost); send fewer texts or "
+                f"{chars} characters x beam {beam} = {chars * beam}, more than the server's limit "
+                "of "
+                f"{self.cfg.max_request_cost} per request (serve.max_request_cost); send fewer "
+                "texts or "
                 "ask a smaller beam",
                 field,
             )
@@ -188,12 +223,14 @@ class Limits:
                 self._counted("quota")
                 raise refuse(
                     "quota",
-                    f"Quota exceeded: {used} of {quota} characters used (serve.char_quota); this request has {chars}",
+                    f"Quota exceeded: {used} of {quota} characters used (serve.char_quota); this "
+                    f"request has {chars}",
                 )
             self._used[caller.key] = used + chars
 
     def usage(self, caller: Caller) -> tuple[int, int]:
-        """(characters translated, the quota) for the caller's key; the quota 0 when there is none."""
+        """(characters translated, the quota) for the caller's key; the quota 0 when there is
+        none."""
         with self._lock:
             return self._used.get(caller.key, 0), self.cfg.char_quota
 

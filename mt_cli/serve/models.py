@@ -55,12 +55,20 @@ class Model:
     ) -> None:
         self.languages, self.express_cost = languages, cfg.express_cost
         # A bulk batch's searches make room for the express batches between their steps.
-        self.service = Service(translator.yielding(decoding.step), telemetry, cfg.max_batch_tokens, cfg.slice_cost)
+        self.service = Service(
+            translator.yielding(decoding.step), telemetry, cfg.max_batch_tokens, cfg.slice_cost
+        )
         run = Tasks(self.service).run
         wait, gap = cfg.max_wait_ms / 1000, cfg.batch_gap_ms / 1000
         bulk = decoding.runner(run, express=False)
         self.batcher = Batcher(
-            bulk, cfg.max_batch_tokens, wait, gap, cfg.max_queue_lines, telemetry.batch, decoding.quiet()
+            bulk,
+            cfg.max_batch_tokens,
+            wait,
+            gap,
+            cfg.max_queue_lines,
+            telemetry.batch,
+            decoding.quiet(),
         )
         self.express = (
             Batcher(
@@ -76,11 +84,15 @@ class Model:
         )
 
     def lane(self, cost: int) -> Batcher:
-        return self.express if self.express is not None and cost <= self.express_cost else self.batcher
+        return (
+            self.express if self.express is not None and cost <= self.express_cost else self.batcher
+        )
 
     @property
     def queued_lines(self) -> int:
-        return self.batcher.queued_lines + (self.express.queued_lines if self.express is not None else 0)
+        return self.batcher.queued_lines + (
+            self.express.queued_lines if self.express is not None else 0
+        )
 
     def close(self, timeout: float) -> None:
         for batcher in (self.batcher, self.express):
@@ -114,7 +126,9 @@ class Hop:
 
 
 class Models:
-    def __init__(self, entries: Callable[[], list[Entry]], cfg: ServeConfig, telemetry: Telemetry) -> None:
+    def __init__(
+        self, entries: Callable[[], list[Entry]], cfg: ServeConfig, telemetry: Telemetry
+    ) -> None:
         self.cfg, self.telemetry = cfg, telemetry
         self.entries: list[Entry] = []
         self.ready = False  # the catalog read (and a single model loaded)
@@ -164,7 +178,12 @@ class Models:
 
     def check_ready(self) -> None:
         if not self.ready:
-            raise ApiError(503, self.error or "the model is still loading", {"Retry-After": "1"}, kind="loading")
+            raise ApiError(
+                503,
+                self.error or "the model is still loading",
+                {"Retry-After": "1"},
+                kind="loading",
+            )
 
     def _loaded(self) -> list[Entry]:
         return [e for e in self.entries if e.model is not None]
@@ -191,12 +210,15 @@ class Models:
                 if entry.error is None:  # no room: every loaded model stayed in use
                     raise ApiError(
                         503,
-                        f"every loaded model is in use (serve.max_loaded {self.cfg.max_loaded}, serve.max_memory_mb "
+                        f"every loaded model is in use (serve.max_loaded {self.cfg.max_loaded}, "
+                        "serve.max_memory_mb "
                         f"{self.cfg.max_memory_mb}); retry when one is free",
                         {"Retry-After": "5"},
                         kind="overloaded",
                     )
-                raise ApiError(500, f"{entry.name}: cannot be loaded: {entry.error}", kind="decoding")
+                raise ApiError(
+                    500, f"{entry.name}: cannot be loaded: {entry.error}", kind="decoding"
+                )
             self.telemetry.model_requests.labels(entry.name).inc()
             return entry.model
 
@@ -213,7 +235,8 @@ class Models:
                 return
             translator, languages = entry.load()
             model = Model(translator, languages, self.cfg, self.telemetry, self.decoding)
-        except Exception as e:  # noqa: BLE001 - this model's requests get the reason; the server goes on
+        # Any failure: this model's requests get the reason; the server goes on.
+        except Exception as e:  # noqa: BLE001
             entry.error = str(e) if isinstance(e, MtError) else f"{type(e).__name__}: {e}"
             entry.pending, self._pairs = None, None
             return
@@ -269,21 +292,30 @@ class Models:
         if source is None or target is None:
             field = names.source if source is None else names.target
             raise ApiError(
-                422, f"{field}: name the language; this server holds {len(self.entries)} models", field=field
+                422,
+                f"{field}: name the language; this server holds {len(self.entries)} models",
+                field=field,
             )
         direct = self._direct(source, target)
         if direct is not None:
             return [direct]
         pivot = self.cfg.pivot_lang
-        first, second = (self._direct(source, pivot), self._direct(pivot, target)) if pivot else (None, None)
+        first, second = (
+            (self._direct(source, pivot), self._direct(pivot, target)) if pivot else (None, None)
+        )
         if first is None or second is None or public_code(source) == public_code(pivot):
             read = any(public_code(source) == public_code(s) for s in self.sources())
             field = names.target if read else names.source
-            raise ApiError(422, f"{field}: {source} -> {target} is not supported: {self.describe()}", field=field)
+            raise ApiError(
+                422,
+                f"{field}: {source} -> {target} is not supported: {self.describe()}",
+                field=field,
+            )
         if not plain:
             raise ApiError(
                 422,
-                f"{source} -> {target} goes through {pivot} (two models); a prefix, a glossary, n-best, token "
+                f"{source} -> {target} goes through {pivot} (two models); a prefix, a glossary, "
+                "n-best, token "
                 "scores or alignment need a model that translates it directly",
                 field=names.target,
             )
@@ -300,13 +332,34 @@ class Models:
         assert languages is not None  # the one model is loaded before the server is ready
         src = languages.source(source) if source else None
         tgt = languages.target(target) if target else None
-        if source == "auto" and languages.told_source:  # identified per line by the model's translator
+        if (
+            source == "auto" and languages.told_source
+        ):  # identified per line by the model's translator
             src = "auto"
-        field = names.source if source and src is None else names.target if target and tgt is None else None
+        field = (
+            names.source
+            if source and src is None
+            else names.target
+            if target and tgt is None
+            else None
+        )
         if field is not None:
-            raise ApiError(422, f"{field}: {source} -> {target} is not supported: {self.describe()}", field=field)
-        lang = src if src not in (None, "auto") else (languages.sources[0] if len(languages.sources) == 1 else "")
-        return Hop(entry, src if languages.told_source else None, tgt if languages.tokens else None, lang or "")
+            raise ApiError(
+                422,
+                f"{field}: {source} -> {target} is not supported: {self.describe()}",
+                field=field,
+            )
+        lang = (
+            src
+            if src not in (None, "auto")
+            else (languages.sources[0] if len(languages.sources) == 1 else "")
+        )
+        return Hop(
+            entry,
+            src if languages.told_source else None,
+            tgt if languages.tokens else None,
+            lang or "",
+        )
 
     def _direct(self, source: str, target: str) -> Hop | None:
         fitting = []
@@ -317,14 +370,19 @@ class Models:
             src, tgt = languages.source(source), languages.target(target)
             if src is not None and tgt is not None and public_code(src) != public_code(tgt):
                 told = (src if languages.told_source else None, tgt if languages.tokens else None)
-                fitting.append((len(languages.sources) * len(languages.targets), Hop(entry, *told, src)))
+                fitting.append(
+                    (len(languages.sources) * len(languages.targets), Hop(entry, *told, src))
+                )
         return min(fitting, key=lambda f: f[0])[1] if fitting else None
 
     def describe(self) -> str:
         """What this server translates, for an error message."""
         pairs = self.pairs()
         if not pairs:
-            return "its models record no languages; name them in serve.source_lang and serve.target_lang"
+            return (
+                "its models record no languages; name them in serve.source_lang and "
+                "serve.target_lang"
+            )
         shown = [f"{s} -> {', '.join(ts[:20])}" for s, ts in list(pairs.items())[:20]]
         more = f" (and {len(pairs) - 20} more sources)" if len(pairs) > 20 else ""
         return "this server translates " + "; ".join(shown) + more

@@ -26,12 +26,17 @@ from mt_cli.serve.schemas import (
 # Why each status, on each API, besides a limit (limits.LIMITS adds those).
 NATIVE = {
     400: "the body is not JSON (or not UTF-8)",
-    422: "a field of the wrong type or value, an unknown field, or a request the model cannot take (see the fields)",
+    422: (
+        "a field of the wrong type or value, an unknown field, or a request the model "
+        "cannot take (see the fields)"
+    ),
     500: "decoding failed; only this request's batch failed",
     503: "the model is loading, or the queue is full (serve.max_queue_lines); with Retry-After",
 }
 LIBRE = {
-    400: "a request LibreTranslate refuses: a missing or malformed field, a pair not served, a document that "
+    400: "a request LibreTranslate refuses: a missing or malformed field, a pair not served, a "
+    "document "
+    "that "
     "does not parse",
     404: "no such translated file (they are kept 30 minutes)",
     429: "the queue is full; with Retry-After",
@@ -64,11 +69,16 @@ APIS: dict[str, list[tuple[str, dict[int, str], Any]]] = {  # each API's statuse
     "both": [("JSON API: ", NATIVE, ErrorBody), ("LibreTranslate: ", LIBRE, LibreTranslateError)],
 }
 FORM, MULTIPART = "application/x-www-form-urlencoded", "multipart/form-data"
-NAMED = 'form-data; name="file"; filename="document.txt"'  # an example file name (a client sends its own)
-RETRY_AFTER = {"Retry-After": {"required": True, "schema": {"type": "integer"}, "description": "seconds"}}
+# an example file name (a client sends its own)
+NAMED = 'form-data; name="file"; filename="document.txt"'
+RETRY_AFTER = {
+    "Retry-After": {"required": True, "schema": {"type": "integer"}, "description": "seconds"}
+}
 
 
-def responses(ok: Any, api: Api, *statuses: int, retry_after: bool = True) -> dict[int | str, dict[str, Any]]:
+def responses(
+    ok: Any, api: Api, *statuses: int, retry_after: bool = True
+) -> dict[int | str, dict[str, Any]]:
     """A route's `responses`: its 200 body, and each error status with the error body of the API
     that answers it (on /translate, which serves both, of either); 429 and 503 say when to retry
     (not /health's 503, which reports)."""
@@ -87,7 +97,8 @@ def responses(ok: Any, api: Api, *statuses: int, retry_after: bool = True) -> di
 
 def request_bodies(cfg: ServeConfig) -> dict[str, dict[str, Any]]:
     """Each POST route's request body for the document (its `openapi_extra`: the routes read their
-    bodies themselves), with this server's limits: the lines, the beam, LibreTranslate's characters."""
+    bodies themselves), with this server's limits: the lines, the beam, LibreTranslate's characters.
+    """
     translate = TranslateRequest.model_json_schema()
     _texts(translate["properties"]["text"], cfg.max_request_lines)
     translate["properties"]["beam"]["anyOf"][0]["maximum"] = cfg.max_beam
@@ -111,7 +122,9 @@ def request_bodies(cfg: ServeConfig) -> dict[str, dict[str, Any]]:
             "file": {
                 "type": "string",
                 "format": "binary",
-                "description": f"UTF-8 text named {', '.join(['.txt', *EXTENSIONS])} (its type), else 400",
+                "description": (
+                    f"UTF-8 text named {', '.join(['.txt', *EXTENSIONS])} (its type), else 400"
+                ),
             },
             "source": libre["properties"]["source"],
             "target": libre["properties"]["target"],
@@ -119,12 +132,20 @@ def request_bodies(cfg: ServeConfig) -> dict[str, dict[str, Any]]:
         },
     }
     form = _form(libre)  # LibreTranslate's web page sends multipart forms, Weblate url-encoded ones
-    named = {"file": {"headers": {"Content-Disposition": {"schema": {"type": "string"}, "example": NAMED}}}}
+    named = {
+        "file": {
+            "headers": {"Content-Disposition": {"schema": {"type": "string"}, "example": NAMED}}
+        }
+    }
     return {
-        "/translate": _body({"application/json": {"oneOf": [translate, libre]}, FORM: form, MULTIPART: form}),
+        "/translate": _body(
+            {"application/json": {"oneOf": [translate, libre]}, FORM: form, MULTIPART: form}
+        ),
         "/score": _body({"application/json": score}),
         "/attention": _body({"application/json": AttentionRequest.model_json_schema()}),
-        "/detect": _body({"application/json": detect, FORM: _form(detect), MULTIPART: _form(detect)}),
+        "/detect": _body(
+            {"application/json": detect, FORM: _form(detect), MULTIPART: _form(detect)}
+        ),
         "/translate_file": _body({MULTIPART: upload}, encoding=named),
     }
 
@@ -136,17 +157,26 @@ def deepl_bodies(cfg: ServeConfig) -> dict[str, dict[str, Any]]:
     translate["properties"]["text"]["items"]["maxLength"] = cfg.max_chars
     # A form's values are strings: none is null, and the text may come once as a string.
     form_fields = {k: _not_null(v) for k, v in translate["properties"].items()}
-    form_fields["text"] = {"anyOf": [{"type": "string", "maxLength": cfg.max_chars}, translate["properties"]["text"]]}
+    form_fields["text"] = {
+        "anyOf": [{"type": "string", "maxLength": cfg.max_chars}, translate["properties"]["text"]]
+    }
     form = {**translate, "properties": form_fields}
-    kind: dict[str, Any] = {"type": "string", "enum": ["source", "target"], "description": "source (default)"}
+    kind: dict[str, Any] = {
+        "type": "string",
+        "enum": ["source", "target"],
+        "description": "source (default)",
+    }
     languages = {"type": "object", "properties": {"type": kind}}
     query = {"parameters": [{"name": "type", "in": "query", "required": False, "schema": kind}]}
     return {
         "translate": _body({"application/json": translate, FORM: form}),
         "languages_query": query,
         "languages": {
-            "requestBody": {**_body({"application/json": languages, FORM: languages})["requestBody"], "required": False}
-        },  # fmt: skip
+            "requestBody": {
+                **_body({"application/json": languages, FORM: languages})["requestBody"],
+                "required": False,
+            }
+        },
     }
 
 
@@ -158,13 +188,19 @@ def _not_null(schema: dict[str, Any]) -> dict[str, Any]:
     return {**rest, **branches[0]} if len(branches) == 1 else {**rest, "anyOf": branches}
 
 
-def _body(content: dict[str, dict[str, Any]], encoding: dict[str, Any] | None = None) -> dict[str, Any]:
-    found = {kind: {"schema": s, **({"encoding": encoding} if encoding else {})} for kind, s in content.items()}
+def _body(
+    content: dict[str, dict[str, Any]], encoding: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    found = {
+        kind: {"schema": s, **({"encoding": encoding} if encoding else {})}
+        for kind, s in content.items()
+    }
     return {"requestBody": {"required": True, "content": found}}
 
 
 def _form(schema: dict[str, Any]) -> dict[str, Any]:
-    """A form's q: a list of one empty q is sent as no q at all (q=), which is refused as missing."""
+    """A form's q: a list of one empty q is sent as no q at all (q=), which is refused as
+    missing."""
     q = copy.deepcopy(schema["properties"]["q"])
     array = next(branch for branch in q["anyOf"] if branch["type"] == "array")
     array.update({"if": {"maxItems": 1}, "then": {"items": {"minLength": 1}}})
@@ -180,4 +216,6 @@ def _texts(field: dict[str, Any], lines: int, chars: int = 0, least: int = 0) ->
         ({"minItems": least, "maxItems": lines}, [array]),
     ):
         for branch in where:
-            branch.update({k: v for k, v in limits.items() if v and (k != "minLength" or branch is string)})
+            branch.update(
+                {k: v for k, v in limits.items() if v and (k != "minLength" or branch is string)}
+            )

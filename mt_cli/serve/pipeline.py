@@ -32,7 +32,9 @@ from mt_cli.serve.models import Hop, Models
 from mt_cli.serve.request import LINES, TextRequest
 from mt_cli.serve.service import Service, Work
 
-Result = tuple[Any, list[str]]  # a text's translation (with format full, the JSON API's object) and its alternatives
+Result = tuple[
+    Any, list[str]
+]  # a text's translation (with format full, the JSON API's object) and its alternatives
 PLAIN = OutputConfig("text")
 
 
@@ -47,7 +49,9 @@ class Pipeline:
         self.models.check_ready()
         if self._detector is None:
             self._detector = Detector(Languages(self.models.sources(), (), False))
-        return await asyncio.to_thread(self._detector.detect, texts)  # lingua's first call loads its models
+        return await asyncio.to_thread(
+            self._detector.detect, texts
+        )  # lingua's first call loads its models
 
     async def translate(self, req: TextRequest) -> tuple[list[Result], Detection | None]:
         """Each text's translation, and the detection of its source where it asked for "auto"."""
@@ -75,10 +79,15 @@ class Pipeline:
         return [r for r in results if r is not None], detected
 
     def _identifies(self, req: TextRequest) -> bool:
-        """Whether the model identifies "auto" itself, line by line (the JSON API's lines, to the one
-        model, an M2M100 or NLLB told its source), rather than the server detecting it per request."""
+        """Whether the model identifies "auto" itself, line by line (the JSON API's lines, to the
+        one model, an M2M100 or NLLB told its source), rather than the server detecting it per
+        request."""
         entries = self.models.entries
-        told = len(entries) == 1 and entries[0].languages is not None and entries[0].languages.told_source
+        told = (
+            len(entries) == 1
+            and entries[0].languages is not None
+            and entries[0].languages.told_source
+        )
         return req.kind == LINES and told
 
     def _cached(self, key: Hashable | None, text: str) -> Result | None:
@@ -86,12 +95,15 @@ class Pipeline:
 
     @staticmethod
     def _key(hops: list[Hop], req: TextRequest) -> Hashable:
-        """What a translation depends on besides its text: the models, their languages, the options."""
+        """What a translation depends on besides its text: the models, their languages, the
+        options."""
         glossary = tuple(sorted(req.glossary.items())) if req.glossary else None
         route = tuple((hop.entry.name, hop.source, hop.target, hop.lang) for hop in hops)
         return route, req.kind, req.beam, req.nbest, req.output, glossary
 
-    async def _translate(self, hop: Hop, req: TextRequest, texts: list[Any], last: bool) -> list[Result]:
+    async def _translate(
+        self, hop: Hop, req: TextRequest, texts: list[Any], last: bool
+    ) -> list[Result]:
         """One model's part: the request's options on the last model of a route, plain before it."""
         if req.kind != LINES:
             terms = Glossary(list(req.glossary.items())) if req.glossary and last else None
@@ -111,7 +123,9 @@ class Pipeline:
             cost = sum(len(t) for t in texts) // 4 * max(hop.entry.beam, req.nbest)
             found = await self.run(hop, lambda s: Work(key, [(len(texts), budget, job)], cost))
             return list(found)
-        output, glossary, prefixes = (req.output, req.glossary, req.prefixes) if last else (PLAIN, None, None)
+        output, glossary, prefixes = (
+            (req.output, req.glossary, req.prefixes) if last else (PLAIN, None, None)
+        )
         direction = (hop.source, hop.target)
 
         def check(service: Service) -> Work:
@@ -131,12 +145,18 @@ class Pipeline:
             try:
                 future = model.lane(work.cost).submit_group(work.key, list(work.parts))
             except Overloaded as e:
-                raise ApiError(503, str(e), {"Retry-After": str(e.retry_after)}, kind="overloaded") from None
+                raise ApiError(
+                    503, str(e), {"Retry-After": str(e.retry_after)}, kind="overloaded"
+                ) from None
             try:
                 return await asyncio.wrap_future(future)
-            except MtError as e:  # a document that does not parse, a target the model has no token for
+            except (
+                MtError
+            ) as e:  # a document that does not parse, a target the model has no token for
                 raise ApiError(422, str(e), kind="invalid") from None
             except Exception as e:  # noqa: BLE001 - this batch failed; the server goes on
-                raise ApiError(500, f"decoding failed: {type(e).__name__}: {e}", kind="decoding") from None
+                raise ApiError(
+                    500, f"decoding failed: {type(e).__name__}: {e}", kind="decoding"
+                ) from None
         finally:
             self.models.release(hop.entry)

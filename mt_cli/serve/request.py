@@ -44,7 +44,8 @@ class TextRequest:
     caller: Caller
     names: Names = Names()
     # "lines" (each text one line, with the JSON API's outputs), or a documents type (text, html,
-    # markdown, srt, vtt, po, docx): each text one document, split into sentences and put back together.
+    # markdown, srt, vtt, po, docx): each text one document, split into sentences and put back
+    # together.
     kind: str = LINES
     source: str | None = None  # a language code, "auto" to detect, None: the model's own
     target: str | None = None
@@ -52,8 +53,11 @@ class TextRequest:
     nbest: int = 1  # hypotheses per text: the JSON API's nbest, LibreTranslate's alternatives + 1
     glossary: dict[str, str] | None = None
     prefixes: list[str | None] | None = None
-    output: OutputConfig = field(default_factory=lambda: OutputConfig("text"))  # lines: format, scores, alignment
-    file: bool = False  # an uploaded file (LibreTranslate's /translate_file): bounded by the body, not per text
+    output: OutputConfig = field(
+        default_factory=lambda: OutputConfig("text")
+    )  # lines: format, scores, alignment
+    # an uploaded file (LibreTranslate's /translate_file): bounded by the body, not per text
+    file: bool = False
 
     @property
     def chars(self) -> int:
@@ -64,4 +68,9 @@ class TextRequest:
         """Asks for nothing but each text's best translation (or its alternatives): what a pivot
         through a third language and the cache can answer."""
         out = self.output
-        return self.prefixes is None and out.format == "text" and not out.token_scores and not out.alignment
+        return (
+            self.prefixes is None
+            and out.format == "text"
+            and not out.token_scores
+            and not out.alignment
+        )

@@ -37,7 +37,9 @@ def bind(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as e:
         sock.close()
-        raise MtError(f"cannot listen on {host}:{port}: {e.strerror}; pick another serve.port or serve.host") from None
+        raise MtError(
+            f"cannot listen on {host}:{port}: {e.strerror}; pick another serve.port or serve.host"
+        ) from None
     # Listening now, not when uvicorn starts: a client that reads the printed URL and connects at
     # once waits in the backlog instead of being refused.
     sock.listen(2048)
@@ -45,7 +47,10 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 def serve(
-    checkpoints: Sequence[Path], cfg: ServeConfig = ServeConfig(), device: str = DEVICE, **overrides: Any
+    checkpoints: Sequence[Path],
+    cfg: ServeConfig = ServeConfig(),
+    device: str = DEVICE,
+    **overrides: Any,
 ) -> None:
     """Serve the checkpoint (several: an ensemble), or with serve.models every model of a folder
     (and the checkpoints given, each a model of its own), until SIGINT or SIGTERM. serve.target_lang
@@ -70,7 +75,11 @@ def serve(
         app = create_app(lambda: load(paths), name, cfg)
     sock = bind(cfg.host, cfg.port)
     config = uvicorn.Config(
-        app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=int(cfg.shutdown_s) or 1
+        app,
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=int(cfg.shutdown_s) or 1,
     )
     server = uvicorn.Server(config)
     models = app.state.models
@@ -88,7 +97,9 @@ def serve(
     print("mt serve: stopped", file=sys.stderr, flush=True)
 
 
-def _entries(paths: list[Path], cfg: ServeConfig, load: Callable[[Sequence[Path]], Translator]) -> list[Entry]:
+def _entries(
+    paths: list[Path], cfg: ServeConfig, load: Callable[[Sequence[Path]], Translator]
+) -> list[Entry]:
     """The models of serve.models and the checkpoints given, each loaded when first needed."""
     entries = []
     for found in catalog(Path(cfg.models), paths):
@@ -98,7 +109,9 @@ def _entries(paths: list[Path], cfg: ServeConfig, load: Callable[[Sequence[Path]
                 f"{found.name}: {found.size / 2**20:.0f} MB, more than serve.max_memory_mb "
                 f"{cfg.max_memory_mb} holds alone; raise it"
             )
-        entries.append(Entry(found.name, _loader(found, load), found.languages, found.beam, found.size))
+        entries.append(
+            Entry(found.name, _loader(found, load), found.languages, found.beam, found.size)
+        )
     return entries
 
 

@@ -31,7 +31,9 @@ from mt_cli.serve.telemetry import Telemetry
 class Translation:
     beam: int
     requests: list[Request | None]  # one per line, None for a blank one
-    output: OutputConfig  # format "text" or "jsonl" (the API's "full"), n-best, token scores, alignment
+    output: (
+        OutputConfig  # format "text" or "jsonl" (the API's "full"), n-best, token scores, alignment
+    )
 
 
 @dataclass(frozen=True)
@@ -54,8 +56,11 @@ class Work:
     and token counts and payload (one slice unless the request is larger than serve.slice_cost)."""
 
     key: Hashable
-    parts: Sequence[tuple[int, int, Any]]  # a Translation, Scoring, Attention or documents.Documents
-    cost: int = 0  # source tokens x beam of the whole request: what tells a light request (models.Model.lane)
+    parts: Sequence[
+        tuple[int, int, Any]
+    ]  # a Translation, Scoring, Attention or documents.Documents
+    # source tokens x beam of the whole request: what tells a light request (models.Model.lane)
+    cost: int = 0
 
     @property
     def lines(self) -> int:
@@ -64,12 +69,18 @@ class Work:
 
 class Service:
     def __init__(
-        self, translator: Translator, telemetry: Telemetry | None = None, batch_tokens: int = 0, slice_cost: int = 0
+        self,
+        translator: Translator,
+        telemetry: Telemetry | None = None,
+        batch_tokens: int = 0,
+        slice_cost: int = 0,
     ) -> None:
         if batch_tokens:  # the batcher's budget: a batch it hands over is decoded as one search
             translator = translator.with_options(batch_tokens=batch_tokens, batch_size=1 << 30)
         self.translator, self.telemetry = translator, telemetry
-        self.slice_cost = slice_cost  # source tokens x beam per slice of a large request (0: no slicing)
+        self.slice_cost = (
+            slice_cost  # source tokens x beam per slice of a large request (0: no slicing)
+        )
         self._beams: dict[int, Translator] = {}
         self._alone = itertools.count()  # keys for jobs that never share a batch
 
@@ -90,22 +101,30 @@ class Service:
         prefixes: list[str | None] | None,
         direction: tuple[str | None, str | None] = (None, None),
     ) -> Work:
-        """A translation request checked as `mt translate` checks its options and input; `direction`:
-        its (source, target) languages where it names them (the requests carry their tokens)."""
+        """A translation request checked as `mt translate` checks its options and input;
+        `direction`: its (source, target) languages where it names them (the requests carry their
+        tokens)."""
         tr = self.with_beam(beam)
         if direction != (None, None):
             tr = tr.for_languages(*direction)
         check_nbest(output.nbest, tr.cfg)
         if prefixes is not None and len(prefixes) != len(lines):
-            raise MtError(f"prefix: {len(prefixes)} prefixes for {len(lines)} lines; give one per line (null for none)")
+            raise MtError(
+                f"prefix: {len(prefixes)} prefixes for {len(lines)} lines; give one per line (null "
+                "for none)"
+            )
         terms = None
         if glossary:
             entries = [(s.strip(), t.strip()) for s, t in glossary.items()]
             if any(not s or not t for s, t in entries):
-                raise MtError("glossary: an empty source or target term; give both sides of every entry")
+                raise MtError(
+                    "glossary: an empty source or target term; give both sides of every entry"
+                )
             found = Glossary(entries)
             terms = [found.terms_for(line) for line in lines]
-        requests = tr.requests(lines, prefixes, terms)  # raises on what this model cannot take, naming the line
+        requests = tr.requests(
+            lines, prefixes, terms
+        )  # raises on what this model cannot take, naming the line
         key = ("translate", tr.cfg.beam, bool(terms and any(terms)), output.alignment)
         parts = [
             (j - i, tokens, Translation(tr.cfg.beam, requests[i:j], output))
@@ -128,14 +147,19 @@ class Service:
 
     def scoring(self, sources: list[str], targets: list[str], normalize: bool, full: bool) -> Work:
         if len(sources) != len(targets):
-            raise MtError(f"source and target: {len(sources)} sources but {len(targets)} targets; give one per source")
+            raise MtError(
+                f"source and target: {len(sources)} sources but {len(targets)} targets; give one "
+                "per source"
+            )
         tokens = sum(len(ids) for ids in self.translator.tokenizer.encode_src(sources))
         job = Scoring(sources, targets, normalize, full)
         return Work(("score", next(self._alone)), [(len(sources), tokens, job)], tokens)
 
     def attention(self, text: str, target: str | None) -> Work:
         tokens = len(text.split())
-        return Work(("attention", next(self._alone)), [(1, tokens, Attention(text, target))], tokens)
+        return Work(
+            ("attention", next(self._alone)), [(1, tokens, Attention(text, target))], tokens
+        )
 
     def run(self, key: Hashable, jobs: list[Job]) -> list[Any]:
         """One batch from the decoding thread: jobs with one key, one result each."""
@@ -174,9 +198,18 @@ class Service:
         return objects if job.full else [o["score"] for o in objects]
 
     def _attention(self, job: Attention) -> dict[str, Any]:
-        maps = record_attention(self.translator, job.text, job.target)  # an ensemble is refused before translating
+        maps = record_attention(
+            self.translator, job.text, job.target
+        )  # an ensemble is refused before translating
         cross = maps.maps["decoder-cross"]  # per layer (H, queries, keys)
         # Row i is the decoder position that predicts output piece i (the last one </s>).
         rows = maps.tgt_pieces[1:] + ["</s>"]
-        layers = [[[round(float(w), 5) for w in row] for row in layer.mean(dim=0)] for layer in cross]
-        return {"source": maps.src_pieces, "target": rows, "translation": maps.target, "layers": layers}
+        layers = [
+            [[round(float(w), 5) for w in row] for row in layer.mean(dim=0)] for layer in cross
+        ]
+        return {
+            "source": maps.src_pieces,
+            "target": rows,
+            "translation": maps.target,
+            "layers": layers,
+        }

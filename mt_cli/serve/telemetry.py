@@ -16,31 +16,54 @@ class Telemetry:
         self.registry = CollectorRegistry()
         r = self.registry
         self.requests = Counter(
-            "mt_requests", "HTTP requests by endpoint and status", ["endpoint", "status"], registry=r
+            "mt_requests",
+            "HTTP requests by endpoint and status",
+            ["endpoint", "status"],
+            registry=r,
         )
-        self.errors = Counter("mt_errors", "Refused or failed requests by kind", ["kind"], registry=r)
+        self.errors = Counter(
+            "mt_errors", "Refused or failed requests by kind", ["kind"], registry=r
+        )
         self.lines = Counter("mt_lines", "Lines decoded (translated, scored or drawn)", registry=r)
         self.src_tokens = Counter("mt_source_tokens", "Source tokens decoded", registry=r)
-        self.out_tokens = Counter("mt_output_tokens", "Output tokens of the best translations", registry=r)
-        self.batch_lines = Histogram("mt_batch_lines", "Lines per decoding batch", buckets=BATCH_BUCKETS, registry=r)
+        self.out_tokens = Counter(
+            "mt_output_tokens", "Output tokens of the best translations", registry=r
+        )
+        self.batch_lines = Histogram(
+            "mt_batch_lines", "Lines per decoding batch", buckets=BATCH_BUCKETS, registry=r
+        )
         self.batch_jobs = Histogram(
             "mt_batch_requests", "Requests per decoding batch", buckets=BATCH_BUCKETS, registry=r
         )
         self.queue_wait = Histogram(
-            "mt_queue_wait_seconds", "Time a request waited for its batch", buckets=LATENCY_BUCKETS, registry=r
+            "mt_queue_wait_seconds",
+            "Time a request waited for its batch",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
         )
         self.latency = Histogram(
-            "mt_request_seconds", "Request latency by endpoint", ["endpoint"], buckets=LATENCY_BUCKETS, registry=r
+            "mt_request_seconds",
+            "Request latency by endpoint",
+            ["endpoint"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
         )
         self.queued = Gauge("mt_queued_lines", "Lines waiting for the decoding thread", registry=r)
         # By limit only: a label per client would grow without bound.
         self.limited = Counter(
-            "mt_limited", "Requests refused by a limit (requests, characters, cost)", ["limit"], registry=r
+            "mt_limited",
+            "Requests refused by a limit (requests, characters, cost)",
+            ["limit"],
+            registry=r,
         )
 
         # By model: a server holds as many as its folder, so the label stays bounded.
-        self.model_requests = Counter("mt_model_requests", "Requests answered by each model", ["model"], registry=r)
-        self.model_loads = Counter("mt_model_loads", "Times each model was loaded", ["model"], registry=r)
+        self.model_requests = Counter(
+            "mt_model_requests", "Requests answered by each model", ["model"], registry=r
+        )
+        self.model_loads = Counter(
+            "mt_model_loads", "Times each model was loaded", ["model"], registry=r
+        )
         self.model_unloads = Counter(
             "mt_model_unloads",
             "Times each model was unloaded for another (serve.max_loaded, max_memory_mb)",
@@ -48,8 +71,12 @@ class Telemetry:
             registry=r,
         )
         self.loaded = Gauge("mt_models_loaded", "Models loaded now", registry=r)
-        self.cache_hits = Counter("mt_cache_hits", "Texts answered from the translation cache", registry=r)
-        self.cache_misses = Counter("mt_cache_misses", "Texts the translation cache did not hold", registry=r)
+        self.cache_hits = Counter(
+            "mt_cache_hits", "Texts answered from the translation cache", registry=r
+        )
+        self.cache_misses = Counter(
+            "mt_cache_misses", "Texts the translation cache did not hold", registry=r
+        )
 
     def batch(self, jobs: list[Job], waited: list[float], seconds: float) -> None:
         """The batcher's report of one decoded batch."""

@@ -30,7 +30,12 @@ class Backtranslated:
 
 
 def backtranslate(
-    checkpoint: Path, mono: Path, prefix: Path, device: str = DEVICE, log: Log = lambda _: None, **decoding: Any
+    checkpoint: Path,
+    mono: Path,
+    prefix: Path,
+    device: str = DEVICE,
+    log: Log = lambda _: None,
+    **decoding: Any,
 ) -> Backtranslated:
     """Translate MONO (target-language text, one sentence per line) with CHECKPOINT (a model from
     that language into the source language) and write PREFIX.<source> (its translations) beside

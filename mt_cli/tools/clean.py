@@ -1,4 +1,5 @@
-"""`mt clean`: a parallel corpus without the pairs data/cleaning.py's rules remove, in bounded memory.
+"""`mt clean`: a parallel corpus without the pairs data/cleaning.py's rules remove, in bounded
+memory.
 
 Three passes, so that a corpus larger than memory streams through:
 1. read the pairs a chunk at a time; write each pair's verdict (a byte: 0 kept, else the rule) to
@@ -59,7 +60,12 @@ def output_paths(prefix: Path, src_lang: str, tgt_lang: str) -> tuple[Path, Path
 
 
 def clean_corpus(
-    src: Path, tgt: Path, prefix: Path, cfg: CleanConfig, device: str = DEVICE, log: Log = lambda _: None
+    src: Path,
+    tgt: Path,
+    prefix: Path,
+    cfg: CleanConfig,
+    device: str = DEVICE,
+    log: Log = lambda _: None,
 ) -> CleanReport:
     """Write the kept pairs of SRC/TGT to PREFIX.<lang> (or .src/.tgt) and the removed pairs' line
     numbers and rules to PREFIX.removed.tsv."""
@@ -70,19 +76,28 @@ def clean_corpus(
     outputs = output_paths(prefix, src_lang, tgt_lang)
     for out in outputs:
         if out.exists() and any(out.samefile(p) for p in (src, tgt)):
-            raise MtError(f"{out}: also an input; mt clean never writes over its inputs: give another output prefix")
+            raise MtError(
+                f"{out}: also an input; mt clean never writes over its inputs: give another output "
+                "prefix"
+            )
     judges = _Judges(cfg, src_lang, tgt_lang, device, log)
     buckets = max(1, min(MAX_BUCKETS, (src.stat().st_size + tgt.stat().st_size) // BUCKET_BYTES))
     prefix.parent.mkdir(parents=True, exist_ok=True)
     work = temp_dir(prefix.parent, f".{prefix.name}.clean.")
     try:
         total = _judge(src, tgt, judges, work, buckets, log)
-        codes = np.memmap(work / "codes", dtype=np.uint8, mode="r+", shape=(total,)) if total else np.zeros(0, np.uint8)
+        codes = (
+            np.memmap(work / "codes", dtype=np.uint8, mode="r+", shape=(total,))
+            if total
+            else np.zeros(0, np.uint8)
+        )
         if "duplicate" in cfg.rules:
             for b in range(buckets):
                 _mark_duplicates(work / f"keys.{b}", codes)
         counts = np.bincount(codes, minlength=len(CLEAN_RULES) + 1)
-        report = CleanReport(total, {r: int(counts[CODE[r]]) for r in CLEAN_RULES if counts[CODE[r]]}, outputs)
+        report = CleanReport(
+            total, {r: int(counts[CODE[r]]) for r in CLEAN_RULES if counts[CODE[r]]}, outputs
+        )
         _write(src, tgt, codes, outputs)
         return report
     finally:
@@ -95,7 +110,10 @@ def _pairs(src: Path, tgt: Path) -> Iterator[tuple[bytes, bytes]]:
         for n, (x, y) in enumerate(itertools.zip_longest(a, b), start=1):
             if x is None or y is None:
                 short, long = (src, tgt) if x is None else (tgt, src)
-                raise MtError(f"{short} ends after {n - 1} lines but {long} goes on: the files must be line-aligned")
+                raise MtError(
+                    f"{short} ends after {n - 1} lines but {long} goes on: the files must be "
+                    "line-aligned"
+                )
             yield x, y
 
 
@@ -107,18 +125,25 @@ def _decode(raw: bytes, first: bool) -> str | None:
 
 
 def _judge(src: Path, tgt: Path, judges: _Judges, work: Path, buckets: int, log: Log) -> int:
-    """Pass 1: every pair's verdict to work/codes, the kept pairs' keys to work/keys.B; the pair count."""
+    """Pass 1: every pair's verdict to work/codes, the kept pairs' keys to work/keys.B; the pair
+    count."""
     pairs, total = _pairs(src, tgt), 0
     with contextlib.ExitStack() as stack:
         codes = stack.enter_context(open(work / "codes", "wb"))
         keys = [stack.enter_context(open(work / f"keys.{b}", "wb")) for b in range(buckets)]
         while chunk := list(itertools.islice(pairs, judges.cfg.batch_lines)):
-            texts = [(_decode(x, total + i == 0), _decode(y, total + i == 0)) for i, (x, y) in enumerate(chunk)]
+            texts = [
+                (_decode(x, total + i == 0), _decode(y, total + i == 0))
+                for i, (x, y) in enumerate(chunk)
+            ]
             verdicts = judges.verdicts(texts)
             codes.write(bytes(verdicts))
-            kept = [(total + i, s, t) for i, ((s, t), v) in enumerate(zip(texts, verdicts)) if v == 0]
+            kept = [
+                (total + i, s, t) for i, ((s, t), v) in enumerate(zip(texts, verdicts)) if v == 0
+            ]
             if kept and "duplicate" in judges.cfg.rules:
-                rows = np.array([(pair_key(s, t), n) for n, s, t in kept], dtype=_KEYS)  # type: ignore[arg-type]
+                found = [(pair_key(s, t), n) for n, s, t in kept]  # type: ignore[arg-type]
+                rows = np.array(found, dtype=_KEYS)
                 which = rows["key"] % buckets
                 for b in np.unique(which):
                     keys[int(b)].write(rows[which == b].tobytes())
@@ -133,16 +158,23 @@ def _mark_duplicates(bucket: Path, codes: np.ndarray) -> None:
     rows = np.fromfile(bucket, dtype=_KEYS)
     if len(rows) < 2:
         return
-    order = np.lexsort((rows["line"], rows["key"]))  # by key, then by line: the first of a key stays
+    order = np.lexsort(
+        (rows["line"], rows["key"])
+    )  # by key, then by line: the first of a key stays
     key, line = rows["key"][order], rows["line"][order]
     later = np.concatenate([[False], key[1:] == key[:-1]])
     codes[line[later]] = CODE["duplicate"]
 
 
 def _write(src: Path, tgt: Path, codes: np.ndarray, outputs: tuple[Path, Path, Path]) -> None:
-    """Pass 3: the kept pairs as they were read (cleaned of BOM and CR), the removed ones' line numbers."""
+    """Pass 3: the kept pairs as they were read (cleaned of BOM and CR), the removed ones' line
+    numbers."""
     names = {code: rule for rule, code in CODE.items()}
-    with atomic_open(outputs[0]) as out_src, atomic_open(outputs[1]) as out_tgt, atomic_open(outputs[2]) as removed:
+    with (
+        atomic_open(outputs[0]) as out_src,
+        atomic_open(outputs[1]) as out_tgt,
+        atomic_open(outputs[2]) as removed,
+    ):
         for n, (x, y) in enumerate(_pairs(src, tgt)):
             if codes[n]:
                 removed.write(f"{n + 1}\t{names[int(codes[n])]}\n")
@@ -156,7 +188,9 @@ class _Judges:
     language identification (lingua, among the pair's languages and clean.language_others) and a
     model's cross-entropy (clean.score_checkpoint, and the reverse model)."""
 
-    def __init__(self, cfg: CleanConfig, src_lang: str, tgt_lang: str, device: str, log: Log) -> None:
+    def __init__(
+        self, cfg: CleanConfig, src_lang: str, tgt_lang: str, device: str, log: Log
+    ) -> None:
         self.cfg, self.langs = cfg, (src_lang, tgt_lang)
         self.identifier: Any = None
         if "language" in cfg.rules:
@@ -183,7 +217,8 @@ class _Judges:
             out.append(CODE[rule] if rule else 0)
         if self.scorers:
             kept = [i for i, v in enumerate(out) if v == 0 and texts[i][0] is not None]
-            for i, ce in zip(kept, self._cross_entropy([texts[i] for i in kept])):  # type: ignore[misc]
+            scored = [texts[i] for i in kept]
+            for i, ce in zip(kept, self._cross_entropy(scored)):  # type: ignore[arg-type]
                 if ce > self.cfg.max_cross_entropy:
                     out[i] = CODE["score"]
         return out
@@ -196,12 +231,17 @@ class _Judges:
                 continue
             found = self.identifier.confidences(text)
             mine = found.get(lang)
-            if mine is not None and mine < self.cfg.language_min_confidence and max(found.values()) > mine:
+            if (
+                mine is not None
+                and mine < self.cfg.language_min_confidence
+                and max(found.values()) > mine
+            ):
                 return "language"
         return ""
 
     def _cross_entropy(self, pairs: list[tuple[str, str]]) -> list[float]:
-        """Each pair's cross-entropy per target token (EOS included), the mean over both models' directions."""
+        """Each pair's cross-entropy per target token (EOS included), the mean over both models'
+        directions."""
         if not pairs:
             return []
         src, tgt = [p[0] for p in pairs], [p[1] for p in pairs]
@@ -219,9 +259,13 @@ class _Judges:
 
 
 def _identifier(src_lang: str, tgt_lang: str, others: tuple[str, ...], log: Log) -> Any:
-    """lingua restricted to the pair's languages and `others`; None (said why) where it cannot run."""
+    """lingua restricted to the pair's languages and `others`; None (said why) where it cannot
+    run."""
     if not (src_lang and tgt_lang):
-        log("language: skipped, the languages are not known (name them: clean.source_lang, clean.target_lang)")
+        log(
+            "language: skipped, the languages are not known (name them: clean.source_lang, "
+            "clean.target_lang)"
+        )
         return None
     if importlib.util.find_spec("lingua") is None:
         log("language: skipped, lingua is not installed (pip install 'mt-cli[serve]')")

@@ -61,15 +61,24 @@ def distill(
     the translations, and write OUT/student.pt and OUT/ct2."""
     main = data.pairs[0]
     if len(data.pairs) != 1 or not isinstance(main.train, TextPair):
-        raise MtError("mt distill reads its training pairs from one pair of text files (data.pairs: one {src, tgt})")
+        raise MtError(
+            "mt distill reads its training pairs from one pair of text files (data.pairs: one "
+            "{src, tgt})"
+        )
     source = main.train
     if main.label == MONOLINGUAL and dcfg.original_weight:
-        raise MtError(f"{source.src} is monolingual: distill.original_weight needs the sources' own translations")
+        raise MtError(
+            f"{source.src} is monolingual: distill.original_weight needs the sources' own "
+            "translations"
+        )
     src_lang = main.source_lang or suffix_language(source.src) or ""
     tgt_lang = main.target_lang or suffix_language(source.tgt) or ""
-    tr = Translator.load(teachers, device, **({"beam": dcfg.teacher_beam} if dcfg.teacher_beam else {}))
+    tr = Translator.load(
+        teachers, device, **({"beam": dcfg.teacher_beam} if dcfg.teacher_beam else {})
+    )
     log(
-        f"teacher{'s' if len(teachers) > 1 else ''} {', '.join(map(str, teachers))} translating {source.src}"
+        f"teacher{'s' if len(teachers) > 1 else ''} {', '.join(map(str, teachers))} translating "
+        f"{source.src}"
         f" (beam {tr.cfg.beam}, {dcfg.nbest} best kept)"
     )
     total = translate_corpus(tr, Path(source.src), out / "teacher", teachers, dcfg.nbest, log)
@@ -78,35 +87,58 @@ def distill(
     pairs = _write_pairs(Path(source.src), out / "teacher", total, paths, dcfg)
     log(f"{pairs} teacher pairs from {total} source lines in {paths[0]} and {paths[1]}")
     taught = PairSpec(TextPair(*paths), main.valid, src_lang, tgt_lang)
-    extra = [PairSpec(source, None, src_lang, tgt_lang, dcfg.original_weight)] if dcfg.original_weight else []
-    train(DataSpec.with_extra(taught, extra, data.tokenizer, data.cache), out / "student", cfg, log=log)
+    extra = (
+        [PairSpec(source, None, src_lang, tgt_lang, dcfg.original_weight)]
+        if dcfg.original_weight
+        else []
+    )
+    train(
+        DataSpec.with_extra(taught, extra, data.tokenizer, data.cache),
+        out / "student",
+        cfg,
+        log=log,
+    )
     student, ct2 = _finish(out, dcfg, log)
     return Distilled(paths[0], paths[1], pairs, student, ct2)
 
 
-def monolingual_spec(src: Path, valid_src: Path, valid_tgt: Path, cache: Path | None = None) -> DataSpec:
+def monolingual_spec(
+    src: Path, valid_src: Path, valid_tgt: Path, cache: Path | None = None
+) -> DataSpec:
     """Distillation data from monolingual sources: the teachers' translations are the only
     targets. The source file stands in as its pair's target file, which distill never reads where
     distill.original_weight is 0 (the languages are the files' suffixes: the validation target's
     names the target language)."""
     valid = TextPair(valid_src, valid_tgt)
-    langs = (suffix_language(src) or suffix_language(valid_src) or "", suffix_language(valid_tgt) or "")
+    langs = (
+        suffix_language(src) or suffix_language(valid_src) or "",
+        suffix_language(valid_tgt) or "",
+    )
     return DataSpec((PairSpec(TextPair(src, src), valid, *langs, label=MONOLINGUAL),), None, cache)
 
 
-def _write_pairs(src: Path, work: Path, total: int, paths: tuple[Path, Path], dcfg: DistillConfig) -> int:
+def _write_pairs(
+    src: Path, work: Path, total: int, paths: tuple[Path, Path], dcfg: DistillConfig
+) -> int:
     """The kept translations as pairs: each line's `nbest` best whose cross-entropy is within
     distill.max_cross_entropy; blank lines and empty translations are left out."""
     pairs = 0
     with atomic_open(paths[0]) as out_src, atomic_open(paths[1]) as out_tgt:
         for line, hyps in read_translations(src, work, total):
             for text, logprob in hyps[: dcfg.nbest]:
-                if line.strip() and text.strip() and (not dcfg.max_cross_entropy or -logprob <= dcfg.max_cross_entropy):
+                if (
+                    line.strip()
+                    and text.strip()
+                    and (not dcfg.max_cross_entropy or -logprob <= dcfg.max_cross_entropy)
+                ):
                     out_src.write(line + "\n")
                     out_tgt.write(text + "\n")
                     pairs += 1
     if not pairs:
-        raise MtError(f"no teacher translation was kept from {src}: raise distill.max_cross_entropy (or set it to 0)")
+        raise MtError(
+            f"no teacher translation was kept from {src}: raise distill.max_cross_entropy (or set "
+            "it to 0)"
+        )
     return pairs
 
 
@@ -119,10 +151,15 @@ def _finish(out: Path, dcfg: DistillConfig, log: Log) -> tuple[Path, Path | None
     ckpt = dataclasses.replace(ckpt, config=dataclasses.replace(ckpt.config, decode=decode))
     checkpoint.save(out / "student.pt", ckpt)
     if importlib.util.find_spec("ctranslate2") is None:
-        log("CTranslate2 export skipped: pip install ctranslate2 transformers (then mt export --format ct2)")
+        log(
+            "CTranslate2 export skipped: pip install ctranslate2 transformers (then mt export "
+            "--format ct2)"
+        )
         return out / "student.pt", None
     refusal = export_refusal(ckpt.config.model, "ct2")
-    if refusal is not None:  # a student begun from an SSRU teacher's layers (--init-layers) stays one
+    if (
+        refusal is not None
+    ):  # a student begun from an SSRU teacher's layers (--init-layers) stays one
         log(f"CTranslate2 export skipped: {refusal}")
         return out / "student.pt", None
     from mt_cli.interop.ct2 import export_ct2

@@ -17,7 +17,10 @@ from mt_cli.model import checkpoint
 
 
 def score_files(
-    hyp_path: Path, ref_paths: list[Path], metrics: tuple[str, ...] = DEFAULT_METRICS, tokenize: str | None = None
+    hyp_path: Path,
+    ref_paths: list[Path],
+    metrics: tuple[str, ...] = DEFAULT_METRICS,
+    tokenize: str | None = None,
 ) -> dict[str, Any]:
     """Score a hypothesis file against line-aligned reference files."""
     hyps = read_lines(hyp_path)
@@ -33,7 +36,10 @@ def significance(
     """`mt evaluate --significance`: each hypothesis file after the first against the first (the
     baseline), by paired bootstrap resampling (metrics.paired_bootstrap)."""
     if len(hyp_paths) < 2:
-        raise MtError("a significance test compares systems: give a baseline's translations and one system's (or more)")
+        raise MtError(
+            "a significance test compares systems: give a baseline's translations and one system's "
+            "(or more)"
+        )
     hyps = [read_lines(p) for p in hyp_paths]
     refs = [read_lines(p) for p in ref_paths]
     for path, hyp in zip(hyp_paths, hyps):
@@ -55,12 +61,16 @@ def evaluate_run(
     """Score a hypothesis file, or translate `src_path` with a checkpoint first (with any decoding
     settings, DecodeConfig's fields) and score that."""
     if (hyp_path is None) == (checkpoint_path is None):
-        raise MtError("give either translations to score, or a checkpoint and the source text it translates")
+        raise MtError(
+            "give either translations to score, or a checkpoint and the source text it translates"
+        )
     if checkpoint_path is None:
         assert hyp_path is not None
         return score_files(hyp_path, ref_paths, metrics, tokenize)
     if src_path is None:
-        raise MtError("a checkpoint is scored on its translations of a source text: give the source file")
+        raise MtError(
+            "a checkpoint is scored on its translations of a source text: give the source file"
+        )
     translator = Translator.load(checkpoint_path, device, **decoding)
     src = read_lines(src_path)
     refs = [read_lines(p) for p in ref_paths]
@@ -87,8 +97,15 @@ def tune_decoding(
     translator = Translator.from_checkpoint(ckpt, device)
     src, ref = read_lines(src_path), read_lines(ref_path)
     check_aligned(src_path, src, ref_path, ref)
-    rows = tune_grid(translator, [(translator.source_ids(src), ref, translator.decoder_start)], beams, length_penalties)
+    rows = tune_grid(
+        translator,
+        [(translator.source_ids(src), ref, translator.decoder_start)],
+        beams,
+        length_penalties,
+    )
     if out is not None:
-        ckpt.config = with_decoding(ckpt.config, beam=rows[0]["beam"], length_penalty=rows[0]["length_penalty"])
+        ckpt.config = with_decoding(
+            ckpt.config, beam=rows[0]["beam"], length_penalty=rows[0]["length_penalty"]
+        )
         checkpoint.save(out, ckpt)
     return rows

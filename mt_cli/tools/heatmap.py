@@ -38,12 +38,17 @@ def draw(maps: AttentionMaps, out_dir: Path) -> list[Path]:
             heads = probs.size(0)
             ncols = min(4, heads)
             nrows = math.ceil(heads / ncols)
-            cell_w, cell_h = max(3.0, 0.28 * len(cols_label) + 1), max(3.0, 0.28 * len(rows_label) + 1)
+            cell_w, cell_h = (
+                max(3.0, 0.28 * len(cols_label) + 1),
+                max(3.0, 0.28 * len(rows_label) + 1),
+            )
             fig = Figure(figsize=(ncols * cell_w, nrows * cell_h + 0.6), layout="constrained")
             fig.suptitle(f"{KINDS[kind]}, layer {layer}")
             for h in range(heads):
                 ax = fig.add_subplot(nrows, ncols, h + 1)
-                ax.imshow(probs[h].float().numpy(), cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
+                ax.imshow(
+                    probs[h].float().numpy(), cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto"
+                )
                 ax.set_title(f"head {h + 1}", fontsize=9)
                 ax.set_xticks(range(len(cols_label)), cols_label, rotation=90, fontsize=7)
                 ax.set_yticks(range(len(rows_label)), rows_label, fontsize=7)
@@ -54,7 +59,9 @@ def draw(maps: AttentionMaps, out_dir: Path) -> list[Path]:
     return written
 
 
-def attention_figures(checkpoint_path: Path, src: str, tgt: str | None, out_dir: Path) -> list[Path]:
+def attention_figures(
+    checkpoint_path: Path, src: str, tgt: str | None, out_dir: Path
+) -> list[Path]:
     """`mt attention`: load a checkpoint, record its attention for src (-> tgt), draw every map."""
     if not src.strip():
         raise MtError("the source sentence is empty; give the sentence to look at")

@@ -25,13 +25,13 @@ from mt_cli.files import check_readable
 def input_lines(path: Path | None, what: str = "input") -> Iterator[str]:
     r"""A text file's lines (stdin when None), decoded as they are read.
 
-    Only "\n" ends a line: "\r" at a line's end is part of its CRLF ending, and one elsewhere becomes
-    a space; the other characters str.splitlines breaks at (\x0b, \x0c, \x1c-\x1e, \x85,
-    \u2028, \u2029) are text inside the line. So the lines are what `wc -l` counts (plus a last
-    line without "\n"), and count_lines agrees. Bytes that are not UTF-8 stop the run with one
-    MtError naming the file, the line and the byte's column, never guessed at: a translation of
-    U+FFFD would look right and be wrong. On stdout, the chunks of lines before it are out already;
-    a file output is left as it was."""
+    Only "\n" ends a line: "\r" at a line's end is part of its CRLF ending, and one elsewhere
+    becomes a space; the other characters str.splitlines breaks at (\x0b, \x0c, \x1c-\x1e, \x85,
+    \u2028, \u2029) are text inside the line. So the lines are what `wc -l` counts (plus a last line
+    without "\n"), and count_lines agrees. Bytes that are not UTF-8 stop the run with one MtError
+    naming the file, the line and the byte's column, never guessed at: a translation of U+FFFD would
+    look right and be wrong. On stdout, the chunks of lines before it are out already; a file output
+    is left as it was."""
     if path is None:
         yield from iter_text_lines(sys.stdin.buffer, "<stdin>")
         return
@@ -58,7 +58,9 @@ class LineFile:
         self._lines = input_lines(path, what)
 
     def _mismatch(self, detail: str) -> MtError:
-        return MtError(f"{self.path}: {detail}; give one {self.what} per input line (an empty line for none)")
+        return MtError(
+            f"{self.path}: {detail}; give one {self.what} per input line (an empty line for none)"
+        )
 
     def expect(self, total: int) -> None:
         """Refuse, before decoding, a file whose line count is not the input's."""
@@ -95,9 +97,13 @@ class SideInputs:
     def __init__(self, inputs: LineInputs, input_path: Path | None) -> None:
         self.prefixes = LineFile(inputs.prefix_file, "prefix") if inputs.prefix_file else None
         self.terms = (
-            LineFile(inputs.constraints_file, "tab-separated list of terms") if inputs.constraints_file else None
+            LineFile(inputs.constraints_file, "tab-separated list of terms")
+            if inputs.constraints_file
+            else None
         )
-        self.glossary: Glossary | None = load_glossary(inputs.glossary_file) if inputs.glossary_file else None
+        self.glossary: Glossary | None = (
+            load_glossary(inputs.glossary_file) if inputs.glossary_file else None
+        )
         if input_path is not None and input_path.is_file() and (self.prefixes or self.terms):
             total = count_lines(input_path)
             for f in (self.prefixes, self.terms):
@@ -108,7 +114,11 @@ class SideInputs:
         prefixes = self.prefixes.take(len(lines)) if self.prefixes else None
         if self.terms is None and self.glossary is None:
             return prefixes, None
-        given = [parse_terms(t) for t in self.terms.take(len(lines))] if self.terms else [[] for _ in lines]
+        given = (
+            [parse_terms(t) for t in self.terms.take(len(lines))]
+            if self.terms
+            else [[] for _ in lines]
+        )
         if self.glossary is not None:  # the glossary's terms for the line, then those given for it
             given = [_union(self.glossary.terms_for(line), g) for line, g in zip(lines, given)]
         return prefixes, given

@@ -11,7 +11,8 @@ from mt_cli.errors import MtError
 
 
 def clean_config(given: dict[str, Any], sets: list[str]) -> CleanConfig:
-    """clean.* from the command's options and --set clean.FIELD=VALUE (a list as YAML, [a, b], or a, b)."""
+    """clean.* from the command's options and --set clean.FIELD=VALUE (a list as YAML, [a, b], or a,
+    b)."""
     values = dict(given)
     for item in sets:
         for section, fields in parse_set(item).items():

@@ -51,7 +51,13 @@ def draw_curves(runs: list[Path], out: Path) -> Path:
         for run, entries in logs.items():
             steps, values = series(entries, field)
             if steps:
-                ax.plot(steps, values, marker="o" if field.startswith("valid") else None, markersize=3, label=run.name)
+                ax.plot(
+                    steps,
+                    values,
+                    marker="o" if field.startswith("valid") else None,
+                    markersize=3,
+                    label=run.name,
+                )
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)

@@ -30,7 +30,11 @@ class Progress:
     def line(self, now: float) -> str:
         elapsed = max(now - self.start, 1e-9)
         rate = self.done / elapsed
-        text = f"{self.done:,} lines" + (f" of {self.total:,}" if self.total else "") + f", {rate:,.1f} lines/s"
+        text = (
+            f"{self.done:,} lines"
+            + (f" of {self.total:,}" if self.total else "")
+            + f", {rate:,.1f} lines/s"
+        )
         if self.total and rate > 0:
             text += f", {_clock(max(self.total - self.done, 0) / rate)} left"
         return text
@@ -42,4 +46,6 @@ class Progress:
 
 def _clock(seconds: float) -> str:
     s = int(round(seconds))
-    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
+    return (
+        f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
+    )

@@ -39,7 +39,9 @@ MULTI30K_HUB = "bentrevett/multi30k"
 MULTI30K_SPLITS = {"train": "train", "validation": "val", "test": "test2016"}
 
 
-def fetch_multi30k(out_dir: Path, local_dir: Path | None = None, dataset: str = MULTI30K_HUB) -> Path:
+def fetch_multi30k(
+    out_dir: Path, local_dir: Path | None = None, dataset: str = MULTI30K_HUB
+) -> Path:
     """Return a folder holding {train,val,test2016}.{de,en}.
 
     With `local_dir` the text files are used where they lie. Otherwise `dataset` (a hub name, or a
@@ -49,7 +51,9 @@ def fetch_multi30k(out_dir: Path, local_dir: Path | None = None, dataset: str = 
     if local_dir is not None:
         missing = [name for name in wanted if not (Path(local_dir) / name).is_file()]
         if missing:
-            raise MtError(f"{local_dir}: missing {', '.join(missing)}; expected Multi30k text files")
+            raise MtError(
+                f"{local_dir}: missing {', '.join(missing)}; expected Multi30k text files"
+            )
         return Path(local_dir)
     if all((out_dir / name).is_file() for name in wanted):
         return out_dir
@@ -74,12 +78,17 @@ def fetch_multi30k(out_dir: Path, local_dir: Path | None = None, dataset: str = 
 def run_quickstart(
     data: Path | None, settings: QuickstartConfig, device: str, log: Callable[[str], None] = print
 ) -> dict[str, Any]:
-    """Train, translate test2016 with best.pt, score it, and record the result in OUT/test2016.json."""
+    """Train, translate test2016 with best.pt, score it, and record the result in
+    OUT/test2016.json."""
     started = time.time()
     folder = fetch_multi30k(LOCAL_COPY, data)
     out, minutes = Path(settings.out), settings.max_minutes
-    cfg = build_config("small", options=merge(RECIPE, {"train": {"max_minutes": minutes, "device": device}}))
-    spec = DataSpec.text_files(folder / "train.de", folder / "train.en", folder / "val.de", folder / "val.en")
+    cfg = build_config(
+        "small", options=merge(RECIPE, {"train": {"max_minutes": minutes, "device": device}})
+    )
+    spec = DataSpec.text_files(
+        folder / "train.de", folder / "train.en", folder / "val.de", folder / "val.en"
+    )
     state = train(spec, out, cfg, log=log)
     hyp = out / "test2016.hyp.en"
     log(f"translating {folder / 'test2016.de'} -> {hyp}")
@@ -95,7 +104,9 @@ def run_quickstart(
         "best_valid_bleu": state.best_bleu,
         "train_minutes": round(state.elapsed_s / 60, 1),
         "wall_minutes": round((time.time() - started) / 60, 1),
-        "machine": f"{platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}",
+        "machine": (
+            f"{platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}"
+        ),
     }
     atomic_write_text(out / "test2016.json", json.dumps(record, indent=2) + "\n")
     return result

@@ -30,14 +30,19 @@ def add_shortlist(
     """Write `ckpt_path` with a shortlist built from the line-aligned files to `out` (a new file,
     or the checkpoint itself, replaced atomically: its weights and settings stay as they were)."""
     if out.exists() and out.resolve() != ckpt_path.resolve():
-        raise MtError(f"{out}: already exists; give a new file, or the checkpoint itself to add the shortlist in place")
+        raise MtError(
+            f"{out}: already exists; give a new file, or the checkpoint itself to add the "
+            "shortlist in place"
+        )
     if per_source < 1:
         raise MtError(
-            f"train.shortlist_per_source {per_source}: a shortlist needs at least 1 target piece per source piece"
+            f"train.shortlist_per_source {per_source}: a shortlist needs at least 1 target piece "
+            "per source piece"
         )
     if frequent < 0:
         raise MtError(
-            f"train.shortlist_frequent {frequent}: give 0 or more (the most frequent target pieces always allowed)"
+            f"train.shortlist_frequent {frequent}: give 0 or more (the most frequent target pieces "
+            "always allowed)"
         )
     ckpt = checkpoint.load(ckpt_path)
     corpus = read_parallel(src_file, tgt_file)
@@ -53,7 +58,9 @@ def add_shortlist(
             log(f"  counted {min(start + step, len(corpus.src))} pairs")
 
     tok = ckpt.tokenizer
-    shortlist = Shortlist.of(build_lexicon(chunks(), tok.src_vocab_size, tok.tgt_vocab_size, per_source, frequent))
+    shortlist = Shortlist.of(
+        build_lexicon(chunks(), tok.src_vocab_size, tok.tgt_vocab_size, per_source, frequent)
+    )
     checkpoint.save(out, dataclasses.replace(ckpt, shortlist=shortlist.to_state()))
     log(f"wrote {out}: {per_source} target pieces per source piece, {frequent} most frequent")
     return shortlist

@@ -51,7 +51,8 @@ def translate_corpus(
             continue
         found = tr.search(chunk, nbest=nbest)
         atomic_write_text(
-            _chunk(work, i), "".join(json.dumps(_entry(hyps), ensure_ascii=False) + "\n" for hyps in found)
+            _chunk(work, i),
+            "".join(json.dumps(_entry(hyps), ensure_ascii=False) + "\n" for hyps in found),
         )
         done = min((i + 1) * chunk_lines, total)
         rate = (done - done_before * chunk_lines) / max(time.monotonic() - start, 1e-9)
@@ -60,16 +61,22 @@ def translate_corpus(
 
 
 def _entry(hyps: list[Any]) -> list[list[Any]]:
-    return [[h.text, sum(h.token_logprobs) / max(len(h.token_logprobs), 1)] for h in hyps if h.tokens]
+    return [
+        [h.text, sum(h.token_logprobs) / max(len(h.token_logprobs), 1)] for h in hyps if h.tokens
+    ]
 
 
-def read_translations(src: Path, work: Path, total: int, chunk_lines: int = CHUNK_LINES) -> Iterator[tuple[str, list]]:
+def read_translations(
+    src: Path, work: Path, total: int, chunk_lines: int = CHUNK_LINES
+) -> Iterator[tuple[str, list]]:
     """Each source line with its hypotheses ([text, log-probability per token], best first; none
     for a blank line), from WORK's chunks, in order."""
     lines = input_lines(src, "source")
     for i in range((total + chunk_lines - 1) // chunk_lines):
         with open(_chunk(work, i), encoding="utf-8") as f:
-            for entry, line in zip(f, lines):  # the chunk first: zip stops on it without taking a line
+            for entry, line in zip(
+                f, lines
+            ):  # the chunk first: zip stops on it without taking a line
                 yield line, json.loads(entry)
 
 
@@ -78,7 +85,13 @@ def _chunk(work: Path, i: int) -> Path:
 
 
 def _check_manifest(
-    work: Path, src: Path, models: list[Path], tr: Translator, nbest: int, chunk_lines: int, total: int
+    work: Path,
+    src: Path,
+    models: list[Path],
+    tr: Translator,
+    nbest: int,
+    chunk_lines: int,
+    total: int,
 ) -> None:
     """Write WORK/manifest.json, or check that the one there describes this same translation."""
     # Contents, not modification times: a corpus copied again (a fresh checkout, rsync without -t)
@@ -89,7 +102,11 @@ def _check_manifest(
         "lines": total,
         "models": [str(Path(m).resolve()) for m in models],
         "model_sha256": [file_digest(Path(m)) for m in models],
-        "decode": {k: v for k, v in dataclasses.asdict(tr.cfg).items() if k not in ("batch_size", "batch_tokens")},
+        "decode": {
+            k: v
+            for k, v in dataclasses.asdict(tr.cfg).items()
+            if k not in ("batch_size", "batch_tokens")
+        },
         "target": tr.direction.target,
         "nbest": nbest,
         "chunk_lines": chunk_lines,
@@ -100,7 +117,8 @@ def _check_manifest(
         changed = sorted(k for k in manifest if old.get(k) != json.loads(json.dumps(manifest[k])))
         if changed:
             raise MtError(
-                f"{work}: translated before with other {', '.join(changed)}; give another output folder,"
+                f"{work}: translated before with other {', '.join(changed)}; give another output "
+                "folder,"
                 " or remove this one to start over"
             )
         return

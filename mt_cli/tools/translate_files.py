@@ -25,7 +25,9 @@ from mt_cli.files import atomic_open, atomic_write_bytes, check_readable, check_
 from mt_cli.tools.line_inputs import LineInputs, SideInputs, count_lines, input_lines
 from mt_cli.tools.progress import Progress
 
-CHUNK_LINES = 10_000  # lines read, decoded and written at a time: memory stays flat however long the input
+CHUNK_LINES = (
+    10_000  # lines read, decoded and written at a time: memory stays flat however long the input
+)
 
 
 def translate_stream(
@@ -46,13 +48,20 @@ def translate_stream(
     while chunk := list(itertools.islice(it, CHUNK_LINES)):
         prefixes, terms = side.for_chunk(chunk) if side is not None else (None, None)
         masked = [protector.mask(line) for line in chunk] if protector is not None else []
-        requests = tr.requests([m.text for m in masked] if masked else chunk, prefixes, terms, first_line=count)
-        found = tr.search_requests(requests, nbest, output.alignment, progress.advance if progress else None)
+        requests = tr.requests(
+            [m.text for m in masked] if masked else chunk, prefixes, terms, first_line=count
+        )
+        found = tr.search_requests(
+            requests, nbest, output.alignment, progress.advance if progress else None
+        )
         if masked:
-            found = [_restored(protector, hyps, m) for hyps, m in zip(found, masked)]  # type: ignore[arg-type]
+            pairs = zip(found, masked)
+            found = [_restored(protector, hyps, m) for hyps, m in pairs]  # type: ignore[arg-type]
         for line, hyps, r in zip(chunk, found, requests):
             detected = r.source_lang if r is not None else ""
-            out.write(render(hyps, not line.strip(), output, tr.tokenizer.tgt_pieces, detected) + "\n")
+            out.write(
+                render(hyps, not line.strip(), output, tr.tokenizer.tgt_pieces, detected) + "\n"
+            )
         count += len(chunk)
     if side is not None:
         side.finish(count)
@@ -82,7 +91,9 @@ def translate_file(
     one line for each line, or a document of another type as a whole; returns how many lines
     (None for an office file)."""
     kind = kind_of(input_path, document.input_type)
-    output_path = _output_target(input_path, output_path, output.in_place, inputs)  # before the model loads
+    output_path = _output_target(
+        input_path, output_path, output.in_place, inputs
+    )  # before the model loads
     protector = Protector(document.protect_pattern) if document.protect else None
     tr = Translator.load(checkpoint_path, device, **decoding)
     tr = tr.for_languages(document.source_lang or None, inputs.target_lang)
@@ -92,7 +103,9 @@ def translate_file(
     # Read lazily, from a handle opened before the output's rename: in place, the lines still come
     # from the input's own inode while its replacement is written beside it.
     lines = input_lines(input_path)
-    progress = Progress.on_terminal(lambda: count_lines(input_path) if input_path and input_path.is_file() else None)
+    progress = Progress.on_terminal(
+        lambda: count_lines(input_path) if input_path and input_path.is_file() else None
+    )
     if output_path is None:
         return translate_stream(tr, lines, sys.stdout, output, side, progress, protector)
     with atomic_open(output_path, "w") as out:
@@ -109,9 +122,14 @@ def _output_target(
         check_readable(input_path, "input file")
     if in_place:
         if input_path is None:
-            raise MtError("output.in_place writes over the input file; give one (stdin cannot be replaced)")
+            raise MtError(
+                "output.in_place writes over the input file; give one (stdin cannot be replaced)"
+            )
         if output_path is not None and not _same_file(input_path, output_path):
-            raise MtError(f"{output_path}: not the input {input_path}, which output.in_place writes over; drop one")
+            raise MtError(
+                f"{output_path}: not the input {input_path}, which output.in_place writes over; "
+                "drop one"
+            )
         output_path = input_path.resolve()
     elif output_path is not None:
         read = {
@@ -122,9 +140,14 @@ def _output_target(
         }
         for what, path in read.items():
             if path is not None and _same_file(path, output_path):
-                fix = ", or set output.in_place to replace it once translated" if what == "input" else ""
+                fix = (
+                    ", or set output.in_place to replace it once translated"
+                    if what == "input"
+                    else ""
+                )
                 raise MtError(
-                    f"{output_path}: the {what} itself, which this output would replace; write elsewhere{fix}"
+                    f"{output_path}: the {what} itself, which this output would replace; write "
+                    f"elsewhere{fix}"
                 )
     if output_path is not None:
         check_writable(output_path)
@@ -132,7 +155,8 @@ def _output_target(
 
 
 def _same_file(a: Path, b: Path) -> bool:
-    """Whether two paths name one file (through symlinks, ./ or hard links); False when either is missing."""
+    """Whether two paths name one file (through symlinks, ./ or hard links); False when either is
+    missing."""
     try:
         return os.path.samefile(a, b)
     except OSError:
@@ -150,13 +174,20 @@ def _translate_whole(
 ) -> int | None:
     """A document read whole, translated with its structure kept, written whole; its lines (None
     for an office file)."""
-    if output.format != "text" or inputs.prefix_file or inputs.constraints_file or inputs.glossary_file:
+    if (
+        output.format != "text"
+        or inputs.prefix_file
+        or inputs.constraints_file
+        or inputs.glossary_file
+    ):
         raise MtError(
-            f"a {kind} document is translated as a whole: output.format jsonl, n-best, prefixes, constraints and"
+            f"a {kind} document is translated as a whole: output.format jsonl, n-best, prefixes, "
+            "constraints and"
             " glossaries need document.input_type lines"
         )
     where = str(input_path) if input_path is not None else "stdin"
-    # Line endings (CRLF in subtitles and PO files) come out as they were: the bytes are decoded whole.
+    # Line endings (CRLF in subtitles and PO files) come out as they were: the bytes are decoded
+    # whole.
     raw = input_path.read_bytes() if input_path is not None else sys.stdin.buffer.read()
     text = read_document(raw, kind, where)
     options = {k: v for k, v in dataclasses.asdict(document).items() if k != "input_type"}
@@ -188,16 +219,27 @@ def score_file(
     OutputConfig(format=fmt)  # the one check of output.format
     for given in (src_path, tgt_path):
         if output_path is not None and _same_file(given, output_path):
-            raise MtError(f"{output_path}: also an input ({given}); the scores would replace it: give another output")
+            raise MtError(
+                f"{output_path}: also an input ({given}); the scores would replace it: give "
+                "another output"
+            )
     tr = Translator.load(checkpoint_path, device, **decoding).for_languages(*languages)
     pairs = itertools.zip_longest(input_lines(src_path), input_lines(tgt_path))
     pieces, count = tr.tokenizer.tgt_pieces, 0
     with contextlib.ExitStack() as stack:
-        out = sys.stdout if output_path is None else stack.enter_context(atomic_open(output_path, "w"))
+        out = (
+            sys.stdout
+            if output_path is None
+            else stack.enter_context(atomic_open(output_path, "w"))
+        )
         while chunk := list(itertools.islice(pairs, CHUNK_LINES)):
             if any(src is None or tgt is None for src, tgt in chunk):
-                n = count + next(i for i, (src, tgt) in enumerate(chunk) if src is None or tgt is None)
-                raise MtError(f"{src_path} and {tgt_path} differ in length: one ends after {n} lines")
+                n = count + next(
+                    i for i, (src, tgt) in enumerate(chunk) if src is None or tgt is None
+                )
+                raise MtError(
+                    f"{src_path} and {tgt_path} differ in length: one ends after {n} lines"
+                )
             for h in tr.score([src for src, _ in chunk], [tgt for _, tgt in chunk]):
                 out.write(render_score(h, fmt, normalize, pieces) + "\n")
             count += len(chunk)
@@ -218,7 +260,9 @@ def render(
     return json.dumps(as_object(hyps, blank, out, pieces, source_lang), ensure_ascii=False)
 
 
-def render_score(h: Hypothesis, fmt: str, normalize: bool, pieces: Callable[[list[int]], list[str]]) -> str:
+def render_score(
+    h: Hypothesis, fmt: str, normalize: bool, pieces: Callable[[list[int]], list[str]]
+) -> str:
     """`mt score`'s line for one pair: the summed log-probability (divided by the token count, EOS
     included, with `normalize`), or a JSON object with the tokens and their log-probabilities."""
     if fmt == "text":

@@ -11,7 +11,8 @@ from mt_cli.config import TrainConfig
 
 @dataclass(frozen=True)
 class Budget:
-    """0 in a field: no limit of that kind; no limits at all: the run ends by patience or a signal."""
+    """0 in a field: no limit of that kind; no limits at all: the run ends by patience or a
+    signal."""
 
     max_steps: int = 0
     max_minutes: float = 0.0

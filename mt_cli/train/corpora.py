@@ -35,20 +35,28 @@ def pair_tokens(tokenizer: Tokenizer, pair: PairSpec) -> LanguageTokens:
     told_sources, tags = tokenizer.languages()
     languages = LanguageTokens()
     if told_sources or tags:
-        languages = tokenizer.language_tokens(pair.source_lang if told_sources else "", pair.target_lang)
+        languages = tokenizer.language_tokens(
+            pair.source_lang if told_sources else "", pair.target_lang
+        )
     if not pair.tag:
         return languages
     tag = tokenizer.src.piece_to_id(pair.tag)
     if tag == tokenizer.src.unk_id():
         raise MtError(
-            f"data.pairs: the tag {pair.tag} of {pair.name} is not a piece of the tokenizer; train one with"
+            f"data.pairs: the tag {pair.tag} of {pair.name} is not a piece of the tokenizer; train "
+            "one with"
             " the run (give no tokenizer), which learns every pair's tag as a piece"
         )
     return replace(languages, source=(*languages.source, tag))
 
 
 def load_corpora(
-    spec: DataSpec, fingerprints: dict[str, str], tokenizer: Tokenizer, cfg: Config, log: Log, d: Dist
+    spec: DataSpec,
+    fingerprints: dict[str, str],
+    tokenizer: Tokenizer,
+    cfg: Config,
+    log: Log,
+    d: Dist,
 ) -> tuple[TokenCorpus | MixedCorpus, list[ValidSet]]:
     """The training corpus and the validation sets; `cfg` as given (its model section names the
     languages of a fine-tuning run's one direction)."""
@@ -56,7 +64,9 @@ def load_corpora(
     if len(spec.pairs) == 1:
         pair = spec.pairs[0]
         assert pair.valid is not None  # a run's one pair is validated (inputs.named)
-        languages = direction(tokenizer, cfg.model, pair.train)  # a model of several languages: its tokens
+        languages = direction(
+            tokenizer, cfg.model, pair.train
+        )  # a model of several languages: its tokens
         encoder = _encoder(tokenizer, languages)
         train = load_train_data(pair.train, root, fingerprints["train"], encoder, t, log, d)
         pairs, refs = load_valid_data(pair.valid, encoder, t, log)
@@ -65,13 +75,21 @@ def load_corpora(
     for pair in spec.pairs:
         languages = pair_tokens(tokenizer, pair)
         encoder = _encoder(tokenizer, languages)
-        corpora.append(load_train_data(pair.train, root, fingerprints[f"train.{pair.name}"], encoder, t, log, d))
+        corpora.append(
+            load_train_data(
+                pair.train, root, fingerprints[f"train.{pair.name}"], encoder, t, log, d
+            )
+        )
         if pair.valid is not None:
             pairs, refs = load_valid_data(pair.valid, encoder, t, log)
             sets.append(ValidSet(pair.name, pairs, refs, languages.start))
-    probs = sampling_probs([len(c) for c in corpora], [p.weight for p in spec.pairs], cfg.data.temperature)
+    probs = sampling_probs(
+        [len(c) for c in corpora], [p.weight for p in spec.pairs], cfg.data.temperature
+    )
     mixed = MixedCorpus(corpora, probs)
-    shares = ", ".join(f"{p.name} {100 * q:.1f}% ({n} a pass)" for p, q, n in zip(spec.pairs, probs, mixed.counts))
+    shares = ", ".join(
+        f"{p.name} {100 * q:.1f}% ({n} a pass)" for p, q, n in zip(spec.pairs, probs, mixed.counts)
+    )
     log(f"sampling {len(spec.pairs)} pairs at temperature {cfg.data.temperature:g}: {shares}")
     return mixed, sets
 

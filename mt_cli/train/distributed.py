@@ -73,17 +73,23 @@ def process_group(d: Dist, device: torch.device) -> Iterator[None]:
     try:
         dist.init_process_group(backend, timeout=timedelta(seconds=d.timeout_s))
     except Exception as e:  # rendezvous failures come in several types
-        raise MtError(f"rank {d.rank}: could not join the {backend} process group ({_first_line(e)})") from None
+        raise MtError(
+            f"rank {d.rank}: could not join the {backend} process group ({_first_line(e)})"
+        ) from None
     try:
         yield
     except MtError:
         raise
-    except RuntimeError as e:  # dist.DistError is one; gloo's transport errors are plain RuntimeErrors
+    except (
+        RuntimeError
+    ) as e:  # dist.DistError is one; gloo's transport errors are plain RuntimeErrors
         if not _lost_contact(e):
             raise
         raise MtError(
-            f"rank {d.rank}: lost contact with the other processes ({_first_line(e)}). If one died, its own "
-            f"error is printed above; if one hung, the job gave up after {d.timeout_s:.0f} s (train.dist_timeout_s)"
+            f"rank {d.rank}: lost contact with the other processes ({_first_line(e)}). If one "
+            "died, its own "
+            f"error is printed above; if one hung, the job gave up after {d.timeout_s:.0f} s "
+            "(train.dist_timeout_s)"
         ) from None
     finally:
         dist.destroy_process_group()

@@ -25,9 +25,13 @@ class Epochs:
     def of(self, epoch: int) -> list[np.ndarray]:
         if epoch != self.epoch:
             self.epoch, data, seed = epoch, self.data, self.seed + epoch
-            if isinstance(data, MixedCorpus):  # the epoch's rows drawn from each corpus, then batched
+            if isinstance(
+                data, MixedCorpus
+            ):  # the epoch's rows drawn from each corpus, then batched
                 rows = data.epoch_rows(seed)
-                batches = make_batches(data.src_lens[rows], data.tgt_lens[rows], self.batch_tokens, seed)
+                batches = make_batches(
+                    data.src_lens[rows], data.tgt_lens[rows], self.batch_tokens, seed
+                )
                 self.batches = [rows[b] for b in batches]
             else:
                 self.batches = make_batches(data.src_lens, data.tgt_lens, self.batch_tokens, seed)

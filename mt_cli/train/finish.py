@@ -60,7 +60,9 @@ def average_last(run: Run, record: Record, log: Log) -> None:
     )
     if chosen:
         current = checkpoint.load(run.paths.best)
-        if not (current.origin or {}).get("averaged"):  # a rerun must not overwrite the step with an average
+        if not (current.origin or {}).get(
+            "averaged"
+        ):  # a rerun must not overwrite the step with an average
             checkpoint.save(run.paths.best_step, current)
         checkpoint.save(run.paths.best, averaged)
 
@@ -72,12 +74,21 @@ def tune_best(run: Run, record: Record, log: Log) -> None:
     beams, penalties = t.tune_beams or (d.beam,), t.tune_length_penalties or (d.length_penalty,)
     ckpt = checkpoint.load(run.paths.best)
     translator = Translator.from_checkpoint(ckpt, str(run.device))
-    rows = tune_grid(translator, [(s.pairs.src, s.refs, s.start) for s in run.valid], beams, penalties)
-    ckpt.config = with_decoding(ckpt.config, beam=rows[0]["beam"], length_penalty=rows[0]["length_penalty"])
+    rows = tune_grid(
+        translator, [(s.pairs.src, s.refs, s.start) for s in run.valid], beams, penalties
+    )
+    ckpt.config = with_decoding(
+        ckpt.config, beam=rows[0]["beam"], length_penalty=rows[0]["length_penalty"]
+    )
     checkpoint.save(run.paths.best, ckpt)
     record({"step": run.state.step, "tuned": rows})
-    top = ", ".join(f"beam {r['beam']} lp {r['length_penalty']:g}: {r['bleu']:.2f}" for r in rows[:3])
-    log(f"tuned decoding on the validation set ({len(rows)} settings): {top}; best.pt decodes with the first")
+    top = ", ".join(
+        f"beam {r['beam']} lp {r['length_penalty']:g}: {r['bleu']:.2f}" for r in rows[:3]
+    )
+    log(
+        f"tuned decoding on the validation set ({len(rows)} settings): {top}; best.pt decodes with "
+        "the first"
+    )
 
 
 def check_int8(run: Run, record: Record, log: Log) -> None:
@@ -85,15 +96,25 @@ def check_int8(run: Run, record: Record, log: Log) -> None:
     decoding defaults the precision it then runs: auto (int8 on a CPU) or fp32."""
     ckpt = checkpoint.load(run.paths.best)
     if ckpt.config.decode.precision not in ("auto", "int8"):
-        log(f"int8 not checked: best.pt decodes in {ckpt.config.decode.precision} (decode.precision)")
+        log(
+            f"int8 not checked: best.pt decodes in {ckpt.config.decode.precision} "
+            "(decode.precision)"
+        )
         return
     sets = [(s.pairs.src, s.refs, s.start) for s in run.valid]
     row = tune_precision(ckpt, sets, run.cfg.train.int8_tolerance)
     ckpt.config = with_decoding(ckpt.config, precision=row["precision"])
     checkpoint.save(run.paths.best, ckpt)
     record({"step": run.state.step, "int8_checked": row})
-    verdict = "int8 on a CPU (decode.precision auto)" if row["precision"] == "auto" else "fp32: int8 lost quality"
-    log(f"int8 decoding: valid BLEU {row['int8']:.2f} against fp32's {row['fp32']:.2f}; best.pt decodes in {verdict}")
+    verdict = (
+        "int8 on a CPU (decode.precision auto)"
+        if row["precision"] == "auto"
+        else "fp32: int8 lost quality"
+    )
+    log(
+        f"int8 decoding: valid BLEU {row['int8']:.2f} against fp32's {row['fp32']:.2f}; best.pt "
+        f"decodes in {verdict}"
+    )
 
 
 def compile_best(run: Run, log: Log) -> None:

@@ -48,10 +48,14 @@ def probe_batch_tokens(
     which exact resume depends on, is where it was before."""
     gen = torch.Generator(device).manual_seed(0)
     n_params = sum(p.numel() for p in objective.parameters())
-    reserve = torch.empty(2 * n_params, dtype=torch.float32, device=device)  # exp_avg and exp_avg_sq
+    reserve = torch.empty(
+        2 * n_params, dtype=torch.float32, device=device
+    )  # exp_avg and exp_avg_sq
     try:
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-            return largest_fitting(_fits_on(objective, device, amp, longest, vocab, gen), 1024, 1 << 20)
+            return largest_fitting(
+                _fits_on(objective, device, amp, longest, vocab, gen), 1024, 1 << 20
+            )
     finally:
         del reserve
 
@@ -73,7 +77,12 @@ def is_allocation_failure(e: BaseException) -> bool:
 
 
 def _fits_on(
-    objective: nn.Module, device: torch.device, amp: torch.dtype | None, longest: int, vocab: int, gen: torch.Generator
+    objective: nn.Module,
+    device: torch.device,
+    amp: torch.dtype | None,
+    longest: int,
+    vocab: int,
+    gen: torch.Generator,
 ) -> Callable[[int], bool]:
 
     def fits(tokens: int) -> bool:
@@ -104,8 +113,8 @@ def auto_batch_tokens(
     d: Dist,
     log: Callable[[str], None],
 ) -> int:
-    """train.batch_tokens auto (0): on CUDA, 80% of the largest batch that fits (probed on rank 0, the same
-    for every rank) times processes and shares; elsewhere the default."""
+    """train.batch_tokens auto (0): on CUDA, 80% of the largest batch that fits (probed on rank 0,
+    the same for every rank) times processes and shares; elsewhere the default."""
     t = cfg.train
     default = TrainConfig.batch_tokens
     if device.type != "cuda":
@@ -116,14 +125,21 @@ def auto_batch_tokens(
         longest = int(max(data.src_lens.max(), data.tgt_lens.max() + 1))
         found = probe_batch_tokens(objective, device, amp, longest, cfg.model.tgt_vocab_size)
         if found == 0:
-            raise MtError(f"not even 1024 tokens of the longest pairs fit on {device}; lower train.max_len")
+            raise MtError(
+                f"not even 1024 tokens of the longest pairs fit on {device}; lower train.max_len"
+            )
     found = broadcast(found, d)
     tokens = int(found * 0.8) * d.world * t.accumulate
-    log(f"batch_tokens auto: {found} tokens fit one {device} process; using {tokens} per global batch")
+    log(
+        f"batch_tokens auto: {found} tokens fit one {device} process; using {tokens} per global "
+        "batch"
+    )
     return tokens
 
 
-def faster_amp(objective: nn.Module, batches: list[tuple[torch.Tensor, ...]], rounds: int = 3) -> torch.dtype | None:
+def faster_amp(
+    objective: nn.Module, batches: list[tuple[torch.Tensor, ...]], rounds: int = 3
+) -> torch.dtype | None:
     """bf16 autocast or fp32 (None), whichever trains these batches faster on this CPU: forward
     and backward timed each way, taking turns over `rounds`, each keeping its fastest (the first
     round of each also pays for oneDNN's kernel set-up). bf16 must win by 5%: a tie keeps fp32.
@@ -163,7 +179,10 @@ class CompiledOrEager(torch.nn.Module):
         if self.compiled is None:
             return False
         self.compiled = None
-        self.log(f"torch.compile failed ({type(e).__name__}: {str(e).splitlines()[0][:200]}); training without it")
+        self.log(
+            f"torch.compile failed ({type(e).__name__}: {str(e).splitlines()[0][:200]}); training "
+            "without it"
+        )
         return True
 
     def forward(self, *args: Any) -> Any:

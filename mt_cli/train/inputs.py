@@ -1,5 +1,6 @@
 """What a run trains on: where its data comes from (`DataSpec`), its tokenizer, the tokenized
-training cache and the validation pairs. Under torchrun rank 0 makes each of them and the others wait."""
+training cache and the validation pairs. Under torchrun rank 0 makes each of them and the others
+wait."""
 
 from __future__ import annotations
 
@@ -24,7 +25,9 @@ from mt_cli.files import temp_dir
 from mt_cli.train.distributed import Dist
 
 TOKENIZER_SAMPLE = 1_000_000  # pairs; SentencePiece reads at most 2 million sentences anyway
-DOCTOR_MAX_BYTES = 200 << 20  # larger text corpora skip the check before training (mt doctor still runs)
+DOCTOR_MAX_BYTES = (
+    200 << 20
+)  # larger text corpora skip the check before training (mt doctor still runs)
 
 Log = Callable[[str], None]
 
@@ -67,19 +70,29 @@ class DataSpec:
         tokenizer: Path | None = None,
         cache: Path | None = None,
     ) -> DataSpec:
-        return cls((PairSpec(TextPair(train_src, train_tgt), TextPair(valid_src, valid_tgt)),), tokenizer, cache)
+        return cls(
+            (PairSpec(TextPair(train_src, train_tgt), TextPair(valid_src, valid_tgt)),),
+            tokenizer,
+            cache,
+        )
 
     @classmethod
-    def of_pairs(cls, data: DataConfig, tokenizer: Path | None = None, cache: Path | None = None) -> DataSpec:
+    def of_pairs(
+        cls, data: DataConfig, tokenizer: Path | None = None, cache: Path | None = None
+    ) -> DataSpec:
         """data.pairs' text files, each pair's languages given or named by its files' suffixes."""
         pairs = []
         for i, p in enumerate(data.pairs):
             langs = [
-                given or suffix_language(Path(f)) or "" for given, f in ((p.source_lang, p.src), (p.target_lang, p.tgt))
+                given or suffix_language(Path(f)) or ""
+                for given, f in ((p.source_lang, p.src), (p.target_lang, p.tgt))
             ]
             for lang, field in zip(langs, ("source_lang", "target_lang")):
                 if not lang:
-                    raise MtError(f"data.pairs[{i}]: its files' names ({p.src}, {p.tgt}) name no language; set {field}")
+                    raise MtError(
+                        f"data.pairs[{i}]: its files' names ({p.src}, {p.tgt}) name no language; "
+                        f"set {field}"
+                    )
             train = TextPair(Path(p.src), Path(p.tgt))
             valid = TextPair(Path(p.valid_src), Path(p.valid_tgt)) if p.valid_src else None
             pairs.append(PairSpec(train, valid, langs[0], langs[1], p.weight, p.tag))
@@ -87,7 +100,11 @@ class DataSpec:
 
     @classmethod
     def with_extra(
-        cls, main: PairSpec, extra: list[PairSpec], tokenizer: Path | None = None, cache: Path | None = None
+        cls,
+        main: PairSpec,
+        extra: list[PairSpec],
+        tokenizer: Path | None = None,
+        cache: Path | None = None,
     ) -> DataSpec:
         """One direction's corpus and more of the same direction (validated on the first alone)."""
         return cls(named([main, *extra]), tokenizer, cache)
@@ -100,7 +117,8 @@ class DataSpec:
     def sources(self) -> dict[str, Source]:
         """Every source by its role: train and valid, or for several directions train.de-en, ..."""
         if len(self.pairs) == 1:
-            return {"train": self.pairs[0].train, "valid": self.pairs[0].valid}  # type: ignore[dict-item]
+            only = self.pairs[0]
+            return {"train": only.train, "valid": only.valid}  # type: ignore[dict-item]
         return {
             f"{role}.{p.name}": getattr(p, role)
             for p in self.pairs
@@ -119,10 +137,15 @@ def named(pairs: list[PairSpec]) -> tuple[PairSpec, ...]:
     out: list[PairSpec] = []
     for p in pairs:
         if p.name in {q.name for q in out}:
-            mark = re.sub(r"[^A-Za-z0-9_-]", "", p.tag) or str(1 + sum(q.name.startswith(p.name) for q in out))
+            mark = re.sub(r"[^A-Za-z0-9_-]", "", p.tag) or str(
+                1 + sum(q.name.startswith(p.name) for q in out)
+            )
             p = replace(p, label=f"{p.name}.{mark}")
         if p.name in {q.name for q in out}:
-            raise MtError(f"data.pairs: two corpora of {p.name} with one tag; give them different tags, or join them")
+            raise MtError(
+                f"data.pairs: two corpora of {p.name} with one tag; give them different tags, or "
+                "join them"
+            )
         out.append(p)
     if all(p.valid is None for p in out):
         raise MtError("data.pairs: no pair is validated; give one valid_src and valid_tgt")
@@ -130,16 +153,20 @@ def named(pairs: list[PairSpec]) -> tuple[PairSpec, ...]:
 
 
 def wait_for_path(path: Path, what: str, d: Dist) -> None:
-    """Ranks past 0 wait for what rank 0 writes (a file wait has no collective timeout to outlast)."""
+    """Ranks past 0 wait for what rank 0 writes (a file wait has no collective timeout to
+    outlast)."""
     deadline = time.monotonic() + d.timeout_s
     while not path.exists():
         if time.monotonic() > deadline:
-            raise MtError(f"rank {d.rank}: {path}: rank 0 did not write the {what} within {d.timeout_s:.0f} s")
+            raise MtError(
+                f"rank {d.rank}: {path}: rank 0 did not write the {what} within {d.timeout_s:.0f} s"
+            )
         time.sleep(0.5)
 
 
 def get_tokenizer(spec: DataSpec, own: Path, cfg: Config, log: Log, d: Dist) -> Tokenizer:
-    """The given tokenizer, the run's own `own` folder (when resuming), or a new one trained into it."""
+    """The given tokenizer, the run's own `own` folder (when resuming), or a new one trained into
+    it."""
     if spec.tokenizer is not None:
         return Tokenizer.load(spec.tokenizer)
     if not d.main:
@@ -164,17 +191,26 @@ def _joint_tokenizer(spec: DataSpec, cfg: Config, log: Log) -> Tokenizer:
     data.temperature (as batches draw the pairs), with a target tag (<2de>) per target language
     where the run writes several."""
     if not cfg.tokenizer.joint:
-        raise MtError("a run of several pairs trains one joint tokenizer: leave tokenizer.joint true")
+        raise MtError(
+            "a run of several pairs trains one joint tokenizer: leave tokenizer.joint true"
+        )
     texts: dict[str, list[str]] = {}
     for p in spec.pairs:
-        src, tgt = sample_texts(p.train, TOKENIZER_SAMPLE // len(spec.pairs), cfg.train.seed, cfg.train.on_bad_utf8)
+        src, tgt = sample_texts(
+            p.train, TOKENIZER_SAMPLE // len(spec.pairs), cfg.train.seed, cfg.train.on_bad_utf8
+        )
         texts.setdefault(p.source_lang, []).extend(src)
         texts.setdefault(p.target_lang, []).extend(tgt)
     targets = list(dict.fromkeys(p.target_lang for p in spec.pairs))
     tags = [f"<2{lang}>" for lang in targets] if len(targets) > 1 else []
-    tags += list(dict.fromkeys(p.tag for p in spec.pairs if p.tag))  # pieces of their own, as target tags
+    tags += list(
+        dict.fromkeys(p.tag for p in spec.pairs if p.tag)
+    )  # pieces of their own, as target tags
     lines = sample_by_language(texts, cfg.data.temperature, cfg.train.seed)
-    log(f"  {len(lines)} lines of {', '.join(sorted(texts))}" + (f"; tags {' '.join(tags)}" if tags else ""))
+    log(
+        f"  {len(lines)} lines of {', '.join(sorted(texts))}"
+        + (f"; tags {' '.join(tags)}" if tags else "")
+    )
     return train_tokenizer(lines, [], cfg.tokenizer, tags)
 
 
@@ -190,7 +226,10 @@ def load_train_data(
     data = TokenCorpus(cache, t.max_len, t.long_pairs, t.on_bad_utf8, source.describe())
     c = data.counts
     said = f"dropped {c['empty']} with an empty side" + _bad_bytes(c["bad_utf8"], t.on_bad_utf8)
-    said += f", {'truncated' if t.long_pairs == 'truncate' else 'dropped'} {c['long']} longer than {t.max_len} tokens"
+    said += (
+        f", {'truncated' if t.long_pairs == 'truncate' else 'dropped'} {c['long']} longer "
+        f"than {t.max_len} tokens"
+    )
     log(f"{source.describe()}: {len(data)} pairs ({said}); cache {cache}")
     return data
 
@@ -202,11 +241,15 @@ def _bad_bytes(count: int, on_bad_utf8: str) -> str:
     return f", {done} {count} with bytes that are not UTF-8"
 
 
-def load_valid_data(source: Source, tokenizer: Encoder, t: TrainConfig, log: Log) -> tuple[Pairs, list[str]]:
+def load_valid_data(
+    source: Source, tokenizer: Encoder, t: TrainConfig, log: Log
+) -> tuple[Pairs, list[str]]:
     """The validation split, whole in memory: token ids and the reference texts."""
     corpus = source.read(t.on_bad_utf8)
     pairs = Pairs(tokenizer.encode_src(corpus.src), tokenizer.encode_tgt(corpus.tgt))
-    said = f"dropped {corpus.dropped_empty} with an empty side" + _bad_bytes(corpus.bad_utf8, t.on_bad_utf8)
+    said = f"dropped {corpus.dropped_empty} with an empty side" + _bad_bytes(
+        corpus.bad_utf8, t.on_bad_utf8
+    )
     log(f"{source.describe()}: {len(pairs)} pairs ({said})")
     return pairs, corpus.tgt
 
@@ -216,7 +259,9 @@ def check_first(sources: dict[str, Source], log: Log) -> None:
     files = {name: (s.src, s.tgt) for name, s in sources.items() if isinstance(s, TextPair)}
     size = sum(Path(p).stat().st_size for pair in files.values() for p in pair)
     if size > DOCTOR_MAX_BYTES:
-        log(f"skipped the data checks on {size >> 20} MB of text (run `mt doctor` on it separately)")
+        log(
+            f"skipped the data checks on {size >> 20} MB of text (run `mt doctor` on it separately)"
+        )
     elif "train" in files:
         preflight(files, log)
 
@@ -236,7 +281,11 @@ def data_spec(
     sources: dict[str, Source] = {}
     for split, hub_split in zip(("train", "valid"), splits):
         src, tgt, table = files.get(f"{split}_src"), files.get(f"{split}_tgt"), files.get(split)
-        given = [flag for flag, value in ((f"--{split}-src/--{split}-tgt", src or tgt), (f"--{split}", table)) if value]
+        given = [
+            flag
+            for flag, value in ((f"--{split}-src/--{split}-tgt", src or tgt), (f"--{split}", table))
+            if value
+        ]
         if len(given) > 1:
             raise MtError(f"give the {split} data one way: {' or '.join(given)}, not both")
         if table is not None:
@@ -248,5 +297,7 @@ def data_spec(
         elif dataset is not None:
             sources[split] = HubDataset(dataset, dataset_config, hub_split, langs[0], langs[1])
         else:
-            raise MtError(f"no {split} data: give its source and target files, a table, or a dataset")
+            raise MtError(
+                f"no {split} data: give its source and target files, a table, or a dataset"
+            )
     return DataSpec((PairSpec(sources["train"], sources["valid"]),), tokenizer, cache)

@@ -15,7 +15,9 @@ from mt_cli.model.checkpoint import Checkpoint
 from mt_cli.train.inputs import DataSpec
 
 
-def model_config(cfg: Config, init: Checkpoint | None, tokenizer: Tokenizer, data: DataSpec) -> ModelConfig:
+def model_config(
+    cfg: Config, init: Checkpoint | None, tokenizer: Tokenizer, data: DataSpec
+) -> ModelConfig:
     """The model a run builds: train.init's, as it was built; else the config's, sized to the
     tokenizer, with the training data's languages where the config names none (a run of several
     directions: all of theirs)."""
@@ -58,10 +60,14 @@ def direction(tokenizer: Tokenizer, given: ModelConfig, train: Source) -> Langua
     src, tgt = _languages(train)
     src, tgt = given.source_langs or src, given.target_langs or tgt
     if len(src) > 1 or len(tgt) > 1:
-        raise MtError(f"model.source_langs {src} / target_langs {tgt}: name one of each for the direction trained")
+        raise MtError(
+            f"model.source_langs {src} / target_langs {tgt}: name one of each for the direction "
+            "trained"
+        )
     if told_sources and not (src and tgt):
         raise MtError(
-            "the model is told its languages (M2M100, NLLB): name the data's with files named by language"
+            "the model is told its languages (M2M100, NLLB): name the data's with files named by "
+            "language"
             " (train.de, train.en) or set model.source_langs=de and model.target_langs=en"
         )
     return tokenizer.language_tokens(src[0] if src else "", tgt[0] if tgt else "")

@@ -30,9 +30,9 @@ from mt_cli.train.validation import validate_all
 
 
 def train(data: DataSpec, out: Path, cfg: Config, log: Log = print) -> TrainState:
-    """Train a model into the run folder `out`: best.pt, last.pt, log.jsonl, config.yaml, tokenizer/.
-    The same call again resumes from last.pt. Under torchrun every process calls this; only rank 0
-    logs and writes."""
+    """Train a model into the run folder `out`: best.pt, last.pt, log.jsonl, config.yaml,
+    tokenizer/. The same call again resumes from last.pt. Under torchrun every process calls this;
+    only rank 0 logs and writes."""
     # 1. Processes and device: the ranks torchrun gave (rank 0 of 1 without it), one device each.
     dist = ddp.from_env(cfg.train.dist_timeout_s)
     if cfg.train.deterministic:
@@ -41,7 +41,7 @@ def train(data: DataSpec, out: Path, cfg: Config, log: Log = print) -> TrainStat
     device = ddp.device_for(dist, resolve_device(cfg.train.device))
     with ddp.process_group(dist, device):
         # 2. Prepare: the run folder, tokenizer, data, model, optimizer, and the state last.pt holds
-        #    when there is one; the config resolved (vocabulary, batch size) and frozen from here on.
+        # when there is one; the config resolved (vocabulary, batch size) and frozen from here on.
         log = log if dist.main else _quiet  # one process reports
         run = prepare(RunContext(TrainPaths(Path(out)), data, cfg, log, dist, device))
         t, paths, state = run.cfg.train, run.paths, run.state
@@ -56,36 +56,51 @@ def train(data: DataSpec, out: Path, cfg: Config, log: Log = print) -> TrainStat
                 try:
                     finished = train_loop(run, record, progress, stop)
                 except KeyboardInterrupt:
-                    raise MtError(f"stopped at once, mid-step; {paths.last} holds the last saved state") from None
+                    raise MtError(
+                        f"stopped at once, mid-step; {paths.last} holds the last saved state"
+                    ) from None
                 if not finished:
                     if (last := run.resumable()) is not None:
                         checkpoint.save(paths.last, last)
                     why = stop.requested or "a signal to another process"
-                    raise MtError(f"{why} at step {state.step}: {paths.last} saved; rerun the same command to resume")
+                    raise MtError(
+                        f"{why} at step {state.step}: {paths.last} saved; rerun the same command "
+                        "to resume"
+                    )
             if out_of_patience(state, t):
                 log(f"early stop: no better validation BLEU in {t.patience} validations")
-            log(f"done: {state.step} steps; best validation BLEU {state.best_bleu:.2f} at step {state.best_step}")
+            log(
+                f"done: {state.step} steps; best validation BLEU {state.best_bleu:.2f} at step "
+                f"{state.best_step}"
+            )
             ddp.barrier(dist)  # every rank's last collective done before any leaves the group
     # 4. Finish (rank 0): best.pt becomes the validated choice, averaged, with tuned decoding, its
     #    precision checked and its step compiled. Outside the process group: it runs no collective
     #    and may take minutes, and a rank that left the group while rank 0 was still in it aborted.
     if dist.main:
-        with RunLog(paths.log, board, state.step + 1) as record:  # + 1: the final validation's events stay
+        with RunLog(
+            paths.log, board, state.step + 1
+        ) as record:  # + 1: the final validation's events stay
             finish(run, record, log)
     return state
 
 
-def train_loop(run: Run, record: Record, progress: TrainProgress, stop: StopSignals | None = None) -> bool:
+def train_loop(
+    run: Run, record: Record, progress: TrainProgress, stop: StopSignals | None = None
+) -> bool:
     """Updates on shuffled batches, epoch after epoch, validating every train.valid_every steps.
     Returns False when a signal stopped it (after a whole step, on every rank alike)."""
     t, state = run.cfg.train, run.state
     budget, epochs = Budget.of(t), Epochs(run.train_data, t.batch_tokens, t.seed)
     started, elapsed_before = time.perf_counter(), state.elapsed_s
-    meter = Throughput(run.model, run.peak_flops, run.dist.world, started)  # this process's tokens/s and MFU
+    meter = Throughput(
+        run.model, run.peak_flops, run.dist.world, started
+    )  # this process's tokens/s and MFU
     last_valid = state.history[-1]["step"] if state.history else -1
     run.model.train()
     while True:
-        # a. The fraction of the budget spent says whether to go on, and sets the next learning rate.
+        # a. The fraction of the budget spent says whether to go on, and sets the next learning
+        # rate.
         spent = budget.spent(state.step, state.elapsed_s, epochs.position(state))
         if spent >= 1.0 or out_of_patience(state, t):
             break
@@ -98,15 +113,23 @@ def train_loop(run: Run, record: Record, progress: TrainProgress, stop: StopSign
         # c. Count it towards the log line, or report it skipped (its loss or gradient not finite).
         if count_nonfinite(state, result, t, run.paths.last):
             record({"step": state.step, "skipped": "loss or gradient not finite"})
-            progress.note(f"step {state.step}: loss {result.loss}, gradient norm {result.grad_norm}: update skipped")
+            progress.note(
+                f"step {state.step}: loss {result.loss}, gradient norm {result.grad_norm}: update "
+                "skipped"
+            )
         else:
-            state.log_loss, state.log_tokens = state.log_loss + result.loss, state.log_tokens + result.tokens
+            state.log_loss, state.log_tokens = (
+                state.log_loss + result.loss,
+                state.log_tokens + result.tokens,
+            )
             meter.count(result.src_tokens, result.tokens)
         # d. A log line every train.log_every steps: mean loss, learning rate, speed.
         if state.step % t.log_every == 0 and state.log_tokens:
             entry = log_entry(state, result, *meter.read(now))
             record(entry)
-            progress.update(entry, budget.spent(state.step, state.elapsed_s, epochs.position(state)))
+            progress.update(
+                entry, budget.spent(state.step, state.elapsed_s, epochs.position(state))
+            )
             state.log_loss, state.log_tokens = 0.0, 0
         # e. An epoch's last batch: the next epoch is shuffled anew.
         if epochs.ended(state):
@@ -114,7 +137,8 @@ def train_loop(run: Run, record: Record, progress: TrainProgress, stop: StopSign
         # f. A signal: stop here, with the state whole (train() saves it).
         if result.stop:
             return False
-        # g. Validate every train.valid_every steps (saving last.pt), or only save every train.save_every.
+        # g. Validate every train.valid_every steps (saving last.pt), or only save every
+        # train.save_every.
         if state.step % t.valid_every == 0:
             run_validation(run, record, progress)
             last_valid, now = state.step, time.perf_counter()
@@ -141,14 +165,18 @@ def count_nonfinite(state: TrainState, result: StepResult, cfg: TrainConfig, las
     state.nonfinite_in_a_row += 1
     if state.nonfinite_in_a_row >= cfg.max_nonfinite:
         raise MtError(
-            f"step {state.step}: the loss or gradient was not finite {state.nonfinite_in_a_row} steps in a row; "
-            f"stopped without saving ({last} holds the last good state). Lower train.lr, keep train.clip_norm "
+            f"step {state.step}: the loss or gradient was not finite {state.nonfinite_in_a_row} "
+            "steps in a row; "
+            f"stopped without saving ({last} holds the last good state). Lower train.lr, keep "
+            "train.clip_norm "
             "on, or check the data with `mt doctor`"
         )
     return True
 
 
-def log_entry(state: TrainState, result: StepResult, tokens_per_s: float, mfu: float) -> dict[str, Any]:
+def log_entry(
+    state: TrainState, result: StepResult, tokens_per_s: float, mfu: float
+) -> dict[str, Any]:
     return {
         "step": state.step,
         "epoch": state.epoch + 1,
@@ -167,8 +195,15 @@ def run_validation(run: Run, record: Record, progress: TrainProgress) -> None:
     state, paths = run.state, run.paths
     if run.dist.main:
         scored = run.ema if run.ema is not None else run.model  # the weights best.pt would hold
-        v = validate_all(scored, run.tokenizer, run.valid, run.cfg, run.device, run.amp, run.shortlist)
-        entry: dict[str, Any] = {"step": state.step, "valid_loss": v.loss, "valid_nll": v.nll, "valid_bleu": v.bleu}
+        v = validate_all(
+            scored, run.tokenizer, run.valid, run.cfg, run.device, run.amp, run.shortlist
+        )
+        entry: dict[str, Any] = {
+            "step": state.step,
+            "valid_loss": v.loss,
+            "valid_nll": v.nll,
+            "valid_bleu": v.bleu,
+        }
         if v.by_pair:  # several directions: valid_bleu is their mean
             entry["valid_bleu_by_pair"] = v.by_pair
         record(entry)
@@ -184,11 +219,17 @@ def run_validation(run: Run, record: Record, progress: TrainProgress) -> None:
             checkpoint.save(paths.step(state.step), run.weights(scored))
             for old in paths.numbered()[:-keep]:
                 old.unlink()
-        best = " (best, saved)" if improved else f" (best {state.best_bleu:.2f} at step {state.best_step})"
+        best = (
+            " (best, saved)"
+            if improved
+            else f" (best {state.best_bleu:.2f} at step {state.best_step})"
+        )
         pairs = f" ({', '.join(f'{k} {b:.2f}' for k, b in v.by_pair.items())})" if v.by_pair else ""
         progress.note(f"step {state.step}: valid loss {v.loss:.3f}, BLEU {v.bleu:.2f}{pairs}{best}")
     verdict = (state.best_bleu, state.best_step, state.validations_since_best, state.history)
-    state.best_bleu, state.best_step, state.validations_since_best, state.history = ddp.broadcast(verdict, run.dist)
+    state.best_bleu, state.best_step, state.validations_since_best, state.history = ddp.broadcast(
+        verdict, run.dist
+    )
     if (last := run.resumable()) is not None:
         checkpoint.save(paths.last, last)
 

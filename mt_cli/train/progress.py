@@ -13,11 +13,13 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 
 from mt_cli.errors import MtError
 
-UNITS = 1000  # the bar runs in thousandths of whichever limit (steps, epochs, minutes) ends the run first
+# the bar runs in thousandths of whichever limit (steps, epochs, minutes) ends the run first
+UNITS = 1000
 
 
 class TrainProgress:
-    """`limited`: the run has a budget (train/budget.py), so the bar shows the fraction of it used."""
+    """`limited`: the run has a budget (train/budget.py), so the bar shows the fraction of it
+    used."""
 
     def __init__(self, limited: bool, enabled: bool = True) -> None:
         self.enabled = enabled  # off on torchrun ranks past 0: one process reports
@@ -35,10 +37,12 @@ class TrainProgress:
         self.task = self.bar.add_task("starting", total=UNITS if limited else None)
 
     def update(self, entry: dict[str, Any], spent: float) -> None:
-        """A log entry, with the fraction of the budget `spent` (which passes 1 by a little at the end)."""
+        """A log entry, with the fraction of the budget `spent` (which passes 1 by a little at the
+        end)."""
         text = (
             f"step {entry['step']} | epoch {entry['epoch']} | loss {entry['loss']:.3f} | "
-            f"lr {entry['lr']:.2e} | {entry['tokens_per_s']:.0f} tok/s | MFU {100 * entry.get('mfu', 0):.1f}%"
+            f"lr {entry['lr']:.2e} | {entry['tokens_per_s']:.0f} tok/s | MFU "
+            f"{100 * entry.get('mfu', 0):.1f}%"
         )
         if self.live:
             self.bar.update(self.task, completed=min(spent, 1.0) * UNITS, description=text)
@@ -66,9 +70,13 @@ class RunLog:
     With TensorBoard on, each number also goes to RUN/tensorboard; on resume, events past the
     resumed step are purged, as log.jsonl's entries are: they are redone."""
 
-    def __init__(self, path: Path | None, tensorboard: Path | None = None, resumed_at: int = 0) -> None:
+    def __init__(
+        self, path: Path | None, tensorboard: Path | None = None, resumed_at: int = 0
+    ) -> None:
         self.file: IO[str] | None = open(path, "a", encoding="utf-8") if path is not None else None
-        self.board = _tensorboard_writer(tensorboard, resumed_at) if tensorboard is not None else None
+        self.board = (
+            _tensorboard_writer(tensorboard, resumed_at) if tensorboard is not None else None
+        )
 
     def __call__(self, entry: dict[str, Any]) -> None:
         if self.file is None:
@@ -79,7 +87,9 @@ class RunLog:
             for key, value in entry.items():
                 if key != "step" and isinstance(value, (int, float)):
                     self.board.add_scalar(
-                        ("valid/" if key.startswith("valid") else "train/") + key, value, entry["step"]
+                        ("valid/" if key.startswith("valid") else "train/") + key,
+                        value,
+                        entry["step"],
                     )
             self.board.flush()
 
@@ -98,5 +108,7 @@ def _tensorboard_writer(folder: Path, resumed_at: int) -> Any:
     try:
         from torch.utils.tensorboard import SummaryWriter
     except ImportError:
-        raise MtError("train.tensorboard needs the tensorboard package: pip install tensorboard") from None
+        raise MtError(
+            "train.tensorboard needs the tensorboard package: pip install tensorboard"
+        ) from None
     return SummaryWriter(str(folder), purge_step=resumed_at + 1 if resumed_at else None)

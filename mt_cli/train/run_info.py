@@ -44,7 +44,11 @@ def write_run_info(
             if role.startswith("valid")
         }
     )
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or platform.machine()
+    name = (
+        torch.cuda.get_device_name(device)
+        if device.type == "cuda"
+        else platform.processor() or platform.machine()
+    )
     environment = {
         "mt": __version__,
         "python": platform.python_version(),
@@ -55,4 +59,6 @@ def write_run_info(
         "threads per process": torch.get_num_threads(),
         "autocast": str(amp) if amp else "off (fp32)",
     }
-    atomic_write_text(ctx.paths.run_info, json.dumps({"data": data, "environment": environment}, indent=1) + "\n")
+    atomic_write_text(
+        ctx.paths.run_info, json.dumps({"data": data, "environment": environment}, indent=1) + "\n"
+    )

@@ -19,7 +19,8 @@ def lr_at(
     """The learning rate for update `step` (counted from 1): linear warmup to `peak`, then
 
     - "inverse_sqrt": decay with 1/sqrt(step), the paper's schedule scaled to its peak;
-    - "cosine": a half cosine that reaches 0 when `progress`, the spent fraction of the budget, is 1;
+    - "cosine": a half cosine that reaches 0 when `progress`, the spent fraction of the budget, is
+      1;
     - "wsd" (warmup-stable-decay): hold the peak, then fall linearly to 0 over the last `cooldown`
       fraction of the budget.
     """

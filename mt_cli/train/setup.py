@@ -129,13 +129,17 @@ class Run:
     peak_flops: float  # the device's peak for the precision trained in, for MFU in the log
     tokenizer: Tokenizer
     model: Transformer
-    objective: Any  # TranslationLoss(model): maybe compiled, and under torchrun in DistributedDataParallel
+    objective: (
+        Any  # TranslationLoss(model): maybe compiled, and under torchrun in DistributedDataParallel
+    )
     optimizer: torch.optim.Optimizer
     ema: Transformer | None  # the moving average of the weights, when train.ema_decay > 0
     train_data: TokenCorpus | MixedCorpus  # one direction's, or several mixed
     valid: list[ValidSet]  # one per direction
     state: TrainState
-    shortlist: Shortlist | None = None  # built from the training pairs; in every checkpoint and validation
+    shortlist: Shortlist | None = (
+        None  # built from the training pairs; in every checkpoint and validation
+    )
 
     @property
     def cfg(self) -> Config:
@@ -176,7 +180,9 @@ class Run:
         )
 
 
-def make_optimizer(model: torch.nn.Module, t: TrainConfig, device: torch.device) -> torch.optim.Optimizer:
+def make_optimizer(
+    model: torch.nn.Module, t: TrainConfig, device: torch.device
+) -> torch.optim.Optimizer:
     """AdamW; weight decay, when on, applies to weight matrices only, not to biases and LayerNorm
     weights (as nanoGPT's configure_optimizers does): shrinking those towards 0 only hurts."""
     params = list(model.parameters())
@@ -219,9 +225,17 @@ def prepare(given: RunContext) -> Run:
     _start(given)
     sources = given.data.sources()
     init = _init_checkpoint(given)
-    tokenizer = init.tokenizer if init else get_tokenizer(given.data, given.paths.tokenizer, given.cfg, log, d)
-    ctx = replace(given, cfg=replace(given.cfg, model=model_config(given.cfg, init, tokenizer, given.data)))
-    fingerprints = {role: s.fingerprint() for role, s in sources.items()}  # sha256 of each file, read once
+    tokenizer = (
+        init.tokenizer
+        if init
+        else get_tokenizer(given.data, given.paths.tokenizer, given.cfg, log, d)
+    )
+    ctx = replace(
+        given, cfg=replace(given.cfg, model=model_config(given.cfg, init, tokenizer, given.data))
+    )
+    fingerprints = {
+        role: s.fingerprint() for role, s in sources.items()
+    }  # sha256 of each file, read once
     train_data, valid = load_corpora(given.data, fingerprints, tokenizer, given.cfg, log, d)
 
     random.seed(t.seed)
@@ -235,32 +249,62 @@ def prepare(given: RunContext) -> Run:
     optimizer = make_optimizer(model, t, device)
     ema = copy.deepcopy(model).requires_grad_(False) if t.ema_decay > 0 else None
     amp = amp_dtype(t.amp, device)
-    scaler = torch.amp.GradScaler(device.type, enabled=amp == torch.float16)  # fp16 gradients underflow without it
+    scaler = torch.amp.GradScaler(
+        device.type, enabled=amp == torch.float16
+    )  # fp16 gradients underflow without it
     last = ctx.paths.last
     state = (
-        resume(last, ctx.cfg, model, optimizer, ema, log, d.rank, d.world, scaler) if last.is_file() else TrainState()
+        resume(last, ctx.cfg, model, optimizer, ema, log, d.rank, d.world, scaler)
+        if last.is_file()
+        else TrainState()
     )
-    state.data = check_data(fingerprints, state.data, {r: s.describe() for r, s in sources.items()}, last)
+    state.data = check_data(
+        fingerprints, state.data, {r: s.describe() for r, s in sources.items()}, last
+    )
     objective: torch.nn.Module = TranslationLoss(model, t.label_smoothing)
     ctx = replace(ctx, cfg=_resolve_batch_tokens(ctx, state, objective, amp, train_data))
     amp = _resolve_amp(ctx, state, objective, amp, train_data, model.start_token)
     if d.main:
         if dropped := trim_log(ctx.paths.log, state.step):
-            log(f"{ctx.paths.log}: dropped {dropped} entries past step {state.step}, which will be redone")
+            log(
+                f"{ctx.paths.log}: dropped {dropped} entries past step {state.step}, which will be "
+                "redone"
+            )
         atomic_write_text(ctx.paths.config, to_yaml(ctx.cfg))
         write_run_info(ctx, fingerprints, train_data, valid, amp)
     objective = _wrapped(ctx, objective)
     n_params = sum(p.numel() for p in model.parameters())
     where = f" x {d.world} processes" if d.active else ""
-    log(f"model: {n_params / 1e6:.1f}M parameters on {device}{where}{f' with {amp} autocast' if amp else ''}")
+    log(
+        f"model: {n_params / 1e6:.1f}M parameters on "
+        f"{device}{where}{f' with {amp} autocast' if amp else ''}"
+    )
     peak, source = peak_flops(device, amp is not None)
     log(f"MFU is against {peak / 1e12:.2f} TFLOP/s ({source})")
     shortlist = _shortlist(t, train_data, tokenizer, log, init) if d.main else None
-    return Run(ctx, amp, scaler, peak, tokenizer, model, objective, optimizer, ema, train_data, valid, state, shortlist)
+    return Run(
+        ctx,
+        amp,
+        scaler,
+        peak,
+        tokenizer,
+        model,
+        objective,
+        optimizer,
+        ema,
+        train_data,
+        valid,
+        state,
+        shortlist,
+    )
 
 
 def _shortlist(
-    t: TrainConfig, data: TokenCorpus | MixedCorpus, tokenizer: Tokenizer, log: Log, init: Checkpoint | None
+    t: TrainConfig,
+    data: TokenCorpus | MixedCorpus,
+    tokenizer: Tokenizer,
+    log: Log,
+    init: Checkpoint | None,
 ) -> Shortlist | None:
     """The vocabulary shortlist of train.shortlist_*, counted over the training pairs (rebuilt
     the same on resume: it depends on the data and the sizes only); a fine-tuning run keeps
@@ -287,7 +331,10 @@ def _init_checkpoint(ctx: RunContext) -> Checkpoint | None:
     t = ctx.cfg.train
     if not t.init:
         if t.freeze_embeddings or t.freeze_encoder:
-            raise MtError("train.freeze_embeddings and train.freeze_encoder fine-tune a model: give train.init CKPT")
+            raise MtError(
+                "train.freeze_embeddings and train.freeze_encoder fine-tune a model: give "
+                "train.init CKPT"
+            )
         return None
     if ctx.data.tokenizer is not None:
         raise MtError("train.init brings its checkpoint's tokenizer: give no tokenizer of its own")
@@ -296,10 +343,14 @@ def _init_checkpoint(ctx: RunContext) -> Checkpoint | None:
     kept = ""
     if t.init_layers:
         ckpt = shrink(ckpt, t.init_layers, t.init)
-        kept = f", keeping {t.init_layers} of them (encoder {spaced(m.enc_layers, ckpt.config.model.enc_layers)}, "
+        kept = (
+            f", keeping {t.init_layers} of them (encoder "
+            f"{spaced(m.enc_layers, ckpt.config.model.enc_layers)}, "
+        )
         kept += f"decoder {spaced(m.dec_layers, ckpt.config.model.dec_layers)})"
     ctx.log(
-        f"fine-tuning {t.init}: its model ({m.d_model}-d, {m.enc_layers}+{m.dec_layers} layers{kept}), weights and"
+        f"fine-tuning {t.init}: its model ({m.d_model}-d, {m.enc_layers}+{m.dec_layers} "
+        f"layers{kept}), weights and"
         " tokenizer; optimizer and schedule start fresh"
     )
     return ckpt
@@ -330,7 +381,9 @@ def _resolve_batch_tokens(
             ctx.log(f"batch_tokens auto: {state.batch_tokens}, as resolved when the run started")
             tokens = state.batch_tokens
         else:
-            tokens = auto_batch_tokens(objective, ctx.device, amp, train_data, cfg, ctx.dist, ctx.log)
+            tokens = auto_batch_tokens(
+                objective, ctx.device, amp, train_data, cfg, ctx.dist, ctx.log
+            )
         cfg = replace(cfg, train=replace(t, batch_tokens=tokens))
     state.batch_tokens = cfg.train.batch_tokens
     return cfg
@@ -365,15 +418,21 @@ def _resolve_amp(
             ctx.log("amp auto: timing a few training batches in fp32 and in bf16 on this CPU")
             share = max(t.batch_tokens // (d.world * t.accumulate), 1)
             chosen = make_batches(data.src_lens, data.tgt_lens, share, t.seed)[:2]
-            batches = [tuple(x.to(ctx.device) for x in collate(*data.take(b), start_token)) for b in chosen]
+            batches = [
+                tuple(x.to(ctx.device) for x in collate(*data.take(b), start_token)) for b in chosen
+            ]
             use_bf16 = int(faster_amp(objective, batches) is not None)
         state.amp = "bf16" if ddp.broadcast(use_bf16, d) else "off"
-        ctx.log(f"amp auto: {state.amp} ({'bf16 autocast' if state.amp == 'bf16' else 'fp32'} trained faster here)")
+        ctx.log(
+            f"amp auto: {state.amp} ({'bf16 autocast' if state.amp == 'bf16' else 'fp32'} trained "
+            "faster here)"
+        )
     return torch.bfloat16 if state.amp == "bf16" else None
 
 
 def _wrapped(ctx: RunContext, objective: torch.nn.Module) -> torch.nn.Module:
-    """The objective as it runs: compiled when asked, under DistributedDataParallel with torchrun."""
+    """The objective as it runs: compiled when asked, under DistributedDataParallel with
+    torchrun."""
     if ctx.cfg.train.compile:
         objective = CompiledOrEager(objective, ctx.log)
     if ctx.dist.active:

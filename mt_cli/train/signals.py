@@ -1,4 +1,5 @@
-"""Stopping a run cleanly: SIGINT (Ctrl-C) and SIGTERM ask training to stop after the current step."""
+"""Stopping a run cleanly: SIGINT (Ctrl-C) and SIGTERM ask training to stop after the current
+step."""
 
 from __future__ import annotations
 

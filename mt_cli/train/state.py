@@ -36,12 +36,22 @@ class TrainState:
     best_bleu: float = -1.0
     best_step: int = 0
     validations_since_best: int = 0  # for early stopping
-    log_loss: float = 0.0  # summed loss and target tokens since the last log entry, which averages them
+    log_loss: float = (
+        0.0  # summed loss and target tokens since the last log entry, which averages them
+    )
     log_tokens: int = 0
-    nonfinite_in_a_row: int = 0  # skipped steps (loss or gradient not finite) since the last good one
-    batch_tokens: int = 0  # the global batch the run trains with, as train.batch_tokens auto resolved it
-    amp: str = ""  # what train.amp auto chose on a CPU with bf16 arithmetic (bf16 or off), kept on resume
-    data: dict[str, str] = field(default_factory=dict)  # fingerprint of each split's data, checked on resume
+    nonfinite_in_a_row: int = (
+        0  # skipped steps (loss or gradient not finite) since the last good one
+    )
+    batch_tokens: int = (
+        0  # the global batch the run trains with, as train.batch_tokens auto resolved it
+    )
+    amp: str = (
+        ""  # what train.amp auto chose on a CPU with bf16 arithmetic (bf16 or off), kept on resume
+    )
+    data: dict[str, str] = field(
+        default_factory=dict
+    )  # fingerprint of each split's data, checked on resume
     history: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -127,7 +137,8 @@ def resume(
         optimizer.load_state_dict(ts.pop("optimizer"))
     except ValueError as e:  # e.g. weight decay switched on or off: parameter groups differ
         raise MtError(
-            f"{path}: its optimizer state does not fit this run's optimizer ({e}); resume with the settings "
+            f"{path}: its optimizer state does not fit this run's optimizer ({e}); resume with the "
+            "settings "
             "the run was started with, or use a new run folder"
         ) from None
     rng, ranks = ts.pop("rng"), ts.pop("rng_ranks", None)
@@ -142,18 +153,24 @@ def resume(
     if ema is not None:
         ema.load_state_dict(ema_state if ema_state is not None else ckpt.model_state)
     state = TrainState(**ts)
-    log(f"resuming {path} at step {state.step} (epoch {state.epoch + 1}, best BLEU {state.best_bleu:.2f})")
+    log(
+        f"resuming {path} at step {state.step} (epoch {state.epoch + 1}, best BLEU "
+        f"{state.best_bleu:.2f})"
+    )
     return state
 
 
-def check_data(now: dict[str, str], recorded: dict[str, str], names: dict[str, str], last: Path) -> dict[str, str]:
+def check_data(
+    now: dict[str, str], recorded: dict[str, str], names: dict[str, str], last: Path
+) -> dict[str, str]:
     """A resumed run must see the data it started with: `now` and `recorded` map each split to
     its fingerprint, `names` to how the user gave it."""
     changed = [role for role in now if role in recorded and recorded[role] != now[role]]
     if changed:
         role = changed[0]
         raise MtError(
-            f"{names[role]}: not the {role} data that {last} was trained on (its contents changed); "
+            f"{names[role]}: not the {role} data that {last} was trained on (its contents "
+            "changed); "
             "restore it, or train into a new run folder"
         )
     return now
@@ -184,7 +201,9 @@ def trim_log(path: Path, step: int) -> int:
 
 def clear_leftovers(run_dir: Path) -> int:
     """Remove the temporary files of saves that a kill interrupted; returns how many went."""
-    found = [p for p in run_dir.glob(".*.tmp") if p.is_file()] + [p for p in run_dir.glob(".tokenizer.*") if p.is_dir()]
+    found = [p for p in run_dir.glob(".*.tmp") if p.is_file()] + [
+        p for p in run_dir.glob(".tokenizer.*") if p.is_dir()
+    ]
     for p in found:
         shutil.rmtree(p) if p.is_dir() else p.unlink()
     return len(found)

@@ -51,10 +51,14 @@ def train_step(run: Run, batch: np.ndarray, spent: float = 0.0, stop: bool = Fal
     cosine and wsd schedules decay over; `stop` whether this process was asked to stop.
     """
     t, d = run.cfg.train, run.dist
-    n_tokens = int((run.train_data.tgt_lens[batch] + 1).sum())  # every target token and its EOS, in all shares
+    n_tokens = int(
+        (run.train_data.tgt_lens[batch] + 1).sum()
+    )  # every target token and its EOS, in all shares
     try:
         loss_sum = _forward_backward(run, batch, n_tokens)
-    except Exception as e:  # compiled code fails in many types, in the forward or (lazily) the backward pass
+    except (
+        Exception
+    ) as e:  # compiled code fails in many types, in the forward or (lazily) the backward pass
         ddp_wrapped = isinstance(run.objective, torch.nn.parallel.DistributedDataParallel)
         compiled = run.objective.module if ddp_wrapped else run.objective
         if not (isinstance(compiled, CompiledOrEager) and compiled.give_up(e)):
@@ -64,12 +68,18 @@ def train_step(run: Run, batch: np.ndarray, spent: float = 0.0, stop: bool = Fal
     loss_sum, stops = ddp.all_sum([loss_sum, float(stop)], d)
     run.scaler.unscale_(run.optimizer)  # clip the true gradients, not the fp16-scaled ones
     # With clipping off the norm is still measured (an infinite bound never clips), for the log.
-    grad_norm = torch.nn.utils.clip_grad_norm_(run.model.parameters(), t.clip_norm if t.clip_norm > 0 else math.inf)
+    grad_norm = torch.nn.utils.clip_grad_norm_(
+        run.model.parameters(), t.clip_norm if t.clip_norm > 0 else math.inf
+    )
     lr = lr_at(run.state.step + 1, t.lr, t.warmup_steps, t.lr_schedule, spent, t.lr_cooldown)
     norm = float(grad_norm)
     if run.scaler.is_enabled() and not math.isfinite(norm):
-        norm = 0.0  # fp16 overflow: the scaler skips this update and lowers its scale; that is its job
-    result = StepResult(loss_sum, n_tokens, int(run.train_data.src_lens[batch].sum()), lr, norm, stops > 0)
+        norm = (
+            0.0  # fp16 overflow: the scaler skips this update and lowers its scale; that is its job
+        )
+    result = StepResult(
+        loss_sum, n_tokens, int(run.train_data.src_lens[batch].sum()), lr, norm, stops > 0
+    )
     if result.finite:
         for group in run.optimizer.param_groups:
             group["lr"] = lr
@@ -84,21 +94,32 @@ def train_step(run: Run, batch: np.ndarray, spent: float = 0.0, stop: bool = Fal
 
 
 def _forward_backward(run: Run, batch: np.ndarray, n_tokens: int) -> float:
-    """Forward and backward passes over this rank's shares of the batch; returns their summed loss."""
+    """Forward and backward passes over this rank's shares of the batch; returns their summed
+    loss."""
     t, d, data = run.cfg.train, run.dist, run.train_data
-    mine = shares(batch, d.world * t.accumulate)[d.rank * t.accumulate : (d.rank + 1) * t.accumulate]
-    # DDP averages gradients over ranks; scaled so, the update follows the mean over the global batch.
+    mine = shares(batch, d.world * t.accumulate)[
+        d.rank * t.accumulate : (d.rank + 1) * t.accumulate
+    ]
+    # DDP averages gradients over ranks; scaled so, the update follows the mean over the global
+    # batch.
     scale = d.world / n_tokens
     loss_sum = 0.0
     for k, share in enumerate(mine):
-        # A rank whose share is empty still runs a batch (weighted 0): DDP needs every rank's gradients.
+        # A rank whose share is empty still runs a batch (weighted 0): DDP needs every rank's
+        # gradients.
         weight = 1.0 if len(share) else 0.0
-        src, tgt_in, tgt_out = collate(*data.take(share if len(share) else batch[:1]), run.model.start_token)
+        src, tgt_in, tgt_out = collate(
+            *data.take(share if len(share) else batch[:1]), run.model.start_token
+        )
         last_share = k == len(mine) - 1
-        no_sync = run.objective.no_sync() if d.active and not last_share else contextlib.nullcontext()
+        no_sync = (
+            run.objective.no_sync() if d.active and not last_share else contextlib.nullcontext()
+        )
         with no_sync:
             with autocast(run.amp, run.device):
-                loss = run.objective(src.to(run.device), tgt_in.to(run.device), tgt_out.to(run.device))
+                loss = run.objective(
+                    src.to(run.device), tgt_in.to(run.device), tgt_out.to(run.device)
+                )
             run.scaler.scale(loss * (weight * scale)).backward()
         loss_sum += loss.item() * weight
     return loss_sum

@@ -61,8 +61,11 @@ def linear_flops(model: Any, n_src: int, n_tgt: int, out: int | None = None) -> 
     return 6.0 * (enc * n_src + (dec + out) * n_tgt)
 
 
-def matmul_peak(dtype: torch.dtype, device: torch.device = torch.device("cpu"), n: int = 2048, reps: int = 10) -> float:
-    """FLOP/s of an n x n matrix product: what this machine reaches at best, for CPUs with no data sheet.
+def matmul_peak(
+    dtype: torch.dtype, device: torch.device = torch.device("cpu"), n: int = 2048, reps: int = 10
+) -> float:
+    """FLOP/s of an n x n matrix product: what this machine reaches at best, for CPUs with no data
+    sheet.
 
     Sized to about a second: fewer repetitions where they would take longer, and n halved while
     one product would take over half a second (bf16 on a CPU without bf16 arithmetic ran about 100
@@ -72,7 +75,9 @@ def matmul_peak(dtype: torch.dtype, device: torch.device = torch.device("cpu"), 
     gen = torch.Generator(device).manual_seed(0)
 
     def timed(size: int, times: int) -> float:
-        a, b = (torch.randn(size, size, dtype=dtype, device=device, generator=gen) for _ in range(2))
+        a, b = (
+            torch.randn(size, size, dtype=dtype, device=device, generator=gen) for _ in range(2)
+        )
         a @ b  # warm-up: kernels chosen, memory touched
         if device.type == "cuda":
             torch.cuda.synchronize(device)  # the warm-up product is done before the timer starts

@@ -27,7 +27,9 @@ class Validation:
     loss: float
     nll: float
     bleu: float
-    by_pair: dict[str, float] = field(default_factory=dict)  # each direction's BLEU, where a run has several
+    by_pair: dict[str, float] = field(
+        default_factory=dict
+    )  # each direction's BLEU, where a run has several
 
 
 def validate_all(
@@ -41,7 +43,10 @@ def validate_all(
 ) -> Validation:
     """Each direction's validation (`validate`), and for several their mean loss and BLEU: the
     best checkpoint of a multilingual run is the one best on average."""
-    found = [validate(model, tokenizer, s.pairs, s.refs, cfg, device, amp, shortlist, s.start) for s in sets]
+    found = [
+        validate(model, tokenizer, s.pairs, s.refs, cfg, device, amp, shortlist, s.start)
+        for s in sets
+    ]
     if len(found) == 1:
         return found[0]
     n = len(found)
@@ -66,21 +71,30 @@ def validate(
 ) -> Validation:
     """Validation loss with teacher forcing, and BLEU of the same decoding `mt translate` does.
 
-    The loss batches by train.valid_batch_tokens (no gradients are kept, so they can be larger
-    than training's), and the output layer runs on a chunk of target tokens at a time: the float
-    (tokens, V) logits of a whole batch are never built at once. `start`: the ids the decoder reads
-    after its start token (the pairs' targets begin with them: an M2M100 model's target language)."""
+    The loss batches by train.valid_batch_tokens (no gradients are kept, so they can be larger than
+    training's), and the output layer runs on a chunk of target tokens at a time: the float (tokens,
+    V) logits of a whole batch are never built at once. `start`: the ids the decoder reads after its
+    start token (the pairs' targets begin with them: an M2M100 model's target language)."""
     model.eval()
     loss_sum = nll_sum = 0.0
     n_tokens = 0
     with torch.inference_mode(), autocast(amp, device):
-        for batch in make_batches(pairs.src_lens, pairs.tgt_lens, cfg.train.valid_batch_tokens, seed=0):
-            src, tgt_in, tgt_out = (t.to(device) for t in collate(*pairs.take(batch), model.start_token))
+        for batch in make_batches(
+            pairs.src_lens, pairs.tgt_lens, cfg.train.valid_batch_tokens, seed=0
+        ):
+            src, tgt_in, tgt_out = (
+                t.to(device) for t in collate(*pairs.take(batch), model.start_token)
+            )
             keep = tgt_out != PAD
-            h, gold = model.hidden(src, tgt_in, keep), tgt_out[keep]  # (N, D), (N,): real target tokens only
+            h, gold = (
+                model.hidden(src, tgt_in, keep),
+                tgt_out[keep],
+            )  # (N, D), (N,): real target tokens only
             for i in range(0, h.size(0), LOSS_CHUNK):
                 logits = model.output_projection(h[i : i + LOSS_CHUNK])
-                loss, nll = label_smoothed_loss(logits, gold[i : i + LOSS_CHUNK], cfg.train.label_smoothing)
+                loss, nll = label_smoothed_loss(
+                    logits, gold[i : i + LOSS_CHUNK], cfg.train.label_smoothing
+                )
                 loss_sum, nll_sum = loss_sum + loss.item(), nll_sum + nll.item()
             n_tokens += int(keep.sum())
         # The live model decodes as a loaded one would (decode/plan.py), uncompiled: its engine is
