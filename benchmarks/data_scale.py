@@ -6,9 +6,11 @@ Writes the corpus (once; reused from --work), trains a tokenizer on its first 20
 timed), then runs `mt train` twice as a subprocess while sampling the RSS of its whole process
 tree (mt and its tokenizing workers) every 0.1 s:
   1. cold: the cache is built (--workers 2), then 50 training steps;
-  2. warm: a new run folder on the same cache, 50 steps. Preparation throughput (pairs/s) is printed
-     next to plain Python reading the same two files. The figures are appended to
-     benchmarks/RESULTS.md (and with --docs put into docs/training.md's table)."""
+  2. warm: a new run folder on the same cache, 50 steps.
+Preparation throughput (pairs/s) is printed next to plain Python reading the same two files.
+The figures are appended to benchmarks/RESULTS.md (and with --docs put into docs/training.md's
+table).
+"""
 
 from __future__ import annotations
 
@@ -143,9 +145,8 @@ def prepare(w: Path, pairs: int) -> tuple[Path, Path, Path]:
         with open(path, encoding="utf-8") as f:
             head = list(islice(f, n_tok + 100))
         (w / f"head.{side}").write_text("".join(head[:n_tok]))
-        (w / f"valid.{side}").write_text(
-            "".join(head[n_tok:])
-        )  # 100 pairs: validation is not what is measured
+        # 100 pairs: validation is not what is measured
+        (w / f"valid.{side}").write_text("".join(head[n_tok:]))
     tok = w / "tokenizer"
     if not tok.is_dir():
         cmd = [

@@ -1,8 +1,8 @@
 """Where a decoding run's time goes, and how close it runs to the machine's peak.
 
-    python benchmarks/decode_profile.py --checkpoint RUN/best.pt --src-file
-    ../shared/data/multi30k/test2016.de \\ [--beam 5] [--precision fp32|bf16|int8] [--engine
-    eager|compiled] [--no-shortlist] [--n 1000] [--append]
+    python benchmarks/decode_profile.py --checkpoint RUN/best.pt \\
+        --src-file ../shared/data/multi30k/test2016.de [--beam 5] [--precision fp32|bf16|int8] \\
+        [--engine eager|compiled] [--no-shortlist] [--n 1000] [--append]
 
 Translates the first --n lines once untimed (warm-up), then:
 - timed with the engine's parts wrapped in clocks (encoder, self-attention, cross-attention,
@@ -229,9 +229,8 @@ def main() -> None:
         tr.translate(lines)
         wall = time.perf_counter() - start
     events = prof.key_averages()
-    inside = (
-        sum(e.self_cpu_time_total for e in events) / 1e6
-    )  # top-level self times: all time in operators
+    # top-level self times: all time in operators
+    inside = sum(e.self_cpu_time_total for e in events) / 1e6
     print(
         f"\nprofiled wall {wall:.2f} s, in operators {inside:.2f} s ({100 * inside / wall:.0f}%), "
         "outside "

@@ -40,9 +40,10 @@ print(json.dumps({"import": imported, "first": first, "next": time.perf_counter(
 
 
 def main() -> None:
+    # lingua itself is imported only in the measuring processes
     from importlib.metadata import (
         version,
-    )  # lingua itself is imported only in the measuring processes
+    )
 
     rows = [
         "| languages | import | detector built + first call | next call | peak memory |",

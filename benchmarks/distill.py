@@ -1,9 +1,10 @@
 r"""The data pipeline's figures: `mt clean`'s removals per rule, and distilled students against
 their teacher and against students trained on the original data, on Multi30k.
 
-    python benchmarks/distill.py clean --data ../shared/data [--train-steps 2716 2162 --work
-    /work/bench/clean] python benchmarks/distill.py distill --data ../shared/data --work
-    /work/bench/distill --direction de-en \ --teacher-steps 8149 --teachers 1 --student-minutes 30
+    python benchmarks/distill.py clean --data ../shared/data \
+        [--train-steps 2716 2162 --work /work/bench/clean]
+    python benchmarks/distill.py distill --data ../shared/data --work /work/bench/distill \
+        --direction de-en --teacher-steps 8149 --teachers 1 --student-minutes 30
 
 distill:
 - teachers: configs/multi30k.yaml's recipe trained for --teacher-steps updates (the steps its

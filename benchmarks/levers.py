@@ -1,7 +1,7 @@
 """Decoding levers one at a time: the same model, sentences and batches, one change per row.
 
-    python benchmarks/levers.py --checkpoint RUN/best.pt --src-file
-    ../shared/data/multi30k/test2016.de
+    python benchmarks/levers.py --checkpoint RUN/best.pt \\
+        --src-file ../shared/data/multi30k/test2016.de
 
 Every variant runs in this process (PyTorch only; speed.py keeps other toolkits in their own
 processes), the variants take turns for --rounds rounds and each keeps its fastest run. The
@@ -78,9 +78,10 @@ def main() -> None:
     results: dict[str, dict[int, float]] = {name: {} for name in table}
     for beam in (5, 1):
         for tr in table.values():
+            # warm-up
             search_ids(
                 tr.engine, ids[:BATCH], dataclasses.replace(tr.cfg, beam=beam), tr.plan.shortlist
-            )  # warm-up
+            )
         for _ in range(args.rounds):
             for name, tr in table.items():
                 cfg = dataclasses.replace(tr.cfg, beam=beam)

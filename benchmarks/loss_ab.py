@@ -1,8 +1,9 @@
 """A/B of mt's training loss: the plain label-smoothed loss on full logits against the fused,
 chunked output-layer loss, two fresh models taking turns, fastest of --rounds each.
 
-    python benchmarks/loss_ab.py --checkpoint checkpoints/speed/de-en-10min/best.pt \\ --train-src
-    ../shared/data/multi30k/train.de --train-tgt ../shared/data/multi30k/train.en --precision bf16
+    python benchmarks/loss_ab.py --checkpoint checkpoints/speed/de-en-10min/best.pt \\
+        --train-src ../shared/data/multi30k/train.de --train-tgt ../shared/data/multi30k/train.en \\
+        --precision bf16
 
 Prints target tokens/s of each; benchmarks/RESULTS.md "What each lever did" quotes it.
 """

@@ -139,9 +139,8 @@ def model_folder(
     )
     torch.manual_seed(seed)
     model = transformers.M2M100ForConditionalGeneration(cfg).eval()
-    with (
-        torch.no_grad()
-    ):  # </s>'s logit = 100 * -100: never chosen, so every system runs --steps steps
+    # </s>'s logit = 100 * -100: never chosen, so every system runs --steps steps
+    with torch.no_grad():
         model.model.decoder.layer_norm.weight[0], model.model.decoder.layer_norm.bias[0] = (
             0.0,
             100.0,

@@ -132,9 +132,8 @@ def main() -> None:
             )
             rows.append(f"| {variant} | {s}->{t} | {a:.2f} | {b:.2f} | {b - a:+.2f} |")
             print(rows[-1], flush=True)
-        if (
-            variant == "many-to-many"
-        ):  # never trained on de -> fr: only the <2fr> tag on German input
+        # never trained on de -> fr: only the <2fr> tag on German input
+        if variant == "many-to-many":
             zero = test_bleu(args.work, multi, "de", "fr", d, True)
             rows.append(f"| many-to-many | de->fr (zero-shot) | - | {zero:.2f} | - |")
             print(rows[-1], flush=True)

@@ -1,8 +1,8 @@
 """Why `mt serve` decodes on one thread: one-line searches in a process that also holds an idle
 thread which once ran a parallel PyTorch operator.
 
-    python benchmarks/openmp_teams.py --checkpoint RUN/best.pt --src-file
-    ../shared/data/multi30k/test2016.de
+    python benchmarks/openmp_teams.py --checkpoint RUN/best.pt \\
+        --src-file ../shared/data/multi30k/test2016.de
 
 Each thread that runs a parallel operator keeps a team of OpenMP threads for its life. The script
 loads the model in a thread that ends (as the server does), times --lines one-line translations

@@ -111,9 +111,8 @@ def opus_folder(folder: Path, train_lines: list[str], seed: int = 0) -> None:
     model = transformers.MarianMTModel(cfg).eval()
     with torch.no_grad():
         model.final_logits_bias.normal_(0.0, 0.5)
-        model.final_logits_bias[0, VOCAB - 1] = float(
-            "-inf"
-        )  # <pad>, as OPUS-MT's converter writes it
+        # <pad>, as OPUS-MT's converter writes it
+        model.final_logits_bias[0, VOCAB - 1] = float("-inf")
         model.final_logits_bias[
             0, 0
         ] = -1e4  # </s>: never chosen, so every system runs --steps steps
@@ -143,10 +142,11 @@ def prepare(work: Path, train_lines: list[str], multi30k: Path) -> None:
     )
     vmap = vocabulary_map(checkpoint.load(work / "listed.pt"))
     for name in ("imported.pt", "listed.pt"):
+        # what `mt compile` builds once; not timed, as a user's runs are not
         for q in (
             "fp32",
             "int8",
-        ):  # what `mt compile` builds once; not timed, as a user's runs are not
+        ):
             compile_checkpoint(work / name, q)
     converter = Path(sys.executable).parent / "ct2-transformers-converter"
     for q in ("fp32", "int8"):
@@ -166,9 +166,8 @@ def prepare(work: Path, train_lines: list[str], multi30k: Path) -> None:
             sys.exit(f"ct2-transformers-converter failed:\n{done.stderr[-3000:]}")
         for name in ("source.spm", "target.spm"):  # the worker reads them from the model folder
             (work / f"ct2-{q}" / name).write_bytes((work / "opus" / name).read_bytes())
-        (work / f"ct2-{q}" / "vmap.txt").write_text(
-            vmap, encoding="utf-8"
-        )  # read only with use_vmap
+        # read only with use_vmap
+        (work / f"ct2-{q}" / "vmap.txt").write_text(vmap, encoding="utf-8")
 
 
 def run_systems(

@@ -1,8 +1,9 @@
 """Run a training recipe end to end and append its test scores to benchmarks/RESULTS.md.
 
     python benchmarks/quality.py --recipe configs/multi30k.yaml --corpus multi30k --src en --tgt de
-    python benchmarks/quality.py --recipe configs/tatoeba-zh-en.yaml --corpus zh-en --src zh --tgt
-    en python benchmarks/quality.py --docs        # only regenerate docs/quality.md's table
+    python benchmarks/quality.py --recipe configs/tatoeba-zh-en.yaml --corpus zh-en \\
+        --src zh --tgt en
+    python benchmarks/quality.py --docs        # only regenerate docs/quality.md's table
 
 It does what a user does: `mt train` with the recipe (which trains its own tokenizer and, at the
 end, leaves RUN/best.pt as the validated choice, the averaged checkpoint or the best step, with

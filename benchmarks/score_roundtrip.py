@@ -1,8 +1,8 @@
 """`mt score` against `mt translate --length-penalty 0`: does forced decoding give a hypothesis its
 search score back, and how often does a hypothesis's text re-encode to other pieces?
 
-    python benchmarks/score_roundtrip.py --checkpoint RUN/best.pt --src-file
-    ../shared/data/multi30k/test2016.de
+    python benchmarks/score_roundtrip.py --checkpoint RUN/best.pt \\
+        --src-file ../shared/data/multi30k/test2016.de
 
 Every finished hypothesis of beam search (not only the best) is detokenized, re-encoded with the
 target SentencePiece model and, where the pieces are the same, scored by forced decoding. Prints

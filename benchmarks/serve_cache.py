@@ -1,8 +1,8 @@
 """The translation cache of `mt serve` (--cache-size): what a workload of repeats gains, what one
 without repeats pays, and the memory it holds.
 
-    python benchmarks/serve_cache.py --checkpoint RUN/best.pt --src-file
-    ../shared/data/multi30k/test2016.de
+    python benchmarks/serve_cache.py --checkpoint RUN/best.pt \\
+        --src-file ../shared/data/multi30k/test2016.de
 
 Two servers, each in its own process: without a cache and with --cache-size N. --clients clients
 send the first --lines lines as single-line requests (every line new), then the same lines again

@@ -1,7 +1,7 @@
 """Load on `mt serve`: throughput and latency against offline decoding, overload, and a soak.
 
-    python benchmarks/serve_load.py --checkpoint RUN/best.pt --src-file
-    ../shared/data/multi30k/test2016.de
+    python benchmarks/serve_load.py --checkpoint RUN/best.pt \\
+        --src-file ../shared/data/multi30k/test2016.de
 
 The server is `mt serve` as a user starts it (its own process, 127.0.0.1, a free port). This
 process only sends requests: it imports the standard library alone, so that no torch thread pool
@@ -64,10 +64,11 @@ class Server:
 
     def __init__(self, checkpoint: Path, *options: str) -> None:
         mt = str(Path(sys.executable).parent / "mt")
+        # a folder: many models
         given = [
             "--models" if checkpoint.is_dir() else "--checkpoint",
             str(checkpoint),
-        ]  # a folder: many models
+        ]
         cmd = [mt, "serve", *given, "--port", "0", "--device", "cpu", *self.options, *options]
         env = {**os.environ, **self.env}
         self.proc = subprocess.Popen(
@@ -256,9 +257,8 @@ def soak_row(args, lines: list[str]) -> dict:
             samples.append((time.monotonic() - start, server.rss_mb()))
     finally:
         server.stop()
-    settled = [mb for t, mb in samples if t >= 60] or [
-        mb for _, mb in samples
-    ]  # after the first minute's warm-up
+    # after the first minute's warm-up
+    settled = [mb for t, mb in samples if t >= 60] or [mb for _, mb in samples]
     return {
         "minutes": args.soak_minutes,
         "clients": args.soak_clients,

@@ -70,9 +70,8 @@ def measure(
         first = pairs[0]
         rows = []
         for k, pair in enumerate(pairs):
-            translate(
-                server.port, text[pair[0]][:lines_n] if k else text[pair[0]][:1], pair
-            )  # loads it
+            # loads it
+            translate(server.port, text[pair[0]][:lines_n] if k else text[pair[0]][:1], pair)
             times = singles(server.port, text[first[0]][:singles_n], first)
             rows.append(
                 {

@@ -4,8 +4,8 @@ as the server did before slicing), with slicing (a large request decoded in slic
 the others), and with an express lane (requests up to --express-cost decoded between two steps of
 the large request's search).
 
-    python benchmarks/serve_neighbour.py --checkpoint RUN/best.pt --src-file
-    ../shared/data/multi30k/test2016.de
+    python benchmarks/serve_neighbour.py --checkpoint RUN/best.pt \\
+        --src-file ../shared/data/multi30k/test2016.de
 
 For each server (its own process, 127.0.0.1): --clients clients send single lines for --seconds
 alone (unloaded), then again while one more client sends --heavy-lines-line requests at beam

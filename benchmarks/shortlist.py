@@ -1,16 +1,17 @@
 """The vocabulary shortlist's sizes, chosen on validation, then checked on test.
 
-    python benchmarks/shortlist.py --checkpoint RUN/best.pt --data ../shared/data/multi30k --src de
-    --tgt en
+    python benchmarks/shortlist.py --checkpoint RUN/best.pt --data ../shared/data/multi30k \\
+        --src de --tgt en
 
 Builds one lexicon from the training pairs with the largest K, and cuts it to each (K per source
-piece, F most frequent) of the grid: its columns are sorted best first, so the first K columns are
-the lexicon of K. Each setting decodes the validation set (the checkpoint's beam and length penalty,
-fp32, batches of 64), beside the whole vocabulary, in turns over --rounds rounds with the fastest
-kept: BLEU, the mean shortlist size per batch and sentences/s in this one process (speed.py's clean
-processes give the speed figures that count). The chosen setting is the one with the best validation
-BLEU (of equal ones, the smallest); it alone is then scored on the test sets against the whole
-vocabulary. Printed, appended to benchmarks/RESULTS.md, copied to docs/speed.md.
+piece, F most frequent) of the grid: its columns are sorted best first, so the first K columns
+are the lexicon of K. Each setting decodes the validation set (the checkpoint's beam and length
+penalty, fp32, batches of 64), beside the whole vocabulary, in turns over --rounds rounds with
+the fastest kept: BLEU, the mean shortlist size per batch and sentences/s in this one process
+(speed.py's clean processes give the speed figures that count). The chosen setting is the one
+with the best validation BLEU (of equal ones, the smallest); it alone is then scored on the test
+sets against the whole vocabulary. Printed, appended to benchmarks/RESULTS.md, copied to
+docs/speed.md.
 
 The first runs chose the smallest shortlist within 0.1 validation BLEU of the whole vocabulary
 (K 5, F 100): 1.6x smaller than the validation-best K 10, F 100, but at the edge of that margin,

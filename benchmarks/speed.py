@@ -1,8 +1,9 @@
 """Speed of mt against Hugging Face transformers and CTranslate2 on the same weights, in one run.
 
-    python benchmarks/speed.py --checkpoint RUN/best.pt --src-file
-    ../shared/data/multi30k/test2016.de \\ --ref-file ../shared/data/multi30k/test2016.en
-    --train-src ../shared/data/multi30k/train.de \\ --train-tgt ../shared/data/multi30k/train.en
+    python benchmarks/speed.py --checkpoint RUN/best.pt \\
+        --src-file ../shared/data/multi30k/test2016.de \\
+        --ref-file ../shared/data/multi30k/test2016.en \\
+        --train-src ../shared/data/multi30k/train.de --train-tgt ../shared/data/multi30k/train.en
 
 Every timed run is a fresh process that imports only its own system's library
 (benchmarks/speed_workers.py; CTranslate2 runs without torch): in a process where PyTorch's
@@ -13,19 +14,20 @@ minutes (10-20% here) does not land on one system only.
 Decoding: every system translates the first --n lines of --src-file in the same length-sorted
 batches of 64 with the same length limit (mt's ratio * source + offset, per batch), beam 5 and
 greedy, length penalty 1.0, after one untimed warm-up batch; sentences/s, target tokens/s
-(SentencePiece pieces of the output + EOS, counted alike for all) and BLEU, so that a fast path that
-loses quality shows it. mt runs with the checkpoint's vocabulary shortlist (its default) and with
-its whole vocabulary; CTranslate2 with its whole vocabulary (its default) and with the same
-shortlist as its vocabulary map (`use_vmap`, the vmap.txt `mt export` writes). mt's default engine
-(decode.engine auto) runs the decoder step compiled ahead of time, which speed.py builds first as
-`mt compile` does (once per checkpoint, precision and CPU; not timed); the rows marked eager run the
-same step uncompiled. Whole process: `mt translate FILE` against the minimal scripts a CTranslate2
-or Hugging Face user writes (benchmarks/peers/), on the first 1,000 and 10,000 lines of --train-src:
-startup, imports, loading and decoding, wall-clock and peak RSS. Training: target tokens/s of mt's
-training step and of MarianMTModel built from the same config as Seq2SeqTrainer runs it (its own
-forward, LabelSmoother(0.1), fused AdamW; sdpa and eager attention), on the same batches, fp32 and
-bf16 autocast (bf16 only on CPUs with bf16 arithmetic), and each one's model FLOPs utilisation
-against a large matrix product timed in a process of its own.
+(SentencePiece pieces of the output + EOS, counted alike for all) and BLEU, so that a fast path
+that loses quality shows it. mt runs with the checkpoint's vocabulary shortlist (its default) and
+with its whole vocabulary; CTranslate2 with its whole vocabulary (its default) and with the same
+shortlist as its vocabulary map (`use_vmap`, the vmap.txt `mt export` writes).
+mt's default engine (decode.engine auto) runs the decoder step compiled ahead of time, which
+speed.py builds first as `mt compile` does (once per checkpoint, precision and CPU; not timed);
+the rows marked eager run the same step uncompiled.
+Whole process: `mt translate FILE` against the minimal scripts a CTranslate2 or Hugging Face
+user writes (benchmarks/peers/), on the first 1,000 and 10,000 lines of --train-src: startup,
+imports, loading and decoding, wall-clock and peak RSS.
+Training: target tokens/s of mt's training step and of MarianMTModel built from the same config as
+Seq2SeqTrainer runs it (its own forward, LabelSmoother(0.1), fused AdamW; sdpa and eager
+attention), on the same batches, fp32 and bf16 autocast (bf16 only on CPUs with bf16 arithmetic),
+and each one's model FLOPs utilisation against a large matrix product timed in a process of its own.
 
 The tables are printed and appended to benchmarks/RESULTS.md (and the newest full run copied into
 docs/speed.md); nothing is typed in by hand.
@@ -50,7 +52,7 @@ from mt_cli.data.collate import collate
 from mt_cli.data.pairs import Pairs, make_batches
 from mt_cli.data.tokenizer import PAD
 from mt_cli.decode.compiled import compile_checkpoint
-from mt_cli.decode.search import max_lengths
+from mt_cli.decode.stepping import max_lengths
 from mt_cli.device import cpu_has_bf16
 from mt_cli.interop import export
 from mt_cli.interop.marian import marian_config
@@ -150,9 +152,8 @@ def in_worker(args, job: dict) -> dict:
 
 def decoding_jobs(ckpt, lines: list[str]) -> tuple[list[list[int]], list[int]]:
     """The same length-sorted batches and per-batch length limits for every system."""
-    lens = torch.tensor(
-        [len(ids) + 1 for ids in ckpt.tokenizer.encode_src(lines)]
-    )  # + EOS, as mt counts
+    # + EOS, as mt counts
+    lens = torch.tensor([len(ids) + 1 for ids in ckpt.tokenizer.encode_src(lines)])
     order = sorted(range(len(lines)), key=lambda i: int(lens[i]))
     batches = [order[i : i + BATCH] for i in range(0, len(order), BATCH)]
     limits = [int(max_lengths(lens[b], ckpt.config.decode, limit=10**6).max()) for b in batches]
@@ -547,9 +548,8 @@ def main() -> None:
         export(ckpt, args.work / "hf", "hf")
         for q in ("fp32", "int8"):
             export(ckpt, args.work / f"ct2-{q}", "ct2", None if q == "fp32" else q)
-        for q in precisions() + [
-            "int8"
-        ]:  # what `mt compile` builds once; not timed, as a user's runs are not
+        # what `mt compile` builds once; not timed, as a user's runs are not
+        for q in precisions() + ["int8"]:
             compile_checkpoint(args.checkpoint, q)
         decoding = decoding_rows(args, ckpt, lines, refs) if "decoding" in args.parts else []
         whole = whole_rows(args) if "whole" in args.parts else []

@@ -76,9 +76,8 @@ def hf_decoder(job: dict) -> Callable[[Batch, int], list]:
         tok = transformers.MarianTokenizer.from_pretrained(job["model"])
         model = transformers.MarianMTModel.from_pretrained(job["model"]).eval()
         forced = {}
-    skip = (
-        2 if m2m else 1
-    )  # the decoder start (</s> or <pad>), then M2M100's forced target language
+    # the decoder start (</s> or <pad>), then M2M100's forced target language
+    skip = 2 if m2m else 1
 
     def run(lines: Batch, limit: int) -> list:
         enc = tok(lines, return_tensors="pt", padding=True)

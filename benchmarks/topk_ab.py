@@ -1,7 +1,8 @@
 """Block-wise top k (mt_cli/decode/topk.py) against torch.topk: the operation, and whole searches.
 
-    python benchmarks/topk_ab.py --checkpoint IMPORTED.pt --src-file
-    ../shared/data/multi30k/test2016.en \\ [--languages eng_Latn deu_Latn] [--beams 1 4] [--append]
+    python benchmarks/topk_ab.py --checkpoint IMPORTED.pt \\
+        --src-file ../shared/data/multi30k/test2016.en [--languages eng_Latn deu_Latn] \\
+        [--beams 1 4] [--append]
 
 First the operation alone on step-shaped rows (random values; 32/128 rows of 256,206 and 128,112
 pieces, 64/320 of OPUS-MT's 58,101, 320 of 8,000): milliseconds of `torch.topk` (and of

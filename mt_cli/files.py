@@ -127,9 +127,8 @@ def _remove_stale_temps(path: Path, own: Path) -> None:
             ):
                 continue
             with open(entry.path, "rb") as f:
-                fcntl.flock(
-                    f, fcntl.LOCK_EX | fcntl.LOCK_NB
-                )  # BlockingIOError: a live run is writing it
+                # BlockingIOError: a live run is writing it
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 os.unlink(entry.path)
         except OSError:
             continue  # being written, already gone, or not ours to remove: left as it is

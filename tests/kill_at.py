@@ -1,12 +1,15 @@
 """Run `mt` and SIGKILL it at a chosen moment: `python tests/kill_at.py POINT N -- mt-args...`.
 
-A SIGKILL cannot be caught, so nothing in mt gets to clean up; this is the power cut or OOM killer
-the resume promise is about. The points patch mt only to find the moment, never to change what it
-does: step N          right after the N-th optimizer update, before anything records it replace N
-during the N-th checkpoint save, written and fsynced but not yet renamed midwrite N      during the
-N-th checkpoint save, half its bytes on disk log N           after the N-th line of log.jsonl, half
-of the next one written hang N / die N  under torchrun, rank 1 only: after its N-th update, sleep
-for good / SIGKILL itself"""
+A SIGKILL cannot be caught, so nothing in mt gets to clean up; this is the power cut or OOM
+killer the resume promise is about. The points patch mt only to find the moment, never to
+change what it does:
+  step N          right after the N-th optimizer update, before anything records it
+  replace N       during the N-th checkpoint save, written and fsynced but not yet renamed
+  midwrite N      during the N-th checkpoint save, half its bytes on disk
+  log N           after the N-th line of log.jsonl, half of the next one written
+  hang N / die N  under torchrun, rank 1 only: after its N-th update, sleep for good / SIGKILL
+                  itself
+"""
 
 from __future__ import annotations
 

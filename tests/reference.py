@@ -49,9 +49,8 @@ class Reference(nn.Module):
             assert memory is not None and src_mask is not None
             cache = ReferenceCache(memory, src_mask, tgt.size(0))
         cache.tokens = torch.cat([cache.tokens, tgt], dim=1)
-        group = cache.tokens.size(0) // cache.memory.size(
-            0
-        )  # the beams of each sentence read its source
+        # the beams of each sentence read its source
+        group = cache.tokens.size(0) // cache.memory.size(0)
         memory = cache.memory.repeat_interleave(group, dim=0)
         src_mask = cache.src_mask.repeat_interleave(group, dim=0)
         logits = self.model.decode(cache.tokens, memory, src_mask)[:, -tgt.size(1) :].float()

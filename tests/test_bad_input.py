@@ -68,9 +68,8 @@ def test_mt_train_reports_skipped_bad_utf8_pairs(tmp_path, corpus_files):
 
     f = corpus_files
     src = tmp_path / "train.de"
-    src.write_bytes(
-        f["train_src"].read_bytes().replace(b"\n", b" \xff\n", 1)
-    )  # first line gets a bad byte
+    # first line gets a bad byte
+    src.write_bytes(f["train_src"].read_bytes().replace(b"\n", b" \xff\n", 1))
     cfg = build_config(
         "tiny",
         options={
@@ -142,9 +141,8 @@ def test_mt_train_warns_about_what_the_doctor_finds_and_stops_on_misaligned_file
         for x in diagnose({"train": (f["train_src"], f["train_tgt"])})
         if x.check == "duplicate pairs"
     ]
-    assert any(
-        f"duplicate pairs: {sum(before) + 3} in train" in w for w in warnings
-    )  # the toy corpus has some
+    # the toy corpus has some
+    assert any(f"duplicate pairs: {sum(before) + 3} in train" in w for w in warnings)
     assert any("source = target: 1 in train" in w and str(len(src) + 4) in w for w in warnings)
     assert (tmp_path / "warn" / "run" / "last.pt").is_file()  # warnings do not stop training
     assert not any(

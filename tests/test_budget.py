@@ -43,8 +43,8 @@ def test_the_stop_rule_is_the_fraction_reaching_one_exactly_at_each_limit():
 
 
 def test_no_limit_never_stops_and_the_fraction_may_pass_one():
-    assert not Budget().limited and not Budget().exhausted(10**9, 1e9, 1e9)
-    assert Budget(max_minutes=1).limited and Budget(max_minutes=1).spent(0, 90.0, 0.0) == 1.5
+    assert not TrainConfig().budgeted and not Budget().exhausted(10**9, 1e9, 1e9)
+    assert TrainConfig(max_minutes=1).budgeted and Budget(max_minutes=1).spent(0, 90.0, 0.0) == 1.5
 
 
 def test_a_budget_is_read_from_the_train_config():

@@ -154,9 +154,8 @@ def test_decoding_starts_from_a_zero_vector_even_when_the_tied_pad_row_has_learn
     with torch.no_grad():
         emb.token.weight[PAD] = 1.0  # the output layer shares this row, so training may move it
         start = emb(torch.tensor([[PAD]]))
-    torch.testing.assert_close(
-        start[0, 0], emb.positions[0]
-    )  # position 0 alone: the token part is zero
+    # position 0 alone: the token part is zero
+    torch.testing.assert_close(start[0, 0], emb.positions[0])
 
 
 def test_a_full_disk_during_a_save_gives_a_clear_error_and_the_earlier_checkpoint_survives(
@@ -174,9 +173,8 @@ def test_a_full_disk_during_a_save_gives_a_clear_error_and_the_earlier_checkpoin
 
     monkeypatch.setattr(mt_cli.files.os, "fsync", full)
     with torch.no_grad():
-        tiny_model.output_projection.weight.add_(
-            1.0
-        )  # a different model, so a half-write would show
+        # a different model, so a half-write would show
+        tiny_model.output_projection.weight.add_(1.0)
     with pytest.raises(
         MtError, match=r"model\.pt: write failed \(No space left on device\); the previous file"
     ):

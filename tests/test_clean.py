@@ -47,9 +47,8 @@ def test_a_rule_left_out_of_clean_rules_removes_nothing():
 
 
 def test_chinese_is_measured_in_characters_and_a_latin_name_weighs_one_character():
-    assert (
-        units("我用Twitter。") == 3
-    )  # two Han characters count as 2 words (2 * 2 + 2) // 3, Twitter 1
+    # two Han characters count as 2 words (2 * 2 + 2) // 3, Twitter 1
+    assert units("我用Twitter。") == 3
     assert script_ratio("Tom游泳。", {"CJK"}) == pytest.approx(2 / 3)
     assert (
         first_rule(Sides("现在是七点四十五分", "It is a quarter to eight.", "zh", "en"), CFG) == ""
@@ -139,9 +138,8 @@ def test_multi30k_cleaned_keeps_no_duplicate_and_accounts_for_every_line(tmp_pat
     removed = (tmp_path / "m.removed.tsv").read_text().splitlines()
     assert report.total == 29000 == len(kept[0]) + len(removed) and len(kept[0]) == len(kept[1])
     assert len({pair_key(s, t) for s, t in zip(*kept)}) == len(kept[0])
-    assert (
-        report.removed["duplicate"] >= 3
-    )  # mt doctor finds 3 exact repeats; normalising finds more
+    # mt doctor finds 3 exact repeats; normalising finds more
+    assert report.removed["duplicate"] >= 3
 
 
 def test_a_swapped_side_is_identified_as_the_wrong_language(tmp_path):
@@ -210,7 +208,6 @@ def test_two_million_pairs_stream_through_in_bounded_memory(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     assert "duplicate       500,000" in done.stdout
     peak_mb = int(done.stdout.split("peak")[-1])
-    assert peak_mb < 120, (
-        f"peak memory {peak_mb} MB"
-    )  # 2M lines as Python strings alone: over 250 MB
+    # 2M lines as Python strings alone: over 250 MB
+    assert peak_mb < 120, f"peak memory {peak_mb} MB"
     assert sum(1 for _ in open(tmp_path / "out.de")) == 1_500_000

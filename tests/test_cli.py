@@ -93,9 +93,8 @@ def test_the_cli_chain_runs_end_to_end(trained_run, corpus_files):
         mt("evaluate", "--hyp", hyp, "--ref", corpus_files["valid_tgt"], "--json").stdout
     )
     hyps, refs = hyp.read_text().splitlines(), corpus_files["valid_tgt"].read_text().splitlines()
-    assert scored["bleu"] == round(
-        sacrebleu.corpus_bleu(hyps, [refs]).score, 2
-    )  # sacreBLEU's own figures
+    # sacreBLEU's own figures
+    assert scored["bleu"] == round(sacrebleu.corpus_bleu(hyps, [refs]).score, 2)
     assert scored["chrf"] == round(sacrebleu.corpus_chrf(hyps, [refs]).score, 2)
     direct = mt(
         "evaluate",

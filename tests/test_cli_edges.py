@@ -291,13 +291,14 @@ PIECES = st.one_of(
     st.sampled_from(["\n", "\r\n"]),
 )
 TEXT = st.lists(PIECES, max_size=60).map("".join)  # any character, with words and line breaks often
+# bad byte, cut, surrogate, ...
 BAD_UTF8 = [
     b"\xff",
     b"\xc3",
     b"\xed\xa0\x80",
     b"\xc0\xaf",
     b"\xf4\x90\x80\x80",
-]  # bad byte, cut, surrogate, ...
+]
 
 
 @pytest.fixture(scope="module")
@@ -321,9 +322,8 @@ def test_any_text_gives_one_line_out_per_newline_in_or_one_error_naming_the_bad_
     greedy, scratch, text, spoil, bad, at
 ):
     data = text.encode()
-    if (
-        spoil
-    ):  # a quarter of the files get bytes that are not UTF-8, anywhere (inside a character too)
+    # a quarter of the files get bytes that are not UTF-8, anywhere (inside a character too)
+    if spoil:
         data = data[: at % (len(data) + 1)] + bad + data[at % (len(data) + 1) :]
     scratch.write_bytes(data)
     raw_lines = (

@@ -47,9 +47,8 @@ def test_the_compiled_step_gives_the_models_logits_through_reorders_and_growth(b
     vocab = torch.arange(0, model.cfg.tgt_vocab_size, 2)
     with torch.inference_mode():
         for shortlist in (None, vocab):
-            want = _steps(
-                Reference(model), src, 3, 20, shortlist
-            )  # 20 steps: the buffers grow once
+            # 20 steps: the buffers grow once
+            want = _steps(Reference(model), src, 3, 20, shortlist)
             got = _steps(engine, src, 3, 20, shortlist)
             for t, (a, b) in enumerate(zip(want, got)):
                 torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-5, msg=f"step {t}")
@@ -93,9 +92,8 @@ def test_compiled_int8_translates_batched_as_one_by_one_and_close_to_eager_int8(
     eager = Translator.load(
         built, device="cpu", precision="int8", beam=3, engine="eager"
     ).translate(LINES[:20])
-    assert (
-        sum(a == b for a, b in zip(got, eager)) >= 18
-    )  # int8 sums may round apart in another order
+    # int8 sums may round apart in another order
+    assert sum(a == b for a, b in zip(got, eager)) >= 18
 
 
 def test_auto_runs_a_compiled_step_only_where_one_is_built(built, tmp_path):
@@ -112,12 +110,10 @@ def test_auto_runs_a_compiled_step_only_where_one_is_built(built, tmp_path):
 def test_another_checkpoint_file_or_precision_gets_its_own_package(built, tmp_path):
     copy = tmp_path / "model.pt"
     shutil.copy2(built, copy)
-    assert (
-        compiled.package_path(copy, "fp32").name == compiled.package_path(built, "fp32").name
-    )  # same file, time
-    os.utime(
-        copy, ns=(copy.stat().st_atime_ns, copy.stat().st_mtime_ns + 1)
-    )  # rewritten: another model
+    # same file, time
+    assert compiled.package_path(copy, "fp32").name == compiled.package_path(built, "fp32").name
+    # rewritten: another model
+    os.utime(copy, ns=(copy.stat().st_atime_ns, copy.stat().st_mtime_ns + 1))
     assert compiled.package_path(copy, "fp32").name != compiled.package_path(built, "fp32").name
     assert compiled.package_path(built, "int8") != compiled.package_path(built, "fp32")
 
@@ -152,9 +148,8 @@ def test_mt_compile_reports_a_built_package_and_bad_input_in_one_line(built, tmp
     assert (
         missing.exit_code == 1 and missing.output.count("\n") == 1 and "none.pt" in missing.output
     )
-    auto = runner.invoke(
-        app, ["compile", "--checkpoint", str(built), "--precision", "auto"]
-    )  # int8 on a CPU
+    # int8 on a CPU
+    auto = runner.invoke(app, ["compile", "--checkpoint", str(built), "--precision", "auto"])
     assert (
         auto.exit_code == 0
         and f"already compiled: {compiled.package_path(built, 'int8')}" in auto.output

@@ -12,10 +12,10 @@ import torch
 from conftest import scripted, write_lines
 from mt_cli import Translator
 from mt_cli.data.tokenizer import EOS
+from mt_cli.decode.beam import beam_search
 from mt_cli.decode.constraints import Constraints, TermState, bank_sizes
 from mt_cli.decode.glossary import Glossary, load_glossary
 from mt_cli.decode.processors import end_at_limit
-from mt_cli.decode.search import beam_search
 from mt_cli.errors import MtError
 
 A, B, VOCAB = 4, 5, 6

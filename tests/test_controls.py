@@ -18,9 +18,10 @@ from mt_cli.cli import app
 from mt_cli.config import Config, DecodeConfig
 from mt_cli.data.tokenizer import EOS
 from mt_cli.decode.attention import record_attention
+from mt_cli.decode.beam import beam_search
 from mt_cli.decode.processors import DEFAULT_PROCESSORS, ForcePrefix
 from mt_cli.decode.sampling import Sampler
-from mt_cli.decode.search import beam_search, greedy_search
+from mt_cli.decode.search import greedy_search
 from mt_cli.errors import MtError
 from mt_cli.model import checkpoint
 from mt_cli.tools.progress import Progress
@@ -95,9 +96,8 @@ def test_sampling_is_reproducible_by_seed_whatever_the_batch_and_differs_across_
     c = [h.tokens for hyps in sample.with_options(seed=8).search(LINES, nbest=3) for h in hyps]
     assert a == b
     assert sum(x != y for x, y in zip(a, c)) > len(a) // 4
-    assert (
-        sample.cfg.method == "sample" and sample.cfg.beam == 1
-    )  # the checkpoint's beam 4 is not kept
+    # the checkpoint's beam 4 is not kept
+    assert sample.cfg.method == "sample" and sample.cfg.beam == 1
     with pytest.raises(MtError, match="takes no beam"):
         translator.with_options(sampling_topp=0.9, beam=3)
 
@@ -138,9 +138,8 @@ def test_alignment_is_the_argmax_of_the_last_layers_cross_attention_over_heads(t
         h = hyps[0]
         maps = record_attention(translator, line, h.text).maps["decoder-cross"][-1]  # (H, T+1, S)
         assert len(h.alignment) == len(h.token_logprobs)
-        if (
-            translator.tokenizer.encode_tgt([h.text])[0] == h.tokens
-        ):  # the heat map re-encodes the text
+        # the heat map re-encodes the text
+        if translator.tokenizer.encode_tgt([h.text])[0] == h.tokens:
             assert h.alignment == maps.mean(dim=0).argmax(dim=-1).tolist()
 
 

@@ -59,9 +59,8 @@ def test_text_gz_tsv_csv_jsonl_parquet_and_a_dataset_folder_all_read_to_the_same
             str(tmp_path / "hub"), split="validation", src_lang="de", tgt_lang="en"
         ),
     }
-    keep = [
-        i for i, s in enumerate(want_src) if s
-    ]  # the pair with an empty side is dropped, and counted
+    # the pair with an empty side is dropped, and counted
+    keep = [i for i, s in enumerate(want_src) if s]
     for name, source in sources.items():
         # Validation reads whole texts; training reads token ids from the cache.
         corpus = source.read("error")

@@ -134,9 +134,8 @@ def test_greedy_decoding_on_cuda_agrees_with_the_cpu():
     cpu = Translator.load(FIXTURE / "model.pt", device="cpu", beam=1).translate(lines)
     gpu = Translator.load(FIXTURE / "model.pt", device="cuda", beam=1).translate(lines)
     assert len(gpu) == len(cpu)
-    assert sum(a == b for a, b in zip(cpu, gpu)) >= 0.9 * len(
-        cpu
-    )  # float sums differ; near-ties may flip
+    # float sums differ; near-ties may flip
+    assert sum(a == b for a, b in zip(cpu, gpu)) >= 0.9 * len(cpu)
 
 
 def test_attention_of_a_model_on_cuda_comes_back_on_the_cpu_and_agrees_with_the_cpu():
@@ -179,9 +178,8 @@ def test_an_ssru_decoder_with_marians_sinusoids_steps_on_cuda_as_on_the_cpu(prec
         for t in range(12):
             logits, cache = engine.decode(tokens, memory, s != PAD, cache, None)
             out.append(logits[:, -1].float().cpu())
-            tokens = (
-                torch.arange(4, 10, device=device)[:, None] + t
-            )  # a fixed walk, the same on both
+            # a fixed walk, the same on both
+            tokens = torch.arange(4, 10, device=device)[:, None] + t
             if t == 1:
                 cache.reorder(torch.tensor([1, 0, 3, 2, 5, 4], device=device))
         return out

@@ -16,9 +16,10 @@ from mt_cli.config import build_config
 from mt_cli.device import amp_dtype
 from mt_cli.errors import MtError
 from mt_cli.train import distributed as ddp
+from mt_cli.train.context import RunContext, TrainPaths
 from mt_cli.train.hardware import _fits_on, largest_fitting
 from mt_cli.train.inputs import DataSpec
-from mt_cli.train.setup import RunContext, TrainPaths, prepare
+from mt_cli.train.setup import prepare
 from mt_cli.train.step import train_step
 
 
@@ -37,9 +38,8 @@ def test_an_fp16_step_with_a_non_finite_loss_updates_the_scaler_so_the_next_step
     corpus_files, tmp_path
 ):
     run = _run(corpus_files, tmp_path)
-    run.scaler = torch.amp.GradScaler(
-        "cpu", init_scale=2.0**8
-    )  # fp16's scaler, enabled, on the CPU
+    # fp16's scaler, enabled, on the CPU
+    run.scaler = torch.amp.GradScaler("cpu", init_scale=2.0**8)
     real = run.objective.forward
     calls = []
 
@@ -51,16 +51,14 @@ def test_an_fp16_step_with_a_non_finite_loss_updates_the_scaler_so_the_next_step
     run.objective.forward = overflowing
     batch = np.arange(8)
     loss = train_step(run, batch).loss
-    assert (
-        not np.isfinite(loss) and run.scaler.get_scale() == 2.0**7
-    )  # the overflow lowered the scale
+    # the overflow lowered the scale
+    assert not np.isfinite(loss) and run.scaler.get_scale() == 2.0**7
     before = [p.detach().clone() for p in run.model.parameters()]
     result = train_step(run, batch)  # raised "unscale_() has already been called" before the fix
     loss, norm = result.loss, result.grad_norm
     assert np.isfinite(loss) and np.isfinite(norm)
-    assert any(
-        not torch.equal(a, p) for a, p in zip(before, run.model.parameters())
-    )  # this one updated
+    # this one updated
+    assert any(not torch.equal(a, p) for a, p in zip(before, run.model.parameters()))
 
 
 class _Failing(torch.nn.Module):
@@ -108,9 +106,8 @@ def test_bf16_on_a_gpu_without_it_is_one_line_naming_the_fp16_fallback(monkeypat
         MtError, match=r"Tesla V100-SXM2-16GB has no bf16; set train.amp to fp16 \(trains with"
     ):
         amp_dtype("bf16", torch.device("cuda"))
-    assert (
-        amp_dtype("auto", torch.device("cuda")) is None
-    )  # auto falls back to fp32 there, no error
+    # auto falls back to fp32 there, no error
+    assert amp_dtype("auto", torch.device("cuda")) is None
 
 
 def test_deterministic_training_sets_deterministic_kernels_and_repeats_itself(
@@ -229,9 +226,8 @@ def test_fp16_output_layer_gradients_are_formed_after_the_loss_scale_so_small_on
     with torch.autocast("cpu", dtype=torch.float16):
         loss = output_layer_loss(h, w, target, 0.0)
     got_h, got_w = torch.autograd.grad(loss * scale, (h, w))
-    assert (
-        float((got_w[7] - ref_w[7]).norm() / ref_w[7].norm()) < 0.02
-    )  # was 1.0: the row came out zero
+    # was 1.0: the row came out zero
+    assert float((got_w[7] - ref_w[7]).norm() / ref_w[7].norm()) < 0.02
     assert (
         float((got_w - ref_w).norm() / ref_w.norm()) < 0.01
         and float((got_h - ref_h).norm() / ref_h.norm()) < 0.01

@@ -66,9 +66,8 @@ def test_batches_cover_every_pair_once_and_respect_the_token_budget():
 
 
 def test_a_batch_of_short_pairs_never_holds_more_rows_than_fused_attention_kernels_take():
-    lens = np.full(
-        150_000, 2
-    )  # 150,000 two-token pairs fit a 1M-token budget in one batch but for the cap
+    # 150,000 two-token pairs fit a 1M-token budget in one batch but for the cap
+    lens = np.full(150_000, 2)
     batches = make_batches(lens, lens - 1, batch_tokens=1 << 20, seed=0)
     assert max(len(b) for b in batches) == MAX_BATCH_ROWS
     assert sum(len(b) for b in batches) == 150_000

@@ -21,9 +21,8 @@ from serving import Running  # noqa: E402
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "decode" / "model.pt"
 DE = ["Ein hund läuft.", "Der mann sieht ein rot haus.", "Rot hund."]
-deepl.http_client.max_network_retries = (
-    0  # a refusal is the answer under test, not a reason to retry
-)
+# a refusal is the answer under test, not a reason to retry
+deepl.http_client.max_network_retries = 0
 
 
 @pytest.fixture(scope="module")
@@ -90,9 +89,8 @@ def test_languages_usage_and_refusals_come_as_deepl_gives_them(server):
     answer = requests.post(
         server.url + "/v2/translate", data={"text": DE[:2], "target_lang": "EN-GB"}, timeout=60
     )
-    assert (
-        answer.status_code == 200 and len(answer.json()["translations"]) == 2
-    )  # a form, text given twice
+    # a form, text given twice
+    assert answer.status_code == 200 and len(answer.json()["translations"]) == 2
     answer = requests.post(server.url + "/v2/translate", json={"target_lang": "EN-GB"}, timeout=60)
     assert (
         answer.status_code == 400

@@ -105,9 +105,8 @@ def test_two_gloo_processes_train_the_same_run_as_one_to_1e_4_then_resume(corpus
     assert "x 2 processes" in proc.stderr
 
     a, b = _losses(one), _losses(two)
-    assert (
-        sorted(a) == sorted(b) == list(range(1, 31))
-    )  # one log, written once (rank 0), every step
+    # one log, written once (rank 0), every step
+    assert sorted(a) == sorted(b) == list(range(1, 31))
     worst = max(abs(a[s] - b[s]) / abs(a[s]) for s in a)
     assert worst <= 1e-4, f"per-step loss differs by {worst:.2e} (relative)"
     assert a[30] < a[1] * 0.8  # it learnt something: the comparison is not between two idle runs
@@ -170,9 +169,8 @@ def test_accumulating_4_shares_of_a_batch_makes_the_update_of_the_whole_batch(
     for step in losses[0]:
         assert abs(losses[0][step] - losses[1][step]) <= 1e-5 * abs(losses[0][step]), step
     _assert_same_weights(weights[0], weights[1], 1e-5)
-    assert any(
-        not torch.equal(w, weights[1][k]) for k, w in weights[0].items()
-    )  # really computed apart
+    # really computed apart
+    assert any(not torch.equal(w, weights[1][k]) for k, w in weights[0].items())
 
 
 def test_a_rank_that_hangs_or_dies_ends_the_job_with_a_clear_error_not_a_hang(

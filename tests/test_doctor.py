@@ -51,17 +51,15 @@ def test_doctor_names_each_problem_and_its_lines(tmp_path):
 
 def test_doctor_reports_bad_bytes_and_misaligned_files_as_errors(tmp_path):
     src = tmp_path / "train.de"
-    src.write_bytes(
-        b"\xef\xbb\xbfGut.\r\nSchlecht \xff.\r\nDrei.\r\n"
-    )  # BOM, CRLF, a byte that is not UTF-8
+    # BOM, CRLF, a byte that is not UTF-8
+    src.write_bytes(b"\xef\xbb\xbfGut.\r\nSchlecht \xff.\r\nDrei.\r\n")
     tgt = write_lines(tmp_path / "train.en", ["Good.", "Bad."])
     found = diagnose({"train": (src, tgt)})
     errors = {f.check: f for f in found if f.severity == "error"}
     assert errors["not UTF-8"].lines == [2]
     assert "3 lines" in errors["line counts differ"].fix and "2" in errors["line counts differ"].fix
-    assert "source = target" not in {
-        f.check for f in found
-    }  # the BOM and \r were stripped, nothing else
+    # the BOM and \r were stripped, nothing else
+    assert "source = target" not in {f.check for f in found}
 
 
 def test_doctor_command_prints_json_and_exits_1_on_errors(tmp_path):

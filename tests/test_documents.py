@@ -68,9 +68,8 @@ def test_a_paragraph_translates_as_its_sentences_one_by_one_joined_and_the_layou
     )
     want_groups = [" ".join(tr.translate([s])[0] for s in g) for g in groups]
     want = "  " + "\n\n".join(want_groups[:3]) + "\n \n\n" + "\n\n".join(want_groups[3:])
-    assert [s.text for s in split(" ".join(groups[0]), "de")] == groups[
-        0
-    ]  # the fixture's lines are sentences
+    # the fixture's lines are sentences
+    assert [s.text for s in split(" ".join(groups[0]), "de")] == groups[0]
     assert translate_text(tr, text, "de") == want
 
 

@@ -248,17 +248,14 @@ def test_every_paragraph_is_translated_in_order_and_the_format_reader_opens_the_
         "",
     ]
     assert document.sections[0].header.paragraphs[0].text == "EIN MANN LÄUFT."
-    assert (
-        document.sections[0].footer.paragraphs[0].text == "SEITE 1"
-    )  # the field's result as it was
+    # the field's result as it was
+    assert document.sections[0].footer.paragraphs[0].text == "SEITE 1"
     assert "BITTE PRÜFEN." in members(out)["word/comments.xml"].decode()  # comments too
     changed = next(p for p in paragraphs(out) if p.find(f"{W}del") is not None)
-    assert (
-        "".join(t.text for t in changed.find(f"{W}ins").iter(f"{W}t")) == "LÄUFT"
-    )  # inserted text: translated
-    assert (
-        "".join(t.text for t in changed.find(f"{W}del").iter(f"{W}delText")) == "rennt"
-    )  # deleted: as it was
+    # inserted text: translated
+    assert "".join(t.text for t in changed.find(f"{W}ins").iter(f"{W}t")) == "LÄUFT"
+    # deleted: as it was
+    assert "".join(t.text for t in changed.find(f"{W}del").iter(f"{W}delText")) == "rennt"
 
 
 def test_members_without_text_are_byte_identical_and_text_parts_keep_their_skeleton(source):

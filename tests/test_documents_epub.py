@@ -57,9 +57,8 @@ def test_a_books_chapters_contents_and_title_come_out_translated_and_it_opens(bo
     (tmp_path / "en.epub").write_bytes(out)
     read = epub.read_epub(str(tmp_path / "en.epub"))
     assert read.get_metadata("DC", "title")[0][0] == "EIN HUND LÄUFT"
-    texts = {
-        item.file_name: item.get_content().decode() for item in read.get_items_of_type(9)
-    }  # documents
+    # documents
+    texts = {item.file_name: item.get_content().decode() for item in read.get_items_of_type(9)}
     assert "DER MANN SIEHT EIN <b>ROTES</b> HAUS." in texts["kapitel0.xhtml"]
     chapter = next(
         data for name, data in members(out).items() if name.endswith("kapitel0.xhtml")

@@ -323,9 +323,8 @@ def test_markup_comments_doctype_and_untranslated_elements_come_out_byte_for_byt
 def test_every_protected_span_comes_out_exactly_as_often_as_it_went_in(engine, name):
     text, out = source(name), translated(engine, name)
     for span in re.findall(r"https?://[^\s<>\"']+[\w/]|www\.[\w.]+\w|[\w.]+@[\w.]+\w|%s", text):
-        if not re.search(
-            r"""(href|src)=["']?""" + re.escape(span), text
-        ):  # in an attribute: markup
+        # in an attribute: markup
+        if not re.search(r"""(href|src)=["']?""" + re.escape(span), text):
             assert out.count(span) == text.count(span), span
 
 
@@ -589,9 +588,8 @@ def test_a_child_tag_clamped_to_its_parents_end_stays_inside_its_parent():
     # word went to <time>, is clamped to the empty range at <strong>'s end.
     engine = Scripted("EIN HUND.", [("EIN", "ein"), ("HUND", "Hund"), (".", "Mai")])
     out = html_of(engine, "<p>Am <time>Mai</time> sah <strong>ein <em>Hund</em></strong>.</p>")
-    assert _tree(out).find(".//strong/em") is not None, (
-        out
-    )  # got <strong>EIN </strong><time><em></em>HUND.</time>
+    # got <strong>EIN </strong><time><em></em>HUND.</time>
+    assert _tree(out).find(".//strong/em") is not None, out
 
 
 @pytest.mark.parametrize("engine", [Echo, Reverse])
@@ -614,9 +612,8 @@ def test_a_dropped_placeholder_does_not_go_back_inside_a_tag_that_did_not_hold_i
         DropsPlaceholders(), '<p>Siehe <code>x</code> und <a href="/x">die Seite</a>.</p>'
     )
     assert out.count("<code>x</code>") == 1
-    assert _tree(out).find(".//a/code") is None, (
-        out
-    )  # got <a href="/x">SEITE. <code>x</code> DIE</a>
+    # got <a href="/x">SEITE. <code>x</code> DIE</a>
+    assert _tree(out).find(".//a/code") is None, out
 
 
 def test_a_tag_around_a_protected_span_stays_around_it():
@@ -636,9 +633,8 @@ def test_an_unclosed_notranslate_paragraph_ends_where_the_next_paragraph_starts(
 
 def test_alt_or_title_written_inside_another_attributes_value_is_left_alone():
     out = html_of(Reverse(), '<a data-note="siehe title=Haus" href="/">Der Hund</a>')
-    assert (
-        out == '<a data-note="siehe title=Haus" href="/">HUND DER</a>'
-    )  # got data-note="siehe title="HAUS""
+    # got data-note="siehe title="HAUS""
+    assert out == '<a data-note="siehe title=Haus" href="/">HUND DER</a>'
 
 
 # --- documents that are not well-formed ----------------------------------------------------------

@@ -115,12 +115,10 @@ def test_code_html_front_matter_and_container_markers_stay_as_they_were():
     assert "<div>\nHTML bleibt.\n</div>" in out
     assert "`ls -l`" in out and "<http://x.org>" in out and re.search(r"<b>[A-Z]+</b>", out)
     lines = out.splitlines()
-    assert lines[3].startswith("> ") and lines[4].startswith(
-        "> "
-    )  # the paragraph keeps its two lines
-    assert (
-        "- EINS\n  WEITER\n- ZWEI\n" not in out
-    )  # list item text rewrapped over the same markers:
+    # the paragraph keeps its two lines
+    assert lines[3].startswith("> ") and lines[4].startswith("> ")
+    # list item text rewrapped over the same markers:
+    assert "- EINS\n  WEITER\n- ZWEI\n" not in out
     assert re.search(r"- WEITER\n  EINS\n- ZWEI\n", out)
     assert not any("Titel" in a or "nicht" in a or "HTML" in a for a in engine.asked)
     assert _blocks(out) == _blocks(source)

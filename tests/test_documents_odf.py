@@ -90,9 +90,8 @@ def test_a_text_document_comes_out_translated_with_its_spans_links_notes_footer_
     out = translated(text_document, "odt")
     before, after = paragraphs(text_document), paragraphs(out)
     assert len(after) == len(before)
-    assert after == [
-        t.upper() for t in before
-    ]  # the footer's page number "1" upper-cases to itself
+    # the footer's page number "1" upper-cases to itself
+    assert after == [t.upper() for t in before]
     content = members(out)["content.xml"].decode()
     assert '<text:span text:style-name="Fett">ROTES</text:span>' in content
     assert re.search(
@@ -142,9 +141,8 @@ def test_a_part_with_nothing_to_translate_is_written_as_it_was_byte_for_byte():
     d = OpenDocumentText()
     d.text.addElement(P(text="Ein Hund läuft."))
     data = saved(d)
-    assert (
-        b"<office:automatic-styles></office:automatic-styles>" in members(data)["styles.xml"]
-    )  # lxml: <a/>
+    # lxml: <a/>
+    assert b"<office:automatic-styles></office:automatic-styles>" in members(data)["styles.xml"]
     out = translated(data, "odt")
     assert {name for name, old in members(data).items() if members(out)[name] != old} == {
         "content.xml"

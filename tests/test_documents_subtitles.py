@@ -42,9 +42,8 @@ def test_srt_numbers_and_timings_come_out_byte_identical_and_each_cue_as_the_mod
     out = tr.translate_document(src, "srt", source_lang="de")
     got, want = _blocks(out), _blocks(src)
     assert len(want) == 12
-    assert [b[:2] for b in got] == [
-        b[:2] for b in want
-    ]  # numbers, timings (with X1.. settings) as they were
+    # numbers, timings (with X1.. settings) as they were
+    assert [b[:2] for b in got] == [b[:2] for b in want]
     assert out.endswith("\n") and out.count("\n\n") == src.count("\n\n")
 
     def one(sentence: str) -> str:
@@ -62,10 +61,11 @@ def test_srt_numbers_and_timings_come_out_byte_identical_and_each_cue_as_the_mod
     assert got[5][2:] == [f"<i>{one('Baum gross.')}</i>"]
     assert got[6][2:] == ["{\\an8}" + one("Ball rot kind.")]
     assert len(got[7][2:]) == 2 and " ".join(got[7][2:]) == one("Gross sieht hat hund schnell.")
+    # dialogue: line by line
     assert got[8][2:] == [
         "- " + one("Blau rot."),
         "- " + one("Rot schnell."),
-    ]  # dialogue: line by line
+    ]
 
 
 def test_a_sentence_spanning_two_cues_is_translated_once_whole_and_cut_over_both_by_their_lengths():
@@ -94,21 +94,24 @@ def test_cues_are_joined_only_until_a_sentence_ends_four_at_most_and_the_file_is
 
 def test_cut_shares_words_by_weight_leaves_no_piece_empty_and_cuts_chinese_between_characters():
     assert cut("a b c d e f g h", [1, 3]) == ["a b", "c d e f g h"]
+    # fewer words than pieces: the last go empty
     assert cut("one two", [9, 1, 1]) == [
         "one",
         "two",
         "",
-    ]  # fewer words than pieces: the last go empty
+    ]
     assert cut("alpha beta gamma", [100, 1, 1]) == ["alpha", "beta", "gamma"]
+    # a cut after punctuation wins
     assert cut("Re dog. Blue and tree.", [1, 1]) == [
         "Re dog.",
         "Blue and tree.",
-    ]  # a cut after punctuation wins
+    ]
     assert cut("我们应该在晚上之前去大房子。", [1, 1]) == ["我们应该在晚上", "之前去大房子。"]
+    # punctuation stays with its sentence
     assert cut("我们走吧。好的！", [1, 1]) == [
         "我们走吧。",
         "好的！",
-    ]  # punctuation stays with its sentence
+    ]
     assert cut('The <font color="red">red</font> dog', [1, 1, 1]) == [
         "The",
         '<font color="red">red</font>',
@@ -171,12 +174,10 @@ def test_tags_wrapping_a_cue_stay_around_it_and_inline_tags_come_out_once_even_u
     engine = Recorder()
     cfg = DocumentConfig(protect=protect)
     out = translate_srt(engine, TAGGED, "en", Protector() if protect else None, cfg)  # type: ignore[arg-type]
-    assert not any(
-        "<" in line or "{" in line for batch in engine.asked for line in batch
-    )  # the model saw no tag
-    url = (
-        "www.example.org" if protect else "WWW.EXAMPLE.ORG"
-    )  # the rest of protection follows the setting
+    # the model saw no tag
+    assert not any("<" in line or "{" in line for batch in engine.asked for line in batch)
+    # the rest of protection follows the setting
+    url = "www.example.org" if protect else "WWW.EXAMPLE.ORG"
     assert [b[2:] for b in _blocks(out)] == [
         ['THE <b>BIG</b> DOG <font color="#ff0000">RUNS</font> HOME.'],
         ["<i>LINE ONE</i>", "<i>LINE TWO.</i>"],

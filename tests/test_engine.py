@@ -87,9 +87,8 @@ def test_several_positions_at_once_continue_the_cache_as_one_at_a_time(tiny_mode
     engine = Engine(tiny_model.eval())
     with torch.inference_mode():
         whole = tiny_model.decode(tgt, tiny_model.encode(src, mask), mask)
-        first, cache = engine.decode(
-            tgt[:, :3], engine.encode(src, mask), mask
-        )  # a start of three tokens
+        # a start of three tokens
+        first, cache = engine.decode(tgt[:, :3], engine.encode(src, mask), mask)
         rest, _ = engine.decode(tgt[:, 3:], None, None, cache)
     torch.testing.assert_close(torch.cat([first, rest], dim=1), whole, rtol=1e-5, atol=1e-5)
 
@@ -176,17 +175,15 @@ def test_the_plan_is_resolved_once_and_a_new_precision_gets_its_own_engine():
     assert fp32.with_options(beam=2).engine is fp32.engine  # other settings: the same engine
     bf16 = fp32.with_options(precision="bf16")
     assert bf16.plan.precision == "bf16" and bf16.engine.precision == "bf16"
-    assert (
-        Translator.load(FIXTURE, device="cpu", engine="step").cfg.engine == "eager"
-    )  # the older name
+    # the older name
+    assert Translator.load(FIXTURE, device="cpu", engine="step").cfg.engine == "eager"
 
 
 def test_precision_auto_runs_int8_on_a_cpu():
     tr = Translator.load(FIXTURE, device="cpu", precision="auto")
     assert tr.cfg.precision == "int8"
-    assert any(
-        isinstance(m, Int8Linear) for m in tr.model.modules()
-    )  # the model was quantized as it loaded
+    # the model was quantized as it loaded
+    assert any(isinstance(m, Int8Linear) for m in tr.model.modules())
     assert tr.translate(LINES[:5]) == Translator.load(
         FIXTURE, device="cpu", precision="int8"
     ).translate(LINES[:5])
@@ -194,13 +191,11 @@ def test_precision_auto_runs_int8_on_a_cpu():
 
 def test_forced_bf16_on_a_cpu_without_bf16_arithmetic_says_so_in_one_line(monkeypatch, caplog):
     monkeypatch.setattr(device, "cpu_has_bf16", lambda: False)
-    monkeypatch.setattr(
-        logging.getLogger("mt_cli"), "propagate", True
-    )  # the CLI keeps it to its own handler
+    # the CLI keeps it to its own handler
+    monkeypatch.setattr(logging.getLogger("mt_cli"), "propagate", True)
     with caplog.at_level(logging.INFO, logger="mt_cli"):
-        Translator.load(FIXTURE, device="cpu", precision="bf16").with_options(
-            beam=2
-        )  # said at load, once
+        # said at load, once
+        Translator.load(FIXTURE, device="cpu", precision="bf16").with_options(beam=2)
         Translator.load(FIXTURE, device="cpu", precision="fp32")
     said = [r.getMessage() for r in caplog.records]
     assert (

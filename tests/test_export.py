@@ -44,9 +44,8 @@ def test_hugging_face_greedy_translations_equal_mt_beam_1(trained, tmp_path):
         type(auto_tok).__name__ == "MarianTokenizer"
         and type(auto_model).__name__ == "MarianMTModel"
     )
-    if (
-        int(transformers.__version__.split(".")[0]) < 5
-    ):  # transformers 5 removed the translation pipeline
+    # transformers 5 removed the translation pipeline
+    if int(transformers.__version__.split(".")[0]) < 5:
         pipe = transformers.pipeline("translation", model=str(hf_dir), device="cpu")
         assert [r["translation_text"] for r in pipe(LINES[:4], num_beams=1)] == hf[:4]
 

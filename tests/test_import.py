@@ -77,12 +77,10 @@ def marian_folder(d: Path, activation: str = "swish", separate: bool = False) ->
     model = transformers.MarianMTModel(cfg).eval()
     with torch.no_grad():
         model.final_logits_bias.normal_(0.0, 0.5)
-        model.final_logits_bias[0, tv - 1] = float(
-            "-inf"
-        )  # as OPUS-MT's converter and mt's export write it
-        model.final_logits_bias[0, 0] = (
-            EOS_BIAS  # </s>: so that random weights end some outputs early
-        )
+        # as OPUS-MT's converter and mt's export write it
+        model.final_logits_bias[0, tv - 1] = float("-inf")
+        # </s>: so that random weights end some outputs early
+        model.final_logits_bias[0, 0] = EOS_BIAS
     model.save_pretrained(d)
     (d / "source.spm").write_bytes(spm)
     (d / "target.spm").write_bytes(tgt_spm)
@@ -123,13 +121,11 @@ def test_an_imported_model_tokenizes_1000_lines_as_marian_tokenizer_does(importe
     ).tolist()  # Marian id -> mt id
     theirs = [[to_mt[i] for i in ids] for ids in hf_tok(lines).input_ids]
     assert ours.encode_src(lines) == theirs
-    assert (
-        sum(ids.count(1) for ids in theirs) > 50
-    )  # unknown pieces (<unk> is mt id 1) are among them
+    # unknown pieces (<unk> is mt id 1) are among them
+    assert sum(ids.count(1) for ids in theirs) > 50
     pieces = hf_tok.convert_ids_to_tokens(hf_tok([LINES[2]]).input_ids[0])
-    assert (
-        ours.src_pieces(LINES[2]) == pieces and pieces[0] == ">>en<<"
-    )  # the language token: one piece
+    # the language token: one piece
+    assert ours.src_pieces(LINES[2]) == pieces and pieces[0] == ">>en<<"
 
 
 def test_an_imported_model_gives_transformers_log_probabilities_at_every_position(imported):
@@ -157,9 +153,8 @@ def test_an_imported_model_gives_transformers_log_probabilities_at_every_positio
         tgt_in[dec_in == hf.config.pad_token_id] = 0  # mt's PAD: the start and the padding
         ours = model(src, tgt_in)[..., to_mt]  # (B, T, V) in Marian's id order
     real = (batch["labels"] != -100) & (batch["labels"] != hf.config.pad_token_id)
-    keep = (
-        torch.arange(theirs.size(-1)) != hf.config.pad_token_id
-    )  # <pad>: -inf in both, never an output
+    # <pad>: -inf in both, never an output
+    keep = torch.arange(theirs.size(-1)) != hf.config.pad_token_id
     ours_lp, theirs_lp = (torch.log_softmax(x[real][:, keep], dim=-1) for x in (ours, theirs))
     assert (ours_lp - theirs_lp).abs().max() < 1e-5
 
@@ -208,9 +203,8 @@ def test_an_imported_model_exports_back_to_the_folder_it_came_from(imported, tmp
         load_file(str(back / "model.safetensors")),
     )
     for name, tensor in before.items():
-        if (
-            "embed_positions" not in name and name != "lm_head.weight"
-        ):  # positions are a fixed table
+        # positions are a fixed table
+        if "embed_positions" not in name and name != "lm_head.weight":
             assert torch.equal(after[name], tensor), name
     assert json.loads((back / "vocab.json").read_text()) == json.loads(
         (folder / "vocab.json").read_text()
@@ -280,9 +274,8 @@ def test_fine_tuning_an_imported_model_starts_from_its_weights_keeps_frozen_part
             or name == "output_projection.weight"
         )
         assert torch.equal(tuned.model_state[name], w) == frozen, name
-    train(
-        spec, run, build_config(sets=[*sets, "train.max_steps=30"]), log=lambda *_: None
-    )  # the same command, resumed
+    # the same command, resumed
+    train(spec, run, build_config(sets=[*sets, "train.max_steps=30"]), log=lambda *_: None)
     assert checkpoint.load(run / "last.pt").train_state["step"] == 30
     with pytest.raises(MtError, match="give train.init CKPT"):
         train(
@@ -317,9 +310,8 @@ def test_unknown_pieces_and_the_target_language_token(imported):
     assert "<unk>" in tr.tokenizer.src_pieces(LINES[4])  # characters the vocabulary lacks
     to_en = tr.for_languages(target="en")
     assert to_en.source_ids(["Kind hat ball."]) == tr.source_ids([">>en<< Kind hat ball."])
-    assert to_en.source_ids([">>en<< x"]) == tr.source_ids(
-        [">>en<< x"]
-    )  # a line's own token is kept
+    # a line's own token is kept
+    assert to_en.source_ids([">>en<< x"]) == tr.source_ids([">>en<< x"])
     with pytest.raises(
         MtError, match=r"target language 'fr': the model has no such language; it has en"
     ):
@@ -413,9 +405,8 @@ def test_fine_tuning_starts_at_the_initial_models_loss_and_falls(trained, tmp_pa
         train(spec, tmp_path / name, build_config("tiny", sets=[*sets, *extra]), log=lines.append)
         entries = [json.loads(e) for e in (tmp_path / name / "log.jsonl").read_text().splitlines()]
         losses[name] = [e["loss"] for e in entries if "loss" in e]
-    assert (
-        losses["tuned"][0] < 0.5 * losses["scratch"][0]
-    )  # the initial model's loss, not a random model's
+    # the initial model's loss, not a random model's
+    assert losses["tuned"][0] < 0.5 * losses["scratch"][0]
     assert sum(losses["tuned"][-5:]) / 5 < losses["tuned"][0]  # and it falls
 
 

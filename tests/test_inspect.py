@@ -51,9 +51,8 @@ def test_attention_maps_are_the_models_own_probabilities_rows_sum_to_1_and_decod
     torch.testing.assert_close(recorded, plain, atol=1e-5, rtol=1e-5)
 
     other = record_attention(translator, "Ein Mann sieht den Ball.", "A dog sees the ball.")
-    assert not torch.equal(
-        other.maps["encoder"][0], maps.maps["encoder"][0]
-    )  # another input, other weights
+    # another input, other weights
+    assert not torch.equal(other.maps["encoder"][0], maps.maps["encoder"][0])
     assert not torch.equal(other.maps["decoder-cross"][0], maps.maps["decoder-cross"][0])
 
 
@@ -100,9 +99,8 @@ def test_curves_and_a_report_are_drawn_from_a_real_log(trained, tmp_path):
     assert steps and losses == [e["loss"] for e in entries if "loss" in e]
     copy = tmp_path / "torn"
     copy.mkdir()
-    (copy / "log.jsonl").write_text(
-        (run / "log.jsonl").read_text() + '{"step": 9999, "lo'
-    )  # a killed write
+    # a killed write
+    (copy / "log.jsonl").write_text((run / "log.jsonl").read_text() + '{"step": 9999, "lo')
     assert len(read_log(copy)) == len(entries)
     png = draw_curves([run, copy], tmp_path / "curves.png")
     assert png.read_bytes()[:8] == PNG and png.stat().st_size > 10_000

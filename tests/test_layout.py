@@ -62,9 +62,8 @@ def _imports(path: Path, top_level_only: bool) -> set[str]:
     for node in nodes:
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("mt_cli"):
             found.add(node.module)
-            found.update(
-                f"{node.module}.{a.name}" for a in node.names
-            )  # `from mt_cli.model import checkpoint`
+            # `from mt_cli.model import checkpoint`
+            found.update(f"{node.module}.{a.name}" for a in node.names)
         elif isinstance(node, ast.Import):
             found.update(a.name for a in node.names if a.name.startswith("mt_cli"))
     return found

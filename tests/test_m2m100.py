@@ -172,9 +172,8 @@ def test_1000_lines_in_five_scripts_get_the_token_ids_transformers_gives(importe
         ours[0][0]
         == ids[hf_tok.convert_tokens_to_ids(hf_tok.src_lang if "_" in src else f"__{src}__")]
     )
-    assert (
-        sum(row.count(1) for row in ours) > 20
-    )  # unknown characters (<unk> is mt id 1) are among them
+    # unknown characters (<unk> is mt id 1) are among them
+    assert sum(row.count(1) for row in ours) > 20
 
 
 def test_log_probabilities_match_transformers_at_every_position(imported):
@@ -186,9 +185,8 @@ def test_log_probabilities_match_transformers_at_every_position(imported):
     lines, targets = script_lines(12, seed=4), script_lines(12, seed=5)
     batch = hf_tok(lines, text_target=targets, padding=True, return_tensors="pt")
     labels = batch["labels"]
-    dec_in = torch.cat(
-        [torch.full((len(lines), 1), 2), labels[:, :-1]], dim=1
-    )  # </s> [target language] y ...
+    # </s> [target language] y ...
+    dec_in = torch.cat([torch.full((len(lines), 1), 2), labels[:, :-1]], dim=1)
     ids = torch.tensor(to_mt(ckpt.tokenizer))
     with torch.no_grad():
         theirs = hf(
@@ -270,9 +268,8 @@ def test_export_writes_back_the_folder_bitwise_and_transformers_loads_it(importe
             "model.encoder.embed_tokens.weight",
             "model.decoder.embed_tokens.weight",
         ):
-            assert torch.equal(after[name], tensor), (
-                name
-            )  # the tied copies are one matrix, written once
+            # the tied copies are one matrix, written once
+            assert torch.equal(after[name], tensor), name
     for name in (
         "sentencepiece.bpe.model",
         "tokenizer_config.json",
@@ -310,9 +307,8 @@ def test_ctranslate2_translates_the_export_as_mt_does(imported, tmp_path):
     )
     lines = script_lines(20, seed=8)
     tok = tr.tokenizer
-    sources = [
-        tok.tgt_pieces(ids) for ids in tr.source_ids(lines)
-    ]  # the language token, pieces, </s>
+    # the language token, pieces, </s>
+    sources = [tok.tgt_pieces(ids) for ids in tr.source_ids(lines)]
     target = tok.tgt_pieces(list(tr.decoder_start))
     # CTranslate2's max_decoding_length counts the target prefix and not </s>: 1 + 29 against mt's
     # 30.
@@ -373,9 +369,8 @@ def test_a_shortlist_for_an_imported_model_restricts_its_output_and_exports_as_a
         src, tgt
     )
     lines = script_lines(10, seed=12)
-    allowed = set(
-        shortlist.for_batch(pad(tr.source_ids(lines)))[0].tolist()
-    )  # one batch: its lines' union
+    # one batch: its lines' union
+    allowed = set(shortlist.for_batch(pad(tr.source_ids(lines)))[0].tolist())
     assert len(allowed) < tr.tokenizer.tgt_vocab_size / 2
     for hyps in tr.search(lines):
         assert hyps[0].tokens and set(hyps[0].tokens) <= allowed
@@ -506,9 +501,8 @@ def test_fine_tuning_an_imported_model_reads_its_language_tokens_and_its_scores_
         Translator.from_checkpoint(c, "cpu").for_languages("de", "en").score(*valid)
         for c in (start, tuned)
     )
-    assert sum(h.score for h in after) > sum(
-        h.score for h in before
-    )  # log-probabilities of the pairs rose
+    # log-probabilities of the pairs rose
+    assert sum(h.score for h in after) > sum(h.score for h in before)
     txt = [write_lines(tmp_path / f"x{i}.txt", script_lines(20, i)) for i in range(2)]
     with pytest.raises(MtError, match="name the data's with files named by language"):
         train(
@@ -571,9 +565,8 @@ def test_source_auto_identifies_each_lines_language_and_reads_it(imported, tmp_p
         tr.for_languages(c, tgt).score([s], [t])[0].score
         for c, s, t in zip(detected[:2], lines[:2], ["x y", "z"])
     ]
-    assert [h.score for h in scored] == pytest.approx(
-        alone, abs=1e-4
-    )  # batched: padding changes the last bits
+    # batched: padding changes the last bits
+    assert [h.score for h in scored] == pytest.approx(alone, abs=1e-4)
     given = write_lines(tmp_path / "in.txt", list(REAL.values()))
     jsonl = CliRunner().invoke(
         app,

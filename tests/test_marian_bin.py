@@ -100,8 +100,7 @@ def test_the_shipped_english_portuguese_student_reads_as_its_config_describes():
     assert floats(items["Wemb"], path).shape == (32000, d)
     for layer in range(1, config["enc-depth"] + 1):
         w1 = floats(items[f"encoder_l{layer}_ffn_W1"], path)
-        assert (
-            w1.shape == (d, ffn) and 0.01 < float(w1.std()) < 1.0
-        )  # trained weights, not noise or zeros
+        # trained weights, not noise or zeros
+        assert w1.shape == (d, ffn) and 0.01 < float(w1.std()) < 1.0
         assert float(floats(items[f"encoder_l{layer}_ffn_W1_QuantMultA"], path)) > 0
     assert floats(items["decoder_l1_rnn_W"], path).shape == (d, d)

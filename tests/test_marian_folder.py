@@ -48,9 +48,8 @@ def test_the_shipped_student_translates_as_its_own_engine(tmp_path, direction, s
     ]
     engine = _native.NativeDirection(str(folder))
     theirs = [engine.translate(line) for line in lines]
-    ours = Translator.load(path, device="cpu").translate(
-        lines
-    )  # its own settings: greedy, shortlist, fp32
+    # its own settings: greedy, shortlist, fp32
+    ours = Translator.load(path, device="cpu").translate(lines)
     same = sum(a == b for a, b in zip(ours, theirs))
     assert same >= MIN_SAME * len(lines), [(a, b) for a, b in zip(ours, theirs) if a != b][:3]
 
@@ -132,9 +131,8 @@ def test_mt_import_of_the_student_folder_then_mt_translate_end_to_end(tmp_path):
     ckpt = checkpoint.load(out)
     assert (ckpt.config.model.source_langs, ckpt.config.model.target_langs) == (("en",), ("pt",))
     assert ckpt.config.model.decoder_autoreg == "ssru" and ckpt.shortlist is not None
-    assert (
-        "compiled its decoder step for this CPU" in done.output
-    )  # as it imports: translation runs it
+    # as it imports: translation runs it
+    assert "compiled its decoder step for this CPU" in done.output
     assert Translator.load(out, device="cpu").engine.compiled is not None
     src = tmp_path / "in.en"
     src.write_text("The house is red.\nI like to read books.\n", encoding="utf-8")

@@ -65,11 +65,12 @@ def test_sinusoid_table_puts_sines_then_cosines_as_hugging_face_marian_does():
 def test_tensor2tensor_sinusoids_are_marian_cpps_and_fairseqs_from_position_zero():
     d, half = 8, 4
     table = sinusoid_table(50, d, "tensor2tensor")
+    # Marian's addPositionalEmbeddings: log(1e4) / (D/2 - 1) apart
     for pos, i in (
         (0, 0),
         (7, 1),
         (49, 3),
-    ):  # Marian's addPositionalEmbeddings: log(1e4) / (D/2 - 1) apart
+    ):
         angle = pos * math.exp(-i * math.log(10000) / (half - 1))
         assert table[pos, i].item() == pytest.approx(math.sin(angle), abs=1e-6)
         assert table[pos, half + i].item() == pytest.approx(math.cos(angle), abs=1e-6)
@@ -120,9 +121,8 @@ def test_explicit_bf16_cpu_attention_agrees_with_fp32_fused_attention(causal):
     q, k, v = (torch.randn(3, 4, 7, 16) for _ in range(3))
     mask = None if causal else torch.tensor([True] * 5 + [False] * 2).expand(3, 1, 1, 7)
     want = attention(q, k, v, mask, causal, 0.0)  # fp32: PyTorch's fused kernel
-    got = attention(
-        q.bfloat16(), k.bfloat16(), v.bfloat16(), mask, causal, 0.0
-    )  # the explicit path
+    # the explicit path
+    got = attention(q.bfloat16(), k.bfloat16(), v.bfloat16(), mask, causal, 0.0)
     torch.testing.assert_close(got.float(), want, rtol=0.05, atol=0.05)
     # And the masks really act: a masked key's value does not reach the output.
     v2 = v.clone()

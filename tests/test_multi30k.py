@@ -68,12 +68,10 @@ def test_the_chain_runs_on_a_multi30k_subset(tmp_path):
     assert len(read_lines(hyp)) == 100
     result = json.loads(mt("evaluate", "--hyp", hyp, "--ref", sub["test2016.en"], "--json").stdout)
     hyps, refs = read_lines(hyp), read_lines(sub["test2016.en"])
-    assert result["bleu"] == round(
-        sacrebleu.corpus_bleu(hyps, [refs]).score, 2
-    )  # sacreBLEU's own figure
-    assert len(set(hyps)) > 1 and hyps != read_lines(
-        sub["test2016.de"]
-    )  # translations, not one string or copies
+    # sacreBLEU's own figure
+    assert result["bleu"] == round(sacrebleu.corpus_bleu(hyps, [refs]).score, 2)
+    # translations, not one string or copies
+    assert len(set(hyps)) > 1 and hyps != read_lines(sub["test2016.de"])
     log = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
     losses = [e["loss"] for e in log if "loss" in e]
     assert losses[-1] < losses[0], "40 steps on real data should lower the training loss"

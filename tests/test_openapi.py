@@ -75,9 +75,8 @@ def translator() -> Translator:
 
 @pytest.fixture(scope="module")
 def server(translator):
-    running = Running(
-        create_app(lambda: translator, str(FIXTURE), CFG)
-    )  # named by its path, as `mt serve` does
+    # named by its path, as `mt serve` does
+    running = Running(create_app(lambda: translator, str(FIXTURE), CFG))
     yield running
     running.stop()
 
@@ -126,9 +125,8 @@ def _served_pair(case) -> None:
         body["target_lang"] = ("EN-GB", "en", "EN-US")[len(body.get("target_lang") or "") % 3]
         if "source_lang" in body:
             body["source_lang"] = "DE"
-    if (
-        case.path == "/translate_file" and isinstance(body, dict) and "file" in body
-    ):  # UTF-8, as documented
+    # UTF-8, as documented
+    if case.path == "/translate_file" and isinstance(body, dict) and "file" in body:
         data = getattr(body["file"], "data", body["file"])
         body["file"] = data.decode("utf-8", "replace").encode() if isinstance(data, bytes) else data
 

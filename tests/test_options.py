@@ -98,9 +98,8 @@ def test_a_library_error_names_the_field_and_the_command_line_prints_the_flag(tm
     assert result.exit_code == 1
     assert result.output.startswith("mt: error: --nbest 3 is larger than the beam (2)")
     assert "raise --beam to 3 or more" in result.output and "decode.beam" not in result.output
-    assert list(tmp_path.iterdir()) == [
-        src
-    ]  # checked once, by the search, before anything is written
+    # checked once, by the search, before anything is written
+    assert list(tmp_path.iterdir()) == [src]
 
 
 def test_tuple_fields_are_comma_separated_options_and_bad_numbers_are_one_line(tmp_path):

@@ -70,9 +70,8 @@ def test_token_scores_are_the_pieces_and_eos_whose_log_probabilities_make_the_sc
         assert row["score"] == pytest.approx(sum(lps) / len(lps) ** alpha)
     plain = _jsonl(tr.with_options(length_penalty=0.0), OutputConfig("jsonl", token_scores=True))
     for row in (r for r in plain if r["score"] is not None):
-        assert math.isclose(
-            row["score"], sum(row["token_logprobs"]), rel_tol=1e-6
-        )  # alpha 0: the plain sum
+        # alpha 0: the plain sum
+        assert math.isclose(row["score"], sum(row["token_logprobs"]), rel_tol=1e-6)
 
 
 def test_an_nbest_longer_than_the_beam_or_text_with_nbest_is_one_clear_error(translator):

@@ -12,8 +12,9 @@ import torch
 from conftest import ScriptedModel
 from mt_cli import Translator
 from mt_cli.data.tokenizer import EOS
+from mt_cli.decode.beam import beam_search
 from mt_cli.decode.processors import NoRepeatNgram, end_at_limit
-from mt_cli.decode.search import beam_search, greedy_search
+from mt_cli.decode.search import greedy_search
 
 A, B, VOCAB = 4, 5, 6
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "decode" / "model.pt"

@@ -37,9 +37,8 @@ def test_each_kind_of_span_is_found_and_a_percent_sign_in_prose_is_not():
     for span in SPANS:
         assert p.mask(f"Sende {span} jetzt.").spans == (span,), span
     assert p.mask("20% Rabatt und 5 % mehr, 100%ig.").spans == ()
-    assert p.mask("Siehe https://x.org/a.").spans == (
-        "https://x.org/a",
-    )  # the full stop ends the sentence
+    # the full stop ends the sentence
+    assert p.mask("Siehe https://x.org/a.").spans == ("https://x.org/a",)
 
 
 def test_a_placeholder_dropped_or_repeated_by_the_model_comes_out_exactly_once():

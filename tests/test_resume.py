@@ -122,9 +122,8 @@ def test_sigkill_at_any_moment_then_the_same_command_ends_bitwise_equal_to_an_un
         assert proc.poll() is None and time.monotonic() < deadline
         time.sleep(0.005)
     proc.kill()
-    assert (
-        proc.wait() == -signal.SIGKILL
-    )  # killed, not finished: the whole run left takes ~0.2 s more
+    # killed, not finished: the whole run left takes ~0.2 s more
+    assert proc.wait() == -signal.SIGKILL
     done = subprocess.run(
         [sys.executable, "-m", "mt_cli", *args], capture_output=True, text=True, check=True
     )
@@ -133,9 +132,8 @@ def test_sigkill_at_any_moment_then_the_same_command_ends_bitwise_equal_to_an_un
     want, got = checkpoint.load(ref / "last.pt"), checkpoint.load(run / "last.pt")
     assert got.train_state["step"] == 24
     _assert_same_state(want.model_state, got.model_state, "model")
-    _assert_same_state(
-        want.train_state, got.train_state, "train_state"
-    )  # optimizer, EMA, RNG, counters
+    # optimizer, EMA, RNG, counters
+    _assert_same_state(want.train_state, got.train_state, "train_state")
     for name in ("best.pt", "step16.pt", "step24.pt"):
         _assert_same_state(
             checkpoint.load(ref / name).model_state, checkpoint.load(run / name).model_state, name

@@ -29,9 +29,8 @@ def test_fp16_needs_cuda_and_auto_is_fp32_on_the_cpu(monkeypatch):
     cpu = torch.device("cpu")
     with pytest.raises(MtError, match="train.amp fp16 needs a CUDA device"):
         amp_dtype("fp16", cpu)
-    monkeypatch.setattr(
-        torch.cpu, "_is_amx_tile_supported", lambda: True
-    )  # a CPU with bf16 arithmetic
+    # a CPU with bf16 arithmetic
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: True)
     assert (
         amp_dtype("auto", cpu) is None
         and amp_dtype("bf16", cpu) == torch.bfloat16

@@ -48,9 +48,8 @@ def test_scores_do_not_depend_on_the_batch(translator):
     ]
     together = [h.score for h in translator.score(LINES, targets)]
     assert together == pytest.approx(one, abs=1e-5)
-    assert (
-        translator.score(LINES[:1], [""])[0].token_logprobs.__len__() == 1
-    )  # an empty target: EOS alone
+    # an empty target: EOS alone
+    assert translator.score(LINES[:1], [""])[0].token_logprobs.__len__() == 1
 
 
 def test_a_source_and_target_count_that_differ_is_one_clear_error(translator):

@@ -4,9 +4,10 @@ from conftest import ScriptedModel, make_pairs
 from mt_cli.config import DecodeConfig
 from mt_cli.data.collate import pad
 from mt_cli.data.tokenizer import EOS
+from mt_cli.decode.beam import beam_search
 from mt_cli.decode.engine import Engine
 from mt_cli.decode.precision import Int8Linear
-from mt_cli.decode.search import Search, beam_search, greedy_search, search_batch, search_ids
+from mt_cli.decode.search import Search, greedy_search, search_batch, search_ids
 from mt_cli.decode.translator import Translator
 
 A, B = 4, 5
@@ -131,12 +132,13 @@ def test_a_token_budget_cuts_length_sorted_batches_and_changes_no_translation(
     cut = Search(Engine(tiny_model), DecodeConfig(batch_size=3, batch_tokens=10)).batches(
         [5, 3, 8, 2, 12, 1]
     )
+    # 1+2+3 tokens; 5 (+8 > 10); 8; 12 alone, over the budget
     assert cut == [
         [5, 3, 1],
         [0],
         [2],
         [4],
-    ]  # 1+2+3 tokens; 5 (+8 > 10); 8; 12 alone, over the budget
+    ]
     src_ids = _sources(tokenizer)
     by_sentences = best(
         search_ids(Engine(tiny_model), src_ids, DecodeConfig(beam=3, max_len_offset=5))

@@ -282,9 +282,8 @@ def test_a_batch_the_batcher_hands_over_is_decoded_as_one_search(translator, lin
     from mt_cli.serve.service import Service
 
     service = Service(translator, batch_tokens=2048)
-    many = (
-        lines * 2
-    )  # 96 lines: more than decode.batch_size (64) sentences, fewer tokens than the budget
+    # 96 lines: more than decode.batch_size (64) sentences, fewer tokens than the budget
+    many = lines * 2
     works = [
         service.translation(many[i : i + 32], None, OutputConfig(), None, None) for i in (0, 32, 64)
     ]

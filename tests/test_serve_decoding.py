@@ -106,11 +106,12 @@ def test_every_model_of_a_server_decodes_on_its_one_decoding_thread(
         )
     )
     try:
+        # de -> fr: both, through en
         for source, target in (
             ("de", "en"),
             ("en", "fr"),
             ("de", "fr"),
-        ):  # de -> fr: both, through en
+        ):
             status, _, body = call(
                 running.url, "POST", "/translate", {"q": DE[0], "source": source, "target": target}
             )

@@ -39,9 +39,8 @@ class Recording:
 def test_a_small_request_waits_for_one_slice_of_a_large_one_not_all_of_it():
     runner = Recording()
     batcher = Batcher(runner.run, max_batch_tokens=100, max_wait_s=0, gap_s=0, max_queue_lines=1000)
-    big = batcher.submit_group(
-        "k", [(10, 60, f"big{i}") for i in range(5)]
-    )  # 5 slices, two never fit together
+    # 5 slices, two never fit together
+    big = batcher.submit_group("k", [(10, 60, f"big{i}") for i in range(5)])
     assert runner.started.wait(10)  # the first slice is being decoded
     small = batcher.submit("k", 1, 5, "small")
     runner.go.set()
@@ -143,9 +142,8 @@ def test_a_client_past_its_requests_per_minute_gets_429_with_retry_after_and_oth
         limits.admit(Caller("10.0.0.1", "alpha"))
     with pytest.raises(ApiError):
         limits.admit(Caller("10.0.0.9", "alpha"))
-    limits.admit(
-        Caller("10.0.0.1", "beta")
-    )  # a key without its own limit has the server's, counted per key
+    # a key without its own limit has the server's, counted per key
+    limits.admit(Caller("10.0.0.1", "beta"))
     limits.admit(Caller("10.0.0.1", "beta"))
     with pytest.raises(ApiError):
         limits.admit(Caller("10.0.0.1", "beta"))

@@ -103,9 +103,8 @@ def test_each_pair_goes_to_its_model_or_through_english_and_languages_lists_them
         once = translator.translate_document(DE[0], "text")
         assert lt.translate(DE[0], "de", "en") == once  # direct
         assert lt.translate(DE[0], "cs", "uk") == once  # the multilingual model
-        assert lt.translate(DE[0], "de", "fr") == translator.translate_document(
-            once, "text"
-        )  # de -> en -> fr
+        # de -> en -> fr
+        assert lt.translate(DE[0], "de", "fr") == translator.translate_document(once, "text")
         status, _, body = call(
             running.url,
             "POST",
@@ -147,9 +146,8 @@ def test_each_pair_goes_to_its_model_or_through_english_and_languages_lists_them
             "pl",
         ]
         metrics = call(running.url, "GET", "/metrics")[2]
-        assert (
-            'mt_model_requests_total{model="de-en.pt"} 3.0' in metrics
-        )  # two pivots and one direct
+        # two pivots and one direct
+        assert 'mt_model_requests_total{model="de-en.pt"} 3.0' in metrics
         assert 'mt_model_requests_total{model="en-fr/best.pt"} 2.0' in metrics
         assert "mt_models_loaded 3.0" in metrics
     finally:
@@ -159,10 +157,11 @@ def test_each_pair_goes_to_its_model_or_through_english_and_languages_lists_them
 def test_past_max_loaded_or_the_memory_cap_the_least_recently_used_model_is_unloaded(
     folder, translator
 ):
+    # each file is 0.7 MB: two fit in 2 MB
     for options in (
         {"max_loaded": 2},
         {"max_memory_mb": 2},
-    ):  # each file is 0.7 MB: two fit in 2 MB
+    ):
         running = start(folder, **options)
         try:
             for source, target in (("de", "en"), ("cs", "uk"), ("de", "en"), ("en", "fr")):
@@ -174,9 +173,8 @@ def test_past_max_loaded_or_the_memory_cap_the_least_recently_used_model_is_unlo
                 )
                 assert status == 200 and body["translations"] == translator.translate(DE[:1])
             loaded = {name for name, m in health(running).items() if m["loaded"]}
-            assert loaded == {"de-en.pt", "en-fr/best.pt"}, (
-                options
-            )  # multi.pt was used least recently
+            # multi.pt was used least recently
+            assert loaded == {"de-en.pt", "en-fr/best.pt"}, options
             metrics = call(running.url, "GET", "/metrics")[2]
             assert 'mt_model_unloads_total{model="multi.pt"} 1.0' in metrics
             assert 'mt_model_loads_total{model="de-en.pt"} 1.0' in metrics
@@ -232,9 +230,8 @@ def test_a_model_loading_never_holds_up_requests_for_a_loaded_one(translator):
             {"text": DE, "source_lang": "de", "target_lang": "en"},
         )
         assert status == 200 and body["translations"] == translator.translate(DE)
-        assert (
-            not waiting and health(running)["slow.pt"]["loaded"] is False
-        )  # still loading meanwhile
+        # still loading meanwhile
+        assert not waiting and health(running)["slow.pt"]["loaded"] is False
         release.set()
         slow_request.join(60)
         assert waiting[0][0] == 200 and time.monotonic() - started < 60

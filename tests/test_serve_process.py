@@ -69,9 +69,8 @@ def test_sigterm_finishes_the_requests_in_flight_and_exits_0(trained, corpus):
         proc.kill()
     assert rc == 0 and time.monotonic() - stopped < 10
     assert all(status == 200 and len(body["translations"]) == 1000 for status, _, body in answers)
-    assert (
-        max(done_at) > stopped
-    )  # some were still in flight when the signal came, and were answered
+    # some were still in flight when the signal came, and were answered
+    assert max(done_at) > stopped
     with pytest.raises(OSError):  # and it no longer listens
         socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1])), timeout=2)
 
@@ -147,9 +146,8 @@ def test_the_web_page_translates_a_typed_sentence_as_the_api_does(trained, corpu
         assert int(rows) == len(drawn["target"]) and int(
             canvas.get_attribute("data-columns")
         ) == len(drawn["source"])
-        if os.environ.get(
-            "MT_SCREENSHOT"
-        ):  # the README's picture: MT_SCREENSHOT=docs/serve-page.png pytest ...
+        # the README's picture: MT_SCREENSHOT=docs/serve-page.png pytest ...
+        if os.environ.get("MT_SCREENSHOT"):
             browser.save_screenshot(os.environ["MT_SCREENSHOT"])
     finally:
         browser.quit()
@@ -194,9 +192,8 @@ def test_the_web_pages_document_mode_translates_a_text_document_keeping_its_para
     from mt_cli import Translator
     from mt_cli.serve.app import create_app
 
-    translator = Translator.load(
-        trained[1] / "run" / "best.pt", device="cpu"
-    )  # records de -> en (train.de, .en)
+    # records de -> en (train.de, .en)
+    translator = Translator.load(trained[1] / "run" / "best.pt", device="cpu")
     running = Running(create_app(lambda: translator, "best.pt"))
     browser = _chrome(webdriver, Service)
     try:
@@ -208,9 +205,8 @@ def test_the_web_pages_document_mode_translates_a_text_document_keeping_its_para
         shown = WebDriverWait(browser, 30).until(lambda b: b.find_element(By.ID, "doc-output").text)
         expected = translator.translate_document(document, "text", source_lang="de")
         assert shown == expected.strip() and "\n\n" in shown  # the paragraphs stay apart
-        assert (
-            browser.find_element(By.ID, "doc-preview").get_attribute("hidden") is not None
-        )  # HTML only
+        # HTML only
+        assert browser.find_element(By.ID, "doc-preview").get_attribute("hidden") is not None
         html = f"<p>{corpus[0][0]} <b>{corpus[0][1]}</b></p>"
         # Before the server decodes: alignment reads the model's attention, one caller at a time.
         expected = translator.translate_document(html, "html", source_lang="de")

@@ -17,9 +17,10 @@ from mt_cli.config import DecodeConfig
 from mt_cli.data.lexicon import build_lexicon, pair_chunks
 from mt_cli.data.pairs import Pairs
 from mt_cli.data.tokenizer import EOS
+from mt_cli.decode.beam import beam_search
 from mt_cli.decode.engine import Engine
 from mt_cli.decode.precision import quantize_int8
-from mt_cli.decode.search import beam_search, greedy_search, search_batch
+from mt_cli.decode.search import greedy_search, search_batch
 from mt_cli.decode.shortlist import SPECIALS, Shortlist
 from mt_cli.model import checkpoint
 from mt_cli.tools.shortlist import add_shortlist
@@ -207,9 +208,8 @@ def test_ctranslate2_with_the_exported_vocabulary_map_translates_as_mt_with_the_
     short = Shortlist.of(lexicon)
     ckpt = dataclasses.replace(ckpt, shortlist=short.to_state())
     lines = make_pairs(24, seed=7)[0]
-    greedy = dataclasses.replace(
-        ckpt.config.decode, beam=1, precision="fp32"
-    )  # CTranslate2's arithmetic
+    # CTranslate2's arithmetic
+    greedy = dataclasses.replace(ckpt.config.decode, beam=1, precision="fp32")
     mt = Translator(ckpt.build_model(), tok, greedy, shortlist=short).translate(lines)
     whole = Translator(ckpt.build_model(), tok, greedy).translate(lines)
     assert mt != whole  # the shortlist changes what comes out
@@ -283,6 +283,5 @@ def test_with_a_shortlist_a_batch_translates_as_its_lines_do_one_by_one(
         for piece in tokenizer.encode_src([line])[0]
         for i in table[piece].tolist()
     }
-    assert all(
-        t < SPECIALS or t in allowed for hyps in batched for h in hyps for t in h.tokens
-    )  # shortlisted only
+    # shortlisted only
+    assert all(t < SPECIALS or t in allowed for hyps in batched for h in hyps for t in h.tokens)

@@ -165,6 +165,5 @@ def test_distill_starts_its_student_from_the_teachers_kept_layers(deep, corpus_f
     student, teacher = checkpoint.load(tmp_path / "d" / "student.pt"), checkpoint.load(deep)
     assert (student.config.model.enc_layers, student.config.model.dec_layers) == (2, 1)
     assert student.config.model.d_model == teacher.config.model.d_model == 64
-    assert (
-        student.tokenizer.to_state() == teacher.tokenizer.to_state()
-    )  # the teacher's pieces, not a new tokenizer
+    # the teacher's pieces, not a new tokenizer
+    assert student.tokenizer.to_state() == teacher.tokenizer.to_state()

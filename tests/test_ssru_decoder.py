@@ -31,9 +31,8 @@ def test_the_engine_steps_an_ssru_decoder_as_the_model_reads_whole_targets(token
     assert "decoder-self" not in model.attention_modules()  # nothing to draw: no self-attention
     src = _src(tokenizer.src_vocab_size)
     vocab = torch.arange(0, tokenizer.tgt_vocab_size, 2) if shortlist else None
-    with (
-        torch.inference_mode()
-    ):  # 20 steps: past the attention buffers' first 16 (the cells never grow)
+    # 20 steps: past the attention buffers' first 16 (the cells never grow)
+    with torch.inference_mode():
         want = _steps(Reference(model), src, 3, 20, vocab)
         got = _steps(Engine(model), src, 3, 20, vocab)
     for t, (a, b) in enumerate(zip(want, got)):

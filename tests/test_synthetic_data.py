@@ -68,22 +68,19 @@ def test_a_killed_translation_goes_on_from_its_chunks_and_refuses_other_settings
     assert any("2 of 3 chunks already translated" in s for s in said)
     assert {p.name: p.stat().st_mtime_ns for p in (chunks[0], chunks[2])} == kept
     assert [p.read_text() for p in chunks] == whole
-    read = list(
-        read_translations(src, work, 25, chunk_lines=10)
-    )  # every chunk's lines in step with the source
+    # every chunk's lines in step with the source
+    read = list(read_translations(src, work, 25, chunk_lines=10))
     lines = src.read_text(encoding="utf-8").splitlines()
     assert [line for line, _ in read] == lines and [h[0][0] for _, h in read] == tr.translate(lines)
     with pytest.raises(MtError, match="translated before with other decode"):
         translate_corpus(tr.with_options(beam=2), src, work, [model], chunk_lines=10)
-    os.utime(
-        src, ns=(src.stat().st_atime_ns, src.stat().st_mtime_ns + 10**9)
-    )  # copied again: same contents
+    # copied again: same contents
+    os.utime(src, ns=(src.stat().st_atime_ns, src.stat().st_mtime_ns + 10**9))
     said.clear()
     translate_corpus(tr, src, work, [model], log=said.append, chunk_lines=10)
     assert any("3 of 3 chunks already translated" in s for s in said)
-    src.write_text(
-        src.read_text(encoding="utf-8").replace("e", "E", 1), encoding="utf-8"
-    )  # edited: other work
+    # edited: other work
+    src.write_text(src.read_text(encoding="utf-8").replace("e", "E", 1), encoding="utf-8")
     with pytest.raises(MtError, match="translated before with other sha256"):
         translate_corpus(tr, src, work, [model], chunk_lines=10)
 
@@ -136,9 +133,8 @@ def test_the_tag_starts_synthetic_sources_only_and_batches_keep_the_weighted_mix
     d, output = tagged_run
     tok = Tokenizer.load(d / "run" / "tokenizer")
     tag = tok.src.piece_to_id("<BT>")
-    assert tag != tok.src.unk_id() and "<BT>" in tok.src.encode(
-        "Ein <BT> hund", out_type=str
-    )  # one piece
+    # one piece
+    assert tag != tok.src.unk_id() and "<BT>" in tok.src.encode("Ein <BT> hund", out_type=str)
     cfg = build_config(yaml_path=d / "bt.yaml", options={"train": {"batch_tokens": 500}})
     spec = DataSpec.of_pairs(cfg.data, cache=d / "cache2")
     assert [p.name for p in spec.pairs] == ["de-en", "de-en.BT"]

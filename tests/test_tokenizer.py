@@ -51,9 +51,8 @@ def test_a_missing_or_empty_tokenizer_folder_is_a_clear_error(tmp_path):
 
 
 def test_a_vocabulary_smaller_than_the_alphabet_is_a_clear_error_not_a_sentencepiece_traceback():
-    lines = [
-        "".join(chr(0x4E00 + 7 * i + j) for j in range(7)) for i in range(40)
-    ]  # 280 distinct characters
+    # 280 distinct characters
+    lines = ["".join(chr(0x4E00 + 7 * i + j) for j in range(7)) for i in range(40)]
     with pytest.raises(MtError, match=r"vocab_size 50 is too small: this text needs \d+ pieces"):
         train_tokenizer(
             lines, lines, TokenizerConfig(vocab_size=50, joint=True, character_coverage=1.0)

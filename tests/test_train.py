@@ -38,9 +38,8 @@ def test_cosine_lr_warms_up_then_falls_to_zero_as_the_budget_is_spent():
     assert lr_at(100, peak, warmup, "cosine", progress=0.0) == pytest.approx(peak)
     assert lr_at(5000, peak, warmup, "cosine", progress=0.5) == pytest.approx(peak / 2)
     assert lr_at(5000, peak, warmup, "cosine", progress=1.0) == pytest.approx(0.0)
-    assert lr_at(9000, peak, warmup, "cosine", progress=1.3) == pytest.approx(
-        0.0
-    )  # past the budget: no rise
+    # past the budget: no rise
+    assert lr_at(9000, peak, warmup, "cosine", progress=1.3) == pytest.approx(0.0)
     falling = [lr_at(1000, peak, warmup, "cosine", progress=p / 100) for p in range(101)]
     assert all(a > b for a, b in zip(falling, falling[1:]))
 
@@ -100,9 +99,8 @@ def test_chunked_output_layer_loss_equals_the_plain_loss_and_its_gradients():
     want.backward()
     want_h, want_w = h.grad.clone(), weight.grad.clone()
     h.grad = weight.grad = None
-    got = output_layer_loss(
-        h, weight, target, smoothing=0.1, chunk=64
-    )  # 300 rows: the last chunk is short
+    # 300 rows: the last chunk is short
+    got = output_layer_loss(h, weight, target, smoothing=0.1, chunk=64)
     (2.0 * got).backward()  # the incoming gradient scales what the forward pass worked out
     assert got.item() == pytest.approx(want.item(), rel=1e-6)
     torch.testing.assert_close(h.grad, 2.0 * want_h, rtol=1e-5, atol=1e-5)
@@ -366,9 +364,8 @@ def test_save_every_writes_last_pt_between_validations(corpus_files, tmp_path, m
             _tiny_run_config(max_steps=7, valid_every=100, save_every=3),
             log=print,
         )
-    assert (
-        checkpoint.load(out / "last.pt").train_state["step"] == 3
-    )  # saved at step 3, no validation yet
+    # saved at step 3, no validation yet
+    assert checkpoint.load(out / "last.pt").train_state["step"] == 3
 
 
 def test_resuming_with_changed_data_is_refused(corpus_files, tmp_path):
@@ -377,9 +374,8 @@ def test_resuming_with_changed_data_is_refused(corpus_files, tmp_path):
         path.write_bytes(corpus_files[k].read_bytes())
     out = tmp_path / "run"
     train(*_paths(files, out), _tiny_run_config(max_steps=2, valid_every=2), log=lambda m: None)
-    train(
-        *_paths(files, out), _tiny_run_config(max_steps=3, valid_every=2), log=lambda m: None
-    )  # same data: resumes
+    # same data: resumes
+    train(*_paths(files, out), _tiny_run_config(max_steps=3, valid_every=2), log=lambda m: None)
     files["train_tgt"].write_text(files["train_tgt"].read_text().replace("dog", "cat"))
     with pytest.raises(
         MtError, match=r"train_src\.txt / .*train_tgt\.txt: not the train data that .*last\.pt was"

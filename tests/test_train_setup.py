@@ -104,9 +104,8 @@ def test_validation_batches_by_its_own_token_budget_never_the_output_layer_on_wh
     assert budgets == [100000]  # one batch of all 40 pairs, not the training batch's budget
     n_targets = sum(len(t) + 1 for t in pairs.tgt)
     loss_rows = rows[: (n_targets + 15) // 16]  # then come the decoding steps' calls
-    assert (
-        max(loss_rows) <= 16 and sum(loss_rows) == n_targets
-    )  # the loss's logits, a chunk at a time
+    # the loss's logits, a chunk at a time
+    assert max(loss_rows) <= 16 and sum(loss_rows) == n_targets
     assert v.loss > 0 and v.nll > 0
 
 

@@ -52,9 +52,8 @@ def test_hypotheses_carry_their_tokens_log_probabilities_and_the_length_normalis
             )
             assert h.score == pytest.approx(sum(h.token_logprobs) / len(h.token_logprobs), abs=1e-5)
             assert h.text == " ".join(tr.tokenizer.decode_tgt([h.tokens])[0].split())
-        assert [h.score for h in hyps] == sorted(
-            (h.score for h in hyps), reverse=True
-        )  # best first
+        # best first
+        assert [h.score for h in hyps] == sorted((h.score for h in hyps), reverse=True)
     assert tr.translate(LINES) == [hyps[0].text for hyps in tr.search(LINES)]
 
 

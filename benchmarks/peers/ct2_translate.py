@@ -1,8 +1,8 @@
-"""Translate a file with CTranslate2 as its user would: the whole-process peer of `mt translate
-FILE`.
+"""Translate a file with CTranslate2 as its user would: the whole-process peer of
+`mt translate FILE`.
 
-    python benchmarks/peers/ct2_translate.py CT2_FOLDER SRC OUT [--beam 5] [--batch 64]
-    [--length-penalty 1]
+    python benchmarks/peers/ct2_translate.py CT2_FOLDER SRC OUT [--beam 5] [--batch 64] \\
+        [--length-penalty 1]
 
 CT2_FOLDER is `mt export --format ct2` output (it holds source.spm and target.spm). Imports
 CTranslate2 and SentencePiece only. Batches are length-sorted, and each gets mt's length limit

@@ -116,9 +116,8 @@ def config_options(
     ]
     names = [f.name for _, f in fields]
     if len(set(names)) != len(names):
-        raise AssertionError(
-            f"two sections give the same option: {names}"
-        )  # a programming error, caught by tests
+        # a programming error, caught by tests
+        raise AssertionError(f"two sections give the same option: {names}")
     flag_of = {
         f.name: (flags or {}).get(f.name) or f.metadata["flag"] or "--" + f.name.replace("_", "-")
         for _, f in fields

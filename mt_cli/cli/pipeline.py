@@ -125,7 +125,6 @@ def distill(
         data = monolingual_spec(train_src, valid_src, valid_tgt, cache)
     else:
         data = DataSpec.text_files(train_src, train_tgt, valid_src, valid_tgt, cache=cache)
-    done = run(
-        teacher, data, out, cfg, dcfg, cfg.train.device, log=err
-    )  # --device: teachers' and student's
+    # --device: teachers' and student's
+    done = run(teacher, data, out, cfg, dcfg, cfg.train.device, log=err)
     err(f"wrote {done.student}" + (f" and {done.ct2}" if done.ct2 else ""))

@@ -18,6 +18,7 @@ from mt_cli.config.commands import (
     TuningConfig,
 )
 from mt_cli.config.data import DataConfig, PairConfig
+from mt_cli.config.decode import DecodeConfig
 from mt_cli.config.fields import (
     ACTIVATIONS,
     CORPUS_CHUNK_LINES,
@@ -27,8 +28,9 @@ from mt_cli.config.fields import (
     describe,
     option,
 )
+from mt_cli.config.model import ModelConfig, TokenizerConfig
 from mt_cli.config.pipeline import CleanConfig
-from mt_cli.config.sections import DecodeConfig, ModelConfig, TokenizerConfig, TrainConfig
+from mt_cli.config.train import TrainConfig
 
 # Every section, by the name its fields are spelt with (`decode.beam`).
 SECTIONS: dict[str, type] = {

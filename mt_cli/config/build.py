@@ -10,7 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from mt_cli.config.data import DataConfig
-from mt_cli.config.sections import DecodeConfig, ModelConfig, TokenizerConfig, TrainConfig
+from mt_cli.config.decode import DecodeConfig
+from mt_cli.config.model import ModelConfig, TokenizerConfig
+from mt_cli.config.train import TrainConfig
 from mt_cli.config.yaml_files import build_section, load_yaml, merge, parse_set
 from mt_cli.errors import MtError
 
@@ -62,9 +64,8 @@ def to_dict(cfg: Config) -> dict[str, Any]:
 
 
 def to_yaml(cfg: Config) -> str:
-    return importlib.import_module("yaml").safe_dump(
-        to_dict(cfg), sort_keys=False
-    )  # imported on first use
+    # imported on first use
+    return importlib.import_module("yaml").safe_dump(to_dict(cfg), sort_keys=False)
 
 
 def from_dict(data: dict[str, Any], where: str = "config") -> Config:

@@ -17,9 +17,8 @@ from mt_cli.errors import MtError
 
 
 def _yaml() -> Any:
-    return importlib.import_module(
-        "yaml"
-    )  # on first use: `mt translate` reads none, and starts sooner
+    # on first use: `mt translate` reads none, and starts sooner
+    return importlib.import_module("yaml")
 
 
 @functools.cache
@@ -90,9 +89,8 @@ def _coerce(value: Any, hint: Any, where: str) -> Any:
             return None
         hint = next(a for a in args if a is not type(None))
         origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if dataclasses.is_dataclass(hint) and isinstance(
-        hint, type
-    ):  # a nested entry (data.pairs' PairConfig)
+    # a nested entry (data.pairs' PairConfig)
+    if dataclasses.is_dataclass(hint) and isinstance(hint, type):
         if not isinstance(value, dict):
             raise MtError(
                 f"{where} must be a mapping of {[f.name for f in dataclasses.fields(hint)]}, not "

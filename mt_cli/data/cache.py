@@ -25,7 +25,7 @@ import numpy as np
 from mt_cli.data.direction import Encoder
 from mt_cli.data.pairs import limit_length
 from mt_cli.data.sources import CHUNK, Source, decoded
-from mt_cli.data.text import BAD_UTF8_FIX
+from mt_cli.data.text import BAD_UTF8_FIX, has_empty_side
 from mt_cli.errors import MtError
 from mt_cli.files import temp_dir
 
@@ -74,7 +74,7 @@ def _encode_chunk(chunk: tuple[list, list, int]) -> Any:
         "tgt_ids": pa.array(tgt_ids, pa.list_(pa.int32())),
         "src_len": pa.array([len(x) for x in src_ids], pa.int32()),
         "tgt_len": pa.array([len(x) for x in tgt_ids], pa.int32()),
-        "empty": pa.array([not a.strip() or not b.strip() for a, b in zip(src, tgt)]),
+        "empty": pa.array([has_empty_side(a, b) for a, b in zip(src, tgt)]),
         "bad": pa.array([first + i in bad for i in range(len(src))]),
         "line": pa.array(range(first, first + len(src)), pa.int64()),
     }
@@ -182,9 +182,8 @@ def build_cache(
         (work / "mt-cache.json").write_text(json.dumps(info) + "\n")
         try:
             os.replace(work, final)
-        except (
-            OSError
-        ):  # another process (or rank) finished the same cache first: theirs is as good
+        # another process (or rank) finished the same cache first: theirs is as good
+        except OSError:
             if not (final / "mt-cache.json").is_file():
                 raise
     finally:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from mt_cli.config.pipeline import CleanConfig
 from mt_cli.data.languages import short_code
+from mt_cli.data.text import has_empty_side
 
 # The scripts a language is written in, by the first word of its letters' Unicode names; a
 # language not listed here is not checked. Japanese mixes kana and Han; Korean may use Han.
@@ -56,9 +57,8 @@ _SCRIPTS.update(dict.fromkeys(_LATIN, {"LATIN"}))
 
 _URL = re.compile(r"(?:https?://|www\.)[^\s<>\"]+", re.IGNORECASE)
 _DIGITS = re.compile(r"\d+")
-_WIDE = re.compile(
-    r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]"
-)  # kana, Han, Hangul
+# kana, Han, Hangul
+_WIDE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -105,7 +105,7 @@ class Sides:
 
 
 def _empty(p: Sides, c: CleanConfig) -> bool:
-    return not p.src.strip() or not p.tgt.strip()
+    return has_empty_side(p.src, p.tgt)
 
 
 def _length(p: Sides, c: CleanConfig) -> bool:
@@ -177,7 +177,7 @@ PAIR_RULES: dict[str, Callable[[Sides, CleanConfig], bool]] = {
 
 def first_rule(pair: Sides, cfg: CleanConfig) -> str:
     """The first of the pair rules cfg.rules turns on that removes `pair`, or "" when it stays."""
-    if not pair.src.strip() or not pair.tgt.strip():  # every other rule reads both sides
+    if _empty(pair, cfg):  # every other rule reads both sides
         return "empty" if "empty" in cfg.rules else ""
     return next(
         (name for name, rule in PAIR_RULES.items() if name in cfg.rules and rule(pair, cfg)), ""

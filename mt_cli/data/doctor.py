@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from mt_cli.config import DoctorConfig
-from mt_cli.data.text import read_lines
+from mt_cli.data.text import has_empty_side, read_lines
 from mt_cli.data.tokenizer import UNK, Tokenizer
 from mt_cli.errors import MtError
 
@@ -93,7 +93,7 @@ def _line_findings(
         "warning",
         "empty or blank side",
         where,
-        n(lambda s, t: not s.strip() or not t.strip()),
+        n(has_empty_side),
         "mt train drops these pairs; remove them to keep the files honest",
     )
     seen: Counter = Counter()
@@ -138,13 +138,13 @@ def _line_findings(
 def _ratio_outliers(pairs: list[tuple[str, str]], max_ratio: float) -> list[int]:
     """Pairs whose character-length ratio is `max_ratio` times off this corpus's median ratio
     (a median, so that Chinese-English, say, is not flagged as a whole)."""
-    ratios = [(len(s) + 1) / (len(t) + 1) for s, t in pairs if s.strip() and t.strip()]
+    ratios = [(len(s) + 1) / (len(t) + 1) for s, t in pairs if not has_empty_side(s, t)]
     if not ratios:
         return []
     median = statistics.median(ratios)
     out = []
     for i, (s, t) in enumerate(pairs, start=1):
-        if s.strip() and t.strip() and max(len(s), len(t)) >= 10:
+        if not has_empty_side(s, t) and max(len(s), len(t)) >= 10:
             r = (len(s) + 1) / (len(t) + 1) / median
             if r > max_ratio or r < 1 / max_ratio:
                 out.append(i)

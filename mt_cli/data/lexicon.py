@@ -52,10 +52,11 @@ def build_lexicon(
     Counted a chunk at a time, so memory follows the distinct pairs seen, not the corpus."""
     src_count = np.zeros(src_vocab, dtype=np.int64)  # sentences holding each piece
     tgt_count = np.zeros(tgt_vocab, dtype=np.int64)
+    # s * V_tgt + t -> sentences
     keys, counts = (
         np.zeros(0, dtype=np.int64),
         np.zeros(0, dtype=np.int64),
-    )  # s * V_tgt + t -> sentences
+    )
     for src, tgt in chunks:
         found = []
         for s, t in zip(src, tgt):
@@ -78,9 +79,8 @@ def build_lexicon(
     dice = 2 * counts / (src_count[src_of] + tgt_count[tgt_of])
     order = np.lexsort((-dice, src_of))  # by source piece, best target first
     src_of, tgt_of = src_of[order], tgt_of[order]
-    rank = np.arange(len(src_of)) - np.searchsorted(
-        src_of, src_of
-    )  # position within its source piece's run
+    # position within its source piece's run
+    rank = np.arange(len(src_of)) - np.searchsorted(src_of, src_of)
     keep = rank < per_source
     table = np.full((src_vocab, per_source), -1, dtype=np.int32)
     table[src_of[keep], rank[keep]] = tgt_of[keep]

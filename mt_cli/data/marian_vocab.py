@@ -103,9 +103,8 @@ class MarianVocab(Tokenizer):
     def vocabulary(self, side: str) -> list[str]:
         return list((self._src if side == "source" else self._tgt)[1])
 
-    TAG = re.compile(
-        r">>([A-Za-z0-9_-]+)<<"
-    )  # a multi-target model's target tokens: >>de<<, >>por_BR<<
+    # a multi-target model's target tokens: >>de<<, >>por_BR<<
+    TAG = re.compile(r">>([A-Za-z0-9_-]+)<<")
 
     def language_tokens(self, source: str = "", target: str = "") -> LanguageTokens:
         """As Tokenizer's, but with no target a multi-target model is left to choose (as OPUS-MT's

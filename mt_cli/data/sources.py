@@ -27,6 +27,7 @@ from mt_cli.data.text import (
     BAD_UTF8_FIX,
     check_aligned,
     clean_line,
+    has_empty_side,
     iter_text_lines,
     open_bytes,
     read_lines,
@@ -53,9 +54,8 @@ class Corpus:
     src: list[str]
     tgt: list[str]
     dropped_empty: int = 0
-    bad_utf8: int = (
-        0  # pairs with bytes that are not UTF-8: dropped ("skip") or repaired ("replace")
-    )
+    # pairs with bytes that are not UTF-8: dropped ("skip") or repaired ("replace")
+    bad_utf8: int = 0
 
 
 class Source(ABC):
@@ -120,9 +120,8 @@ class TextPair(Source):
 
     def chunks(self, progress: Progress) -> Iterator[Chunk]:
         src, tgt = Path(self.src), Path(self.tgt)
-        total = (
-            0 if src.suffix == ".gz" else src.stat().st_size
-        )  # a .gz file's position is not its size's
+        # a .gz file's position is not its size's
+        total = 0 if src.suffix == ".gz" else src.stat().st_size
         n = 0
         with open_bytes(src) as fs, open_bytes(tgt) as ft:
             while True:
@@ -157,9 +156,8 @@ def read_parallel(src_path: Path, tgt_path: Path, on_bad_utf8: str = "error") ->
     check_aligned(src_path, src, tgt_path, tgt)
     bad = {n - 1 for n in bad_src + bad_tgt}
     skip = bad if on_bad_utf8 == "skip" else set()
-    keep = [
-        i for i, (s, t) in enumerate(zip(src, tgt)) if s.strip() and t.strip() and i not in skip
-    ]
+    keep = [i for i, (s, t) in enumerate(zip(src, tgt)) if not has_empty_side(s, t)]
+    keep = [i for i in keep if i not in skip]
     if not keep:
         raise MtError(f"{src_path} / {tgt_path}: no sentence pairs with text on both sides")
     empty = len(src) - len(keep) - len(skip)  # what was left out and not for its bytes
@@ -218,7 +216,7 @@ class _Tabular(Source):
     def read(self, on_bad_utf8: str = "error") -> Corpus:
         texts = self.texts()
         src, tgt = texts["src"], texts["tgt"]
-        keep = [i for i, (s, t) in enumerate(zip(src, tgt)) if s.strip() and t.strip()]
+        keep = [i for i, (s, t) in enumerate(zip(src, tgt)) if not has_empty_side(s, t)]
         if not keep:
             raise MtError(f"{self.describe()}: no sentence pairs with text on both sides")
         return Corpus(
@@ -332,7 +330,7 @@ def sample_texts(
         ):
             if line in bad and on_bad_utf8 == "error":
                 raise MtError(f"{source.describe()}: line {line}: not valid UTF-8; {BAD_UTF8_FIX}")
-            if not s.strip() or not t.strip() or (line in bad and on_bad_utf8 == "skip"):
+            if has_empty_side(s, t) or (line in bad and on_bad_utf8 == "skip"):
                 continue
             seen += 1
             if len(picked) < n:  # reservoir sampling: every pair has the same chance, in one pass

@@ -16,6 +16,12 @@ UTF8_HINT = "convert the file to UTF-8, e.g. with iconv"
 BAD_UTF8_FIX = f"{UTF8_HINT}, or set train.on_bad_utf8 to skip (drop such pairs) or replace"
 
 
+def has_empty_side(src: str, tgt: str) -> bool:
+    """A pair with no text on one side (spaces count as none). Training drops it, `mt doctor` warns
+    of it and `mt clean` removes it: the one statement of the rule."""
+    return not src.strip() or not tgt.strip()
+
+
 def read_lines(
     path: Path, on_bad_utf8: str = "error", bad: list[int] | None = None, hint: str = UTF8_HINT
 ) -> list[str]:

@@ -105,9 +105,8 @@ def record_attention(translator: Translator, src: str, tgt: str | None) -> Atten
     finally:
         model.train(was_training)
     tgt_pieces = ["<start>"] + tokenizer.tgt_pieces(tgt_ids)
-    cpu = {
-        kind: [probs[0].cpu() for probs in layers] for kind, layers in maps.items()
-    }  # (1, H, q, k) -> (H, q, k)
+    # (1, H, q, k) -> (H, q, k)
+    cpu = {kind: [probs[0].cpu() for probs in layers] for kind, layers in maps.items()}
     return AttentionMaps(tokenizer.src_pieces(src), tgt_pieces, tgt, cpu)
 
 

@@ -41,15 +41,15 @@ def compile_checkpoint(path: Path, precision: str | None = None) -> tuple[Path, 
     its decode.precision), built unless it already is: its package, and whether it was built now.
     Built as a Translator loads it (decode.engine compiled), so the package holds the very weights
     translation will run."""
+    # it builds through the plan, which uses this module
     from mt_cli.decode.translator import (
         Translator,
-    )  # it builds through the plan, which uses this module
+    )
 
     ckpt = checkpoint.load(path) if precision is None else None  # checks the file; loaded once
     wanted = ckpt.config.decode.precision if ckpt is not None else str(precision)
-    precision = decode_precision(
-        DecodeConfig(precision=wanted).precision, torch.device("cpu")
-    )  # checked; auto
+    # checked; auto
+    precision = decode_precision(DecodeConfig(precision=wanted).precision, torch.device("cpu"))
     package = package_path(path, precision) if path.is_file() else None
     if package is not None and package.exists():
         return package, False

@@ -69,9 +69,8 @@ class TermState:
                 if self.matched + 1 == len(term):
                     return TermState(self.terms, self.met | {self.current}, just_met=True)
                 return dataclasses.replace(self, matched=self.matched + 1)
-        for i, term in enumerate(
-            self.terms
-        ):  # nothing in progress (or it just broke): does tok start one?
+        # nothing in progress (or it just broke): does tok start one?
+        for i, term in enumerate(self.terms):
             if i not in self.met and term[0] == tok:
                 if len(term) == 1:
                     return TermState(self.terms, self.met | {i}, just_met=True)
@@ -160,9 +159,8 @@ class Constraints:
         ended, picked = [], []
         self._next = []
         for i, cands in enumerate(per_sentence):
-            ordered = sorted(
-                cands.items(), key=lambda c: -c[1][0]
-            )  # stable: plain search's order first
+            # stable: plain search's order first
+            ordered = sorted(cands.items(), key=lambda c: -c[1][0])
             ended += [
                 (i, j, s, v) for (j, w), (s, v) in ordered[:k] if w == EOS and math.isfinite(s)
             ]

@@ -78,9 +78,8 @@ class StepLayer(nn.Module):
         super().__init__()
         sa, ca = layer.self_attn, layer.cross_attn
         self.n_heads = ca.n_heads
-        if (
-            sa is None
-        ):  # an SSRU in self-attention's place: x W and the gate's x W_f + b_f as one product
+        # an SSRU in self-attention's place: x W and the gate's x W_f + b_f as one product
+        if sa is None:
             ssru = cast(SSRU, layer.ssru)
             self.qkv, self.self_out, self.ssru = (
                 None,
@@ -138,9 +137,8 @@ class StepLayer(nn.Module):
 
     def _self_attention(self, h: Tensor, keys: Tensor, values: Tensor) -> Tensor:
         r, d = h.shape
-        q, k, v = (
-            cast(nn.Module, self.qkv)(h).view(r, 3, self.n_heads, d // self.n_heads).unbind(1)
-        )  # (R, H, D/H) each
+        # (R, H, D/H) each
+        q, k, v = cast(nn.Module, self.qkv)(h).view(r, 3, self.n_heads, d // self.n_heads).unbind(1)
         keys[-1], values[-1] = k, v
         # (T+1, R, H, D/H) -> (R, H, T+1, D/H), a strided view: attention reads the cache in place.
         out = _attend(q[:, :, None], keys.permute(1, 2, 0, 3), values.permute(1, 2, 0, 3), None)
@@ -218,9 +216,8 @@ class Step(nn.Module):
         layer (V, D), its rows cut to a shortlist where one is used: float, or int8 with a scale per
         row (`out_scale`), given packed for oneDNN as `out_packed` where that is faster (eager
         only)."""
-        x = self.embed[tokens].masked_fill(
-            (tokens == PAD)[:, None], 0.0
-        )  # PAD, the start, embeds as zeros
+        # PAD, the start, embeds as zeros
+        x = self.embed[tokens].masked_fill((tokens == PAD)[:, None], 0.0)
         x = x * self.embed_scale + position  # (R, D)
         for i, layer in enumerate(self.layers):
             x = layer(x, keys[i], values[i], cross_k[i], cross_v[i], cross_mask)
@@ -301,9 +298,8 @@ class Engine(nn.Module):
         self.eval()
 
     def encode(self, src: Tensor, src_mask: Tensor) -> Tensor:
-        with autocast(
-            self.precision == "bf16", src.device
-        ):  # once per batch: autocast costs little here
+        # once per batch: autocast costs little here
+        with autocast(self.precision == "bf16", src.device):
             return self.model.encode(src, src_mask)
 
     def new_cache(

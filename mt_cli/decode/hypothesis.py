@@ -54,9 +54,8 @@ class Hypothesis:
     score: float
     token_logprobs: list[float] = field(default_factory=list)
     text: str = ""  # filled in by the Translator, which holds the tokenizer
-    alignment: list[int] = field(
-        default_factory=list
-    )  # per output token (EOS too): the source token attended most
+    # per output token (EOS too): the source token attended most
+    alignment: list[int] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

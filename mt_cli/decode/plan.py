@@ -32,12 +32,10 @@ class Plan:
     # (never)
     compiled: str
     device: torch.device
-    shortlist: Shortlist | None = field(
-        default=None, repr=False
-    )  # what search scores over (None: all)
-    beam: int = (
-        1  # decode.beam as loaded: with `compiled`, whether a built package runs (`_runs_compiled`)
-    )
+    # what search scores over (None: all)
+    shortlist: Shortlist | None = field(default=None, repr=False)
+    # decode.beam as loaded: with `compiled`, whether a built package runs (`_runs_compiled`)
+    beam: int = 1
 
     def engine(self, model: Transformer, source: Path | None) -> Engine:
         """The engine search runs for `model` (its fp32 weights: build it before quantizing the

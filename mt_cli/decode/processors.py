@@ -57,12 +57,12 @@ class NoRepeatNgram:
         if h is None or h.size(1) < n:  # no complete n-gram yet, so nothing can repeat
             return lprobs
         windows = h.unfold(1, n, 1)  # (N, t - n + 1, n): every n-gram so far
-        seen = (windows[:, :, :-1] == h[:, None, h.size(1) - n + 1 :]).all(
-            dim=-1
-        )  # its first n-1 = our last n-1
+        # its first n-1 = our last n-1
+        seen = (windows[:, :, :-1] == h[:, None, h.size(1) - n + 1 :]).all(dim=-1)
+        # (N, V): -inf at each token that would repeat an n-gram
         ban = torch.zeros_like(lprobs).scatter_reduce_(
             1, windows[:, :, -1], torch.where(seen, float("-inf"), 0.0), reduce="amin"
-        )  # (N, V): -inf at each token that would repeat an n-gram
+        )
         return lprobs.add_(ban)
 
 
@@ -82,9 +82,8 @@ class ForcePrefix:
     def __call__(self, lprobs: Tensor, step: Step) -> Tensor:
         if step.rows is None or step.t >= self.ids.size(1):
             return lprobs
-        forced = (
-            (self.lens[step.rows] > step.t).nonzero().squeeze(1)
-        )  # rows still inside their prefix
+        # rows still inside their prefix
+        forced = (self.lens[step.rows] > step.t).nonzero().squeeze(1)
         if forced.numel() == 0:
             return lprobs
         tok = self.ids[step.rows[forced], step.t]

@@ -73,11 +73,12 @@ class Requests:
                 "terms (a glossary or constraints) need beam search: decode.beam 2 or more, not "
                 "greedy or sampling"
             )
+        # limit: the model's positions less one
         self.tokenizer, self.cfg, self.limit = (
             tokenizer,
             cfg,
             limit,
-        )  # limit: the model's positions less one
+        )
         self.prefixes, self.constraints, self.first_line = prefixes, constraints, first_line
         self.languages = per_line(languages, n)  # each line's language tokens
         self.source_langs = source_langs  # each line's detected source language (source "auto")

@@ -44,12 +44,10 @@ class Shortlist(Lexicon):
         allowed = torch.zeros(b, self.tgt_vocab_size, dtype=torch.bool, device=dev)
         allowed[:, :SPECIALS] = True
         allowed[:, self.frequent.to(dev).long()] = True
-        cand = self.table.to(dev)[src].flatten(
-            1
-        )  # (B, S * K): each source piece's candidates, -1 for none
-        real = (cand >= 0) & (src != PAD).repeat_interleave(
-            self.table.size(1), dim=1
-        )  # padding allows nothing
+        # (B, S * K): each source piece's candidates, -1 for none
+        cand = self.table.to(dev)[src].flatten(1)
+        # padding allows nothing
+        real = (cand >= 0) & (src != PAD).repeat_interleave(self.table.size(1), dim=1)
         sentence = torch.arange(b, device=dev)[:, None].expand_as(cand)
         allowed[sentence[real], cand[real].long()] = True
         vocab = allowed.any(dim=0).nonzero().squeeze(1)

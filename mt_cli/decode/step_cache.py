@@ -42,14 +42,14 @@ class StepCache:
         )
         for i in (i for i, r in enumerate(self.recurrent) if r):
             self.self_k[i].zero_()  # c_0 = 0
+        # mask (B, 1, 1, S), True = real
         self.cross_k, self.cross_v, self.cross_mask = (
             cross_k,
             cross_v,
             cross_mask,
-        )  # mask (B, 1, 1, S), True = real
-        self.output = (
-            output  # the output layer's weight (V or V_s, D), int8 scale and bias (Output.rows)
         )
+        # the output layer's weight (V or V_s, D), int8 scale and bias (Output.rows)
+        self.output = output
         self.length = 0
         self.rows = rows
 
@@ -64,9 +64,8 @@ class StepCache:
         if t + 1 > self.room and not all(self.recurrent):
             self._grow()
         keys = [self._block(k, n, 1 if r else t + 1) for k, r in zip(self.self_k, self.recurrent)]
-        values = [
-            v if r else self._block(v, n, t + 1) for v, r in zip(self.self_v, self.recurrent)
-        ]  # a cell: none
+        # a cell: none
+        values = [v if r else self._block(v, n, t + 1) for v, r in zip(self.self_v, self.recurrent)]
         return keys, values
 
     def _grow(self) -> None:

@@ -4,12 +4,14 @@ translations.
 `mt translate`, `mt evaluate --checkpoint`, `mt tune-decoding`, `mt attention`, validation during
 training (and the server) all decode through it:
 
-    from mt_cli import Translator tr = Translator.load("RUN/best.pt", device="cpu", beam=5)   # any
-    DecodeConfig field as a keyword tr.translate(["Ein Mann fährt Fahrrad.", ""])               #
-    one string per line, always tr.search(["Ein Mann fährt Fahrrad."])[0][0].score          #
-    hypotheses per line, best first tr.search(lines, nbest=3, prefixes=[...], constraints=[["Hund"],
-    ...]) tr.translate_document(html, "html")                         # a document, its structure
-    kept Translator.load(["a.pt", "b.pt"])                           # an ensemble"""
+    from mt_cli import Translator
+    tr = Translator.load("RUN/best.pt", device="cpu", beam=5)   # any DecodeConfig field as keyword
+    tr.translate(["Ein Mann fährt Fahrrad.", ""])               # one string per line, always
+    tr.search(["Ein Mann fährt Fahrrad."])[0][0].score          # hypotheses per line, best first
+    tr.search(lines, nbest=3, prefixes=[...], constraints=[["Hund"], ...])
+    tr.translate_document(html, "html")                         # a document, its structure kept
+    Translator.load(["a.pt", "b.pt"])                           # an ensemble
+"""
 
 from __future__ import annotations
 
@@ -22,9 +24,9 @@ from typing import Any, cast
 
 import torch
 
-from mt_cli.config import DEVICE, DecodeConfig, DocumentConfig
-from mt_cli.data.languages import short_code
+from mt_cli.config import DEVICE, DecodeConfig
 from mt_cli.data.tokenizer import Tokenizer
+from mt_cli.decode.alignment import translate_aligned, translate_document, with_alignment
 from mt_cli.decode.direction import Direction
 from mt_cli.decode.ensemble import Ensemble, ForcedEnsemble
 from mt_cli.decode.glossary import Glossary
@@ -33,12 +35,12 @@ from mt_cli.decode.plan import resolve
 from mt_cli.decode.precision import quantize_int8
 from mt_cli.decode.processors import DEFAULT_PROCESSORS, Processor
 from mt_cli.decode.request import Requests, check_nbest, source_ids
-from mt_cli.decode.scoring import Forced, align, force
+from mt_cli.decode.scoring import Forced, force
 from mt_cli.decode.search import Search
 from mt_cli.decode.shortlist import Shortlist
 from mt_cli.decode.yielding import Yielding
 from mt_cli.device import autocast, decode_precision, keep_freed_memory, resolve_device
-from mt_cli.documents.aligned import Aligned, piece_spans
+from mt_cli.documents.aligned import Aligned
 from mt_cli.errors import MtError
 from mt_cli.model import checkpoint
 from mt_cli.model.transformer import Transformer
@@ -98,9 +100,8 @@ class Translator:
         if self.quantized:
             for m in _members(model):
                 quantize_int8(m)
-        self.direction = Direction(
-            tokenizer, model.cfg
-        )  # the languages given (for_languages) and their tokens
+        # the languages given (for_languages) and their tokens
+        self.direction = Direction(tokenizer, model.cfg)
         self._glue_ids: torch.Tensor | None = None
 
     @classmethod
@@ -244,7 +245,7 @@ class Translator:
         if nbest is not None:
             found = [hyps[:nbest] for hyps in found]
         if alignment:
-            found = self._aligned([list(r.src) for r in live], found)
+            found = with_alignment(self.model, self.cfg, [list(r.src) for r in live], found)
         out: list[list[Hypothesis]] = [[Hypothesis([], 0.0)] for _ in requests]
         for i, hyps in zip(todo, found):
             out[i] = hyps
@@ -257,9 +258,8 @@ class Translator:
         (worked out once per tokenizer, not per batch)."""
         if self._glue_ids is None:
             pieces = self.tokenizer.tgt_pieces(list(range(self.tokenizer.tgt_vocab_size)))
-            ids = [
-                i for i, p in enumerate(pieces) if p[:1].isalnum()
-            ]  # special pieces (<unk>, </s>) start with <
+            # special pieces (<unk>, </s>) start with <
+            ids = [i for i, p in enumerate(pieces) if p[:1].isalnum()]
             self._glue_ids = torch.tensor(ids, dtype=torch.long, device=self.device)
         return self._glue_ids
 
@@ -278,21 +278,6 @@ class Translator:
         line is cut to what the model can read."""
         found = self.requests(lines, prefixes, constraints, first_line)
         return self.search_requests(found, nbest, alignment, progress)
-
-    def _aligned(
-        self, src_ids: list[list[int]], found: list[list[Hypothesis]]
-    ) -> list[list[Hypothesis]]:
-        if not isinstance(self.model, Transformer):
-            raise MtError(
-                "output.alignment reads one model's attention; it does not combine with an ensemble"
-            )
-        flat = [(s, h) for s, hyps in zip(src_ids, found) for h in hyps]
-        links = iter(
-            align(
-                self.model, [s for s, _ in flat], [h.tokens for _, h in flat], self.cfg.batch_size
-            )
-        )
-        return [[dataclasses.replace(h, alignment=next(links)) for h in hyps] for hyps in found]
 
     def source_ids(self, lines: Sequence[str]) -> list[list[int]]:
         """Source ids ending in EOS, an over-long line cut to what the model can read."""
@@ -352,19 +337,7 @@ class Translator:
         fields (protect, protect_pattern, overwrite, source_lang). Sentences are split by the
         source language's rules: source_lang, else the checkpoint's, else generic ones. With a
         glossary, each sentence that holds a source term is translated with its target term."""
-        from mt_cli.documents import translate_document
-
-        cfg = DocumentConfig(**{"input_type": kind, **options})
-        given = cfg.source_lang
-        if given not in ("", "auto"):
-            lang = given
-        elif isinstance(text, str):
-            lang = self.direction.document_language(text)
-        # an office file: its text is inside the package; the model's language, where it has one
-        else:
-            lang = "" if self.direction.source == "auto" else self.source_lang
-        engine = self if glossary is None else _Glossed(self, glossary)
-        return translate_document(engine, text, kind, cfg, short_code(lang or "en"))
+        return translate_document(self, text, kind, glossary, **options)
 
     def translate_aligned(
         self, lines: Sequence[str], alignment: bool = False, glossary: Glossary | None = None
@@ -372,28 +345,7 @@ class Translator:
         """documents/'s way in (documents/aligned.py): the best translation of each line and, with
         `alignment`, where each of its pieces lies and which source span it attends to most; with
         a glossary, each line's terms as constraints."""
-        terms = [glossary.terms_for(line) for line in lines] if glossary is not None else None
-        requests = self.requests(lines, None, terms)
-        found = self.search_requests(
-            requests, nbest=1, alignment=alignment
-        )  # only the best is aligned
-        if not alignment:
-            return [Aligned(hyps[0].text) for hyps in found]
-        return [self._spans(line, r, hyps[0]) for line, r, hyps in zip(lines, requests, found)]
-
-    def _spans(self, line: str, request: Request | None, h: Hypothesis) -> Aligned:
-        """A hypothesis's alignment as character spans of the line and of its text."""
-        if request is None or not h.tokens:
-            return Aligned(h.text)
-        src = piece_spans(self.tokenizer.src_pieces(line)[:-1], line) + [
-            (len(line), len(line))
-        ]  # + EOS
-        skip = len(request.src) - len(src)  # a >>xx<< token before the line, read too
-        tgt = piece_spans(self.tokenizer.tgt_pieces(h.tokens), h.text) + [
-            (len(h.text), len(h.text))
-        ]
-        links = [src[min(max(k - skip, 0), len(src) - 1)] for k in h.alignment]
-        return Aligned(h.text, tgt, links)
+        return translate_aligned(self, lines, alignment, glossary)
 
 
 def _members(model: Forced) -> list[Transformer]:
@@ -416,14 +368,3 @@ def _check_same_vocabulary(first: Path, a: Tokenizer, other: Path, b: Tokenizer)
                 f"{len(pieces_b)} "
                 "pieces): an ensemble needs models trained with one tokenizer"
             )
-
-
-class _Glossed:
-    """An AlignedTranslator (documents/aligned.py) that translates every sentence with the
-    glossary's terms it holds."""
-
-    def __init__(self, tr: Translator, glossary: Glossary) -> None:
-        self.tr, self.glossary = tr, glossary
-
-    def translate_aligned(self, lines: Sequence[str], alignment: bool = False) -> list[Aligned]:
-        return self.tr.translate_aligned(lines, alignment, self.glossary)

@@ -33,12 +33,10 @@ EXTENSIONS = {
     ".odp": "odp",
     ".epub": "epub",
 }
-BINARY = frozenset(
-    {"docx", "pptx", "xlsx", "odt", "odp", "epub"}
-)  # zip packages: read and written as bytes
-TEXT_KINDS = tuple(
-    k for k in KINDS if k not in BINARY
-)  # what a text (a JSON string, a form field) can be
+# zip packages: read and written as bytes
+BINARY = frozenset({"docx", "pptx", "xlsx", "odt", "odp", "epub"})
+# what a text (a JSON string, a form field) can be
+TEXT_KINDS = tuple(k for k in KINDS if k not in BINARY)
 
 
 def kind_of(path: Path | None, input_type: str) -> str:

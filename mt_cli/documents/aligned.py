@@ -19,12 +19,10 @@ class Aligned:
     the end of the sentence, last) its span in `text` and the source span it attends to most."""
 
     text: str
-    tgt_spans: list[Span] = field(
-        default_factory=list
-    )  # target pieces in `text`, then an empty span at its end
-    src_spans: list[Span] = field(
-        default_factory=list
-    )  # for each entry of tgt_spans: its source span
+    # target pieces in `text`, then an empty span at its end
+    tgt_spans: list[Span] = field(default_factory=list)
+    # for each entry of tgt_spans: its source span
+    src_spans: list[Span] = field(default_factory=list)
 
 
 class AlignedTranslator(Protocol):

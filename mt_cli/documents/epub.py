@@ -65,9 +65,8 @@ def translate_epub(
     package, opf, items = _book(data)
     for name, kind in items.items():
         if kind in XHTML and name in package.data:
-            text = str(
-                read_document(package.data[name], "html", name)
-            )  # as its declaration says; written in UTF-8
+            # as its declaration says; written in UTF-8
+            text = str(read_document(package.data[name], "html", name))
             package.replaced[name] = written(
                 translate_html(engine, text, lang, protector, cfg, xml=True)
             )

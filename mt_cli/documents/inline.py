@@ -12,12 +12,12 @@ is every tag that went in, properly nested, in the same order of nesting."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from mt_cli.documents.aligned import Aligned, AlignedTranslator
-from mt_cli.documents.protect import Masked, Protector, marker_regex, placeholders
+from mt_cli.documents.placement import place
+from mt_cli.documents.protect import Masked, Protector, placeholders
 from mt_cli.documents.sentences import split
 
 
@@ -27,10 +27,11 @@ class Tag:
     end: int  # where it ends (exclusive)
     open: str  # the opening markup, written as it came
     close: str  # the closing markup ("" when the source had none)
+    # where its opening and closing markup came among the run's markup
     order: tuple[int, int] = (
         0,
         0,
-    )  # where its opening and closing markup came among the run's markup
+    )
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,7 @@ class Run:
 
 
 @dataclass
-class _Unit:
+class Unit:
     """One or more sentences of a run, translated as one source line."""
 
     start: int
@@ -58,9 +59,8 @@ class _Unit:
     raws: list[str]  # what each placeholder stands for, written out
     tags: list[Tag]  # the tags placed by alignment (inside the unit, not covering it whole)
     atoms: list[Atom]  # the atoms carried through the model
-    tag_src: dict[
-        int, tuple[int, int]
-    ]  # id(tag) -> its range in the masked source, its atoms included
+    # id(tag) -> its range in the masked source, its atoms included
+    tag_src: dict[int, tuple[int, int]]
     marker_src: list[tuple[int, int]]  # each placeholder's range in the masked source
     glued: list[tuple[bool, bool]]  # each placeholder: no space before it, after it, in the source
 
@@ -153,7 +153,7 @@ def _unit(
     atoms: list[Atom],
     protector: Protector | None,
     escape: Callable[[str], str],
-) -> _Unit:
+) -> Unit:
     """Sentence(s) [start, end) as the model reads them: its atoms and protected spans become
     placeholders; `offsets` maps run positions to the masked text's."""
     text = run.text[start:end]
@@ -161,9 +161,8 @@ def _unit(
     spans = (
         [] if protector is None else [m.span() for m in protector.regex.finditer(text) if m.group()]
     )
-    spans = [
-        (a, b) for a, b in spans if not any(a < p < b for p in cut)
-    ]  # a span across a tag stays text
+    # a span across a tag stays text
+    spans = [(a, b) for a, b in spans if not any(a < p < b for p in cut)]
     # (position, kind, end, order, markup): atoms (kind 0, by their order) and spans (kind 1)
     items = sorted(
         [(min(max(a.at - start, 0), len(text)), 0, 0, a.order, a.raw) for a in atoms]
@@ -192,27 +191,14 @@ def _unit(
         if start <= t.start and t.end <= end and not (t.start == start and t.end == end)
     ]
     orders = [item[3] if item[1] == 0 else None for item in items]
-    glued = [  # an atom, or a protected span, that touched its neighbours in the source
-        (
-            0 < a and not text[a - 1].isspace(),
-            (b if kind else a) < len(text) and not text[b if kind else a].isspace(),
-        )
-        for a, kind, b, *_ in items
-    ]
-    tag_src = {}
-    for t in inner:
-        lo, hi = offsets[t.start - start], offsets[t.end - start]
-        for order, (ms, me) in zip(orders, marker_src):  # an atom inside the tag in the source
-            if order is not None and t.order[0] < order < t.order[1]:
-                lo, hi = min(lo, ms), max(hi, me)
-        tag_src[id(t)] = (lo, hi)
+    tag_src = _tag_sources(inner, start, offsets, orders, marker_src)
     masked = Masked(
         out,
         tuple(item[4] for item in items),
         tuple(markers),
         tuple(w / max(len(out), 1) for w in where),
     )
-    return _Unit(
+    return Unit(
         start,
         end,
         offsets,
@@ -222,8 +208,38 @@ def _unit(
         atoms,
         tag_src,
         marker_src,
-        glued,
+        _glued(text, items),
     )
+
+
+def _glued(text: str, items: list[tuple[int, int, int, int, str]]) -> list[tuple[bool, bool]]:
+    """Whether each atom or protected span touched its neighbours in the source (no space before
+    it, after it)."""
+    return [
+        (
+            0 < a and not text[a - 1].isspace(),
+            (b if kind else a) < len(text) and not text[b if kind else a].isspace(),
+        )
+        for a, kind, b, *_ in items
+    ]
+
+
+def _tag_sources(
+    inner: list[Tag],
+    start: int,
+    offsets: list[int],
+    orders: list[int | None],
+    marker_src: list[tuple[int, int]],
+) -> dict[int, tuple[int, int]]:
+    """id(tag) -> its range in the masked source, widened over the atoms inside it in the source."""
+    found = {}
+    for t in inner:
+        lo, hi = offsets[t.start - start], offsets[t.end - start]
+        for order, (ms, me) in zip(orders, marker_src):
+            if order is not None and t.order[0] < order < t.order[1]:
+                lo, hi = min(lo, ms), max(hi, me)
+        found[id(t)] = (lo, hi)
+    return found
 
 
 def _copy(text: str, i: int, j: int, out: str, offsets: list[int]) -> tuple[str, list[int]]:
@@ -231,7 +247,7 @@ def _copy(text: str, i: int, j: int, out: str, offsets: list[int]) -> tuple[str,
     return out + text[i:j], offsets
 
 
-def _write(run: Run, done: list[tuple[_Unit, Aligned]], escape: Callable[[str], str]) -> str:
+def _write(run: Run, done: list[tuple[Unit, Aligned]], escape: Callable[[str], str]) -> str:
     """The run written out: markup and text outside the sentences as they came, each sentence's
     translation with its tags placed in it."""
     placed = {id(t) for u, _ in done for t in u.tags}
@@ -257,189 +273,3 @@ def _write(run: Run, done: list[tuple[_Unit, Aligned]], escape: Callable[[str], 
             out.append(escape(run.text[p]))
         p += 1
     return "".join(out)
-
-
-Links = list[
-    tuple[tuple[int, int], tuple[int, int]]
-]  # (target piece span, source span it attends to most)
-
-
-@dataclass
-class _Node:
-    """A tag placed in a translation: its target range, its source range, what is inside it."""
-
-    tag: Tag | None  # None: the whole translation
-    s: int
-    e: int
-    src: tuple[int, int]  # its range in the masked source
-    children: list[_Node] = field(default_factory=list)
-    atoms: list[tuple[int, str]] = field(default_factory=list)  # (target position, markup)
-
-
-def place(u: _Unit, aligned: Aligned, escape: Callable[[str], str]) -> str:
-    """One unit's translation written out: each placeholder replaced by what it stands for (put in
-    where the alignment says when the model dropped it), each tag around the words it covers and
-    the placeholders it held."""
-    text, links = aligned.text, list(zip(aligned.tgt_spans[:-1], aligned.src_spans[:-1]))
-    deleted: set[int] = set()
-    found: dict[int, tuple[int, int]] = {}  # placeholder k -> where the model wrote it
-    for k, marker in enumerate(u.masked.markers):
-        hits = list(marker_regex(marker).finditer(text))
-        for m in hits[1:]:  # the model repeated it: written once
-            deleted.update(range(m.start(), m.end()))
-        if hits:
-            found[k] = hits[0].span()
-            deleted.update(range(*hits[0].span()))
-            _unspaced(text, found[k], u.glued[k], deleted)
-    root = _Node(None, 0, len(text), (0, len(u.masked.text)))
-    nodes = _ranges(u, links, text, root, found)
-    for k, raw in enumerate(u.raws):
-        if k in found:
-            _innermost(nodes, *found[k]).atoms.append((found[k][0], raw))
-            continue
-        source_at = u.marker_src[k][0]
-        at = _where(source_at, links, text, u.masked.where[k])
-        # The deepest tag that held it in the source takes it back, at its nearer edge if need be;
-        # a tag that did not hold it does not.
-        holder = next(
-            n for n in reversed(nodes) if n.src[0] <= source_at < n.src[1] or n.tag is None
-        )
-        at = at if holder.s <= at <= holder.e else (holder.s if at < holder.s else holder.e)
-        node = _innermost(nodes, at, at)
-        while (
-            node is not holder
-            and node.tag is not None
-            and not node.src[0] <= source_at < node.src[1]
-        ):
-            at = node.s if at - node.s <= node.e - at else node.e
-            node = _innermost(nodes, at, at)
-        pad = (
-            raw + " " if at < len(text) else (" " if text and not text[-1].isspace() else "") + raw
-        )
-        node.atoms.append((at, pad))
-    return _emit(root, text, deleted, escape)
-
-
-def _unspaced(
-    text: str, span: tuple[int, int], glued: tuple[bool, bool], deleted: set[int]
-) -> None:
-    """The spaces the placeholder of an atom that touched a word in the source took on either
-    side (a footnote mark after a full stop, a tab or break right after a sentence) taken out."""
-    i, j = span[0] - 1, span[1]
-    while glued[0] and i >= 0 and text[i] == " ":
-        deleted.add(i)
-        i -= 1
-    while glued[1] and j < len(text) and text[j] == " ":
-        deleted.add(j)
-        j += 1
-
-
-def _innermost(nodes: list[_Node], start: int, end: int) -> _Node:
-    """The deepest node holding target [start, end) (a point, start == end, strictly inside it);
-    nodes come parent first, and the root holds all."""
-    inside = (
-        (lambda n: n.s < start < n.e) if start == end else (lambda n: n.s <= start and end <= n.e)
-    )
-    return next(n for n in reversed(nodes) if n.tag is None or inside(n))
-
-
-def _emit(node: _Node, text: str, deleted: set[int], escape: Callable[[str], str]) -> str:
-    """A node written out: its text, its atoms where they go and its children, each wrapped in its
-    tag; an atom at a child's start goes before the child."""
-    out, pos = [], node.s
-    atoms = sorted(node.atoms, key=lambda a: a[0])
-
-    def upto(end: int, inclusive: bool) -> None:
-        nonlocal pos, atoms
-        for i in range(pos, end + 1):
-            while atoms and atoms[0][0] == i and (i < end or inclusive):
-                out.append(atoms.pop(0)[1])
-            if i < end and i not in deleted:
-                out.append(escape(text[i]))
-        pos = max(pos, end)
-
-    for child in sorted(node.children, key=lambda c: (c.s, c.e)):
-        upto(child.s, True)
-        assert child.tag is not None
-        out.append(child.tag.open + _emit(child, text, deleted, escape) + child.tag.close)
-        pos = child.e
-    upto(node.e, True)
-    return "".join(out)
-
-
-def _where(a: int, links: Links, text: str, share: float) -> int:
-    """The target position for source position a (a placeholder the model dropped): the start of the
-    word of the first target piece attending to it, else the word boundary `share` of the way in."""
-    for (ts, _te), (ss, se) in links:
-        if ss <= a < max(se, ss + 1):
-            return _word_start(text, ts)
-    bounds = [0] + [m.end() for m in re.finditer(r"\s+", text)] + [len(text)]
-    return min(bounds, key=lambda x: abs(x - share * len(text)))
-
-
-def _word_start(text: str, i: int) -> int:
-    while i > 0 and text[i - 1].isalnum():
-        i -= 1
-    return i
-
-
-def _word_end(text: str, i: int) -> int:
-    while i < len(text) and text[i].isalnum():
-        i += 1
-    return i
-
-
-def _ranges(
-    u: _Unit, links: Links, text: str, root: _Node, found: dict[int, tuple[int, int]]
-) -> list[_Node]:
-    """Each tag as a node with its target range: the words its source words' pieces align to and the
-    placeholders it held, inside its parent's range and off its siblings'. Parents come first."""
-    nodes = [root]
-    for tag in u.tags:
-        a, b = u.tag_src[id(tag)]
-        s, e = _aligned_range(a, b, links, text, u.masked.text)
-        for k, (m0, m1) in found.items():  # a placeholder it held, where the model wrote it
-            ms, me = u.marker_src[k]
-            if a <= ms and me <= b:
-                s, e = (m0, m1) if s == e and not text[s:e] else (min(s, m0), max(e, m1))
-        # Tags come parent first, so the last one containing this tag is its parent.
-        parent = next(n for n in reversed(nodes) if n.tag is None or _contains(n.tag, tag))
-        s, e = min(max(s, parent.s), parent.e), max(min(e, parent.e), parent.s)
-        for other in parent.children:
-            if s < other.e and e > other.s:  # overlaps a sibling: keep its longer side
-                s, e = (
-                    (s, min(e, other.s))
-                    if min(e, other.s) - s >= e - max(s, other.e)
-                    else (max(s, other.e), e)
-                )
-            elif s == e and other.s < s < other.e:
-                s = e = other.e
-        node = _Node(tag, s, max(s, e), (a, b))
-        parent.children.append(node)
-        nodes.append(node)
-    return nodes
-
-
-def _contains(outer: Tag, inner: Tag) -> bool:
-    return outer.start <= inner.start and inner.end <= outer.end and outer.order[0] < inner.order[0]
-
-
-def _aligned_range(a: int, b: int, links: Links, text: str, source: str) -> tuple[int, int]:
-    """The target words whose pieces attend to source [a, b); all of it for a tag over the whole
-    source; in proportion when no piece attends there. An empty tag stays empty: after the word
-    aligned to the one before it."""
-    if a == b:
-        before = [te for (_, te), (ss, se) in links if ss < a <= se]
-        at = (
-            _word_end(text, max(before))
-            if before
-            else _where(a, links, text, a / max(len(source), 1))
-        )
-        return at, at
-    if not source[:a].strip() and not source[b:].strip():
-        return 0, len(text)
-    hit = [(ts, te) for (ts, te), (ss, se) in links if ss < b and se > a and te > ts]
-    if hit:
-        return _word_start(text, min(s for s, _ in hit)), _word_end(text, max(e for _, e in hit))
-    n = max(len(source), 1)
-    return _word_start(text, a * len(text) // n), _word_end(text, b * len(text) // n)

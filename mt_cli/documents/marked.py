@@ -20,9 +20,8 @@ from mt_cli.documents.protect import Protector
 OPEN, CLOSE, ATOM, END = "\ue000", "\ue001", "\ue002", "\ue003"
 _TOKEN = re.compile(f"([{OPEN}{CLOSE}{ATOM}])(\\d+){END}")
 _PRIVATE = re.compile(f"[{OPEN}{CLOSE}{ATOM}{END}]")
-Part = tuple[
-    etree._Element | None, etree._Element
-]  # (the run it came from, or None: a whole element; the element)
+# (the run it came from, or None: a whole element; the element)
+Part = tuple[etree._Element | None, etree._Element]
 
 
 @dataclass
@@ -33,21 +32,16 @@ class Layout:
     first: list[etree._Element]
     last: list[etree._Element]
     base: etree._Element | None  # the base run properties
-    tags: list[tuple[str, etree._Element | None]] = field(
-        default_factory=list
-    )  # ("format"|"container", element)
-    atoms: list[list[tuple[etree._Element | None, etree._Element]]] = field(
-        default_factory=list
-    )  # (run, part)
-    bare: bool = (
-        False  # its text stood in the paragraph without runs (and has no tags): written so again
-    )
-    prefix: list[tuple[etree._Element | None, etree._Element]] = field(
-        default_factory=list
-    )  # kept first
-    suffix: list[tuple[etree._Element | None, etree._Element]] = field(
-        default_factory=list
-    )  # kept last
+    # ("format"|"container", element)
+    tags: list[tuple[str, etree._Element | None]] = field(default_factory=list)
+    # (run, part)
+    atoms: list[list[tuple[etree._Element | None, etree._Element]]] = field(default_factory=list)
+    # its text stood in the paragraph without runs (and has no tags): written so again
+    bare: bool = False
+    # kept first
+    prefix: list[tuple[etree._Element | None, etree._Element]] = field(default_factory=list)
+    # kept last
+    suffix: list[tuple[etree._Element | None, etree._Element]] = field(default_factory=list)
 
 
 @dataclass
@@ -55,9 +49,8 @@ class Item:
     kind: str  # text, atom, anchor, open, close
     text: str = ""
     props: etree._Element | None = None  # a text's run properties
-    parts: list[tuple[etree._Element | None, etree._Element]] = field(
-        default_factory=list
-    )  # an atom's
+    # an atom's
+    parts: list[tuple[etree._Element | None, etree._Element]] = field(default_factory=list)
     element: etree._Element | None = None  # an anchor, or the container opened
     depth: int = 0  # containers around it
 

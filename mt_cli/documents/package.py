@@ -26,12 +26,13 @@ from mt_cli.errors import MtError
 MAX_MEMBERS = 10_000
 MAX_UNPACKED = 1 << 30  # bytes, all members together
 MAX_RATIO = 200  # unpacked / packed, for members of more than a megabyte
+# members that hold no document text
 METADATA = (
     "docProps/",
     "META-INF/",
     "meta.xml",
     "settings.xml",
-)  # members that hold no document text
+)
 # an OLE compound file: what a password-protected Office file is
 OLE = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 
@@ -184,8 +185,7 @@ def _serialized(tree: etree._ElementTree, original: bytes) -> bytes:
     if b"encoding" in declaration and not re.search(
         rb"encoding=[\"']utf-8[\"']", declaration, re.I
     ):
-        declaration = (
-            b'<?xml version="1.0" encoding="UTF-8"?>'  # written as UTF-8, whatever it said
-        )
+        # written as UTF-8, whatever it said
+        declaration = b'<?xml version="1.0" encoding="UTF-8"?>'
     newline = b"\r\n" if original[len(declaration) : len(declaration) + 2] == b"\r\n" else b"\n"
     return declaration + newline + body

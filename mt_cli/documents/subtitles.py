@@ -131,10 +131,11 @@ def _translate(
     for cue, lines in zip(cues, _translate_cues(engine, cues, lang, protector)):
         rendered = _render(cue, lines)
         kept = [ends[i] for i in cue.at]
+        # fewer lines than the source: its last ending last
         kept = [
             *kept[: len(rendered) - 1],
             kept[-1],
-        ]  # fewer lines than the source: its last ending last
+        ]
         for i in cue.at:
             out[i] = ""
         out[cue.at[0]] = "".join(line + end for line, end in zip(rendered, kept))
@@ -162,9 +163,8 @@ def _cues(bodies: list[str], vtt: bool) -> list[Cue]:
                 "line 1: a WebVTT file starts with the line WEBVTT; add it, or translate the file "
                 "as srt"
             )
-        blocks = [
-            (a, b) for a, b in blocks[1:] if not VTT_BLOCKS.match(bodies[a])
-        ]  # the header block is first
+        # the header block is first
+        blocks = [(a, b) for a, b in blocks[1:] if not VTT_BLOCKS.match(bodies[a])]
     return [cue for a, b in blocks if (cue := _cue(bodies, a, b, vtt)).inner]
 
 

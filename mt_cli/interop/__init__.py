@@ -60,9 +60,8 @@ def export(ckpt: Checkpoint, out_dir: Path, fmt: str, quantization: str | None =
             raise MtError("quantization applies to the ct2 format only")
         from mt_cli.interop.marian import export_hf
 
-        return export_hf(
-            ckpt, out_dir
-        )  # an imported M2M100 or NLLB model goes back to its own layout
+        # an imported M2M100 or NLLB model goes back to its own layout
+        return export_hf(ckpt, out_dir)
     if fmt == "ct2":
         from mt_cli.interop.ct2 import export_ct2
 

@@ -69,9 +69,8 @@ def read_tokenizer(folder: Path, hf: dict[str, Any], tc: dict[str, Any]) -> M2MV
             f"{folder}: the tokenizer has {len(pieces)} ids, more than the model's vocab_size "
             f"{size}"
         )
-    filler = [
-        f"<unused{i}>" for i in range(size - len(pieces))
-    ]  # rows the model has and no piece uses
+    # rows the model has and no piece uses
+    filler = [f"<unused{i}>" for i in range(size - len(pieces))]
     hidden = [p for p in ("<s>", "<mask>") if p in pieces] + filler
     files = {n: (folder / n).read_bytes() for n in TOKENIZER_FILES if (folder / n).is_file()}
     state = {

@@ -198,9 +198,8 @@ def marian_state_dict(ckpt: Checkpoint) -> dict[str, torch.Tensor]:
 
     def rows(name: str, ids: list[int]) -> torch.Tensor:
         embed = state[name].clone()
-        embed[PAD] = (
-            0.0  # mt embeds PAD as zeros; Marian reads the row (its decoder starts from it)
-        )
+        # mt embeds PAD as zeros; Marian reads the row (its decoder starts from it)
+        embed[PAD] = 0.0
         return to_marian_order(embed, ids)
 
     if m.shared_vocab:

@@ -35,13 +35,14 @@ import yaml
 from mt_cli.errors import MtError
 
 VERSION = 1
+# INT8: text (the yml)
 FLOAT32, FLOAT16, INT8, INTGEMM8, INTGEMM16 = (
     0x404,
     0x402,
     0x101,
     0x4101,
     0x4102,
-)  # INT8: text (the yml)
+)
 _NUMPY = {FLOAT32: np.float32, FLOAT16: np.float16, INTGEMM8: np.int8, INTGEMM16: np.int16}
 _NAMES = {FLOAT32: "float32", FLOAT16: "float16", INTGEMM8: "intgemm8", INTGEMM16: "intgemm16"}
 
@@ -156,9 +157,8 @@ def integers(item: Item, path: Path) -> tuple[torch.Tensor, float]:
     if "Wemb" in item.name or len(item.shape) != 2:  # embeddings (and vectors) keep their own order
         return flat.reshape(item.shape), float(multiplier)
     n_in, n_out = item.shape
-    return flat.reshape(n_out, n_in).t().contiguous(), float(
-        multiplier
-    )  # out rows of in values -> (in, out)
+    # out rows of in values -> (in, out)
+    return flat.reshape(n_out, n_in).t().contiguous(), float(multiplier)
 
 
 def _values(item: Item, path: Path) -> np.ndarray:

@@ -103,9 +103,8 @@ def _shortlist(path: Path, tok: MarianVocab) -> Shortlist:
     and the `first` most frequent targets, every id in mt's order."""
     lex = read_lex(path)
     to_mt = torch.empty(len(tok.src_vocab), dtype=torch.long)
-    to_mt[torch.tensor(mt_order(tok.src_vocab, tok.specials))] = torch.arange(
-        len(tok.src_vocab)
-    )  # Marian -> mt
+    # Marian -> mt
+    to_mt[torch.tensor(mt_order(tok.src_vocab, tok.specials))] = torch.arange(len(tok.src_vocab))
     sizes = torch.from_numpy(np.diff(lex.offsets.astype(np.int64)))
     width = int(sizes.max()) if len(sizes) else 0
     table = torch.full((len(tok.src_vocab), width), -1, dtype=torch.int32)

@@ -1,9 +1,9 @@
 """The checkpoint file: one self-describing dict that rebuilds the model with nothing else.
 
     {"format": 2, "config": {...}, "tokenizer": {"joint": bytes} | {"src": ..., "tgt": ...},
-    "model": state_dict, "train_state": {...} (resumable checkpoints only), "shortlist": {"table":
-    ..., "frequent": ..., "tgt_vocab_size": V} (optional: decode/shortlist.py), "origin":
-    {"averaged": ["step4500.pt", ...]} (optional: weights that no single step had)}
+     "model": state_dict, "train_state": {...} (resumable checkpoints only),
+     "shortlist": {"table": ..., "frequent": ..., "tgt_vocab_size": V} (optional: shortlist.py),
+     "origin": {"averaged": ["step4500.pt", ...]} (optional: weights that no single step had)}
 
 It holds only tensors, numbers, strings, bytes, lists and dicts, and is always read with
 torch.load(weights_only=True), so loading a file can never run code.
@@ -36,9 +36,8 @@ class Checkpoint:
     model_state: dict[str, torch.Tensor]
     train_state: dict[str, Any] | None
     shortlist: dict[str, Any] | None = None  # a vocabulary shortlist's state (decode/shortlist.py)
-    origin: dict[str, Any] | None = (
-        None  # where weights no single step had came from: {"averaged": [names]}
-    )
+    # where weights no single step had came from: {"averaged": [names]}
+    origin: dict[str, Any] | None = None
 
     def build_model(self, device: str | torch.device = "cpu") -> Transformer:
         model = build_model(self.config.model, init=False)  # every weight comes from the file

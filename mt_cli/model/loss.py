@@ -123,9 +123,8 @@ class TranslationLoss(torch.nn.Module):
             return label_smoothed_loss(logits, tgt_out, self.smoothing)[0]
         keep = tgt_out != PAD
         h = self.model.hidden(src, tgt_in, keep)  # (N, D), real target tokens only
-        if (
-            self.model.output_projection.bias is not None
-        ):  # an imported model's output bias: not fused
+        # an imported model's output bias: not fused
+        if self.model.output_projection.bias is not None:
             return label_smoothed_loss(
                 self.model.output_projection(h), tgt_out[keep], self.smoothing
             )[0]

@@ -38,9 +38,8 @@ class Dropout(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         if not self.training or self.p == 0.0:
             return x
-        if (
-            x.device.type != "cpu" or torch.compiler.is_compiling()
-        ):  # compiled code fuses its own mask
+        # compiled code fuses its own mask
+        if x.device.type != "cpu" or torch.compiler.is_compiling():
             return F.dropout(x, self.p, training=True)
         cut = round(self.p * 32768)
         keep = torch.empty(x.shape, dtype=torch.int16).random_().ge_(cut)  # uniform in [0, 32768)
@@ -337,9 +336,8 @@ class Transformer(nn.Module):
         if at is not None:
             # index_select, not h[at]: its backward is a cheap index_add, boolean indexing's a slow
             # index_put.
-            h = h.flatten(0, 1).index_select(
-                0, at.flatten().nonzero().squeeze(1)
-            )  # (B, T, D) -> (N, D)
+            # (B, T, D) -> (N, D)
+            h = h.flatten(0, 1).index_select(0, at.flatten().nonzero().squeeze(1))
         return h
 
 

@@ -109,9 +109,8 @@ def create_server(catalog: Callable[[], list[Entry]], cfg: ServeConfig = ServeCo
         title="mt", summary="Translate, score and inspect with mt checkpoints", lifespan=lifespan
     )
     app.state.models, app.state.telemetry = models, telemetry
-    if (
-        cfg.cors_origins
-    ):  # browser pages on other origins (LibreTranslate's web clients) may call it
+    # browser pages on other origins (LibreTranslate's web clients) may call it
+    if cfg.cors_origins:
         app.add_middleware(
             CORSMiddleware,
             allow_origins=list(cfg.cors_origins),
@@ -121,9 +120,8 @@ def create_server(catalog: Callable[[], list[Entry]], cfg: ServeConfig = ServeCo
     app.add_exception_handler(ApiError, _api_error)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, _invalid)  # type: ignore[arg-type]
     app.add_exception_handler(HTTPException, _http_error)  # type: ignore[arg-type]
-    app.add_exception_handler(
-        Exception, _failed
-    )  # a bug's 500 in the same shape (and still logged)
+    # a bug's 500 in the same shape (and still logged)
+    app.add_exception_handler(Exception, _failed)
     libre = LibreTranslate(pipeline)
     _routes(app, pipeline, libre)
     libre.routes(app)

@@ -77,9 +77,8 @@ class Batcher:
         self.run, self.observe, self.quiet = run, observe, quiet
         self.max_batch_tokens, self.max_wait_s, self.gap_s = max_batch_tokens, max_wait_s, gap_s
         self.max_queue_lines = max_queue_lines
-        self._turns: deque[deque[Job]] = (
-            deque()
-        )  # requests in turn, each its slices still to decode
+        # requests in turn, each its slices still to decode
+        self._turns: deque[deque[Job]] = deque()
         self._next_turn = 0
         self._was_alone = False  # the last batch's request had the queue to itself
         self._queued_lines = 0

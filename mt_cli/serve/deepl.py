@@ -41,10 +41,11 @@ NAMES = Names(
     target="target_lang",
     key="auth_key",
 )
+# DeepL's targets for these languages
 REGIONS = {
     "en": ("EN-GB", "EN-US"),
     "pt": ("PT-BR", "PT-PT"),
-}  # DeepL's targets for these languages
+}
 SPLITS = ("0", "1", "nonewlines")
 FORMALITIES = ("default", "prefer_more", "prefer_less", "more", "less")
 UNLIMITED = 10**12  # /v2/usage's character_limit where serve.char_quota is 0

@@ -41,9 +41,8 @@ class Documents:
     glossary: Glossary | None = None  # terms each sentence that holds them is translated with
 
 
-Translated = tuple[
-    Any, list[str]
-]  # a text's translation (bytes for an office file) and its alternatives
+# a text's translation (bytes for an office file) and its alternatives
+Translated = tuple[Any, list[str]]
 
 
 class Tasks:

@@ -35,12 +35,13 @@ ENDPOINTS = (
     "/v2/usage",
     "/v2/glossaries",
 )
+# and /download_file/NAME
 LIBRETRANSLATE = (
     "/languages",
     "/detect",
     "/translate_file",
     "/frontend/settings",
-)  # and /download_file/NAME
+)
 FORMS = ("application/x-www-form-urlencoded", "multipart/form-data")
 
 
@@ -92,9 +93,8 @@ class ApiError(Exception):
             kind,
             field,
         )
-        self.limit = (
-            limit  # the limit refused by (limits.LIMITS), whose status each API states itself
-        )
+        # the limit refused by (limits.LIMITS), whose status each API states itself
+        self.limit = limit
 
 
 class Guard:

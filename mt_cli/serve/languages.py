@@ -67,9 +67,8 @@ def resolve(tr: Translator, cfg: ServeConfig) -> tuple[Translator, Languages]:
     agree with what the checkpoint records."""
     told_sources, told_targets = (tuple(c) for c in tr.tokenizer.languages())
     if cfg.target_lang and told_targets and (cfg.source_lang or not told_sources):
-        tr = tr.for_languages(
-            cfg.source_lang or None, cfg.target_lang
-        )  # refuses a language the model lacks
+        # refuses a language the model lacks
+        tr = tr.for_languages(cfg.source_lang or None, cfg.target_lang)
     recorded = tr.model.cfg
     sources = _agreed(
         recorded.source_langs or told_sources, cfg.source_lang, "source_lang", "reads"

@@ -140,9 +140,8 @@ class LibreTranslate:
                 f"{req.format} format is not supported; this server reads {', '.join(TEXT_KINDS)} "
                 "(office files and e-books through /translate_file)",
             )
-        alternatives = (
-            req.alternatives if req.format == "text" else 0
-        )  # as LibreTranslate: none for html
+        # as LibreTranslate: none for html
+        alternatives = req.alternatives if req.format == "text" else 0
         asked = TextRequest(
             texts, caller, NAMES, req.format, req.source, req.target, nbest=alternatives + 1
         )
@@ -273,9 +272,8 @@ class LibreTranslate:
                 f"reads {', '.join(FILE_KINDS)}",
             )
         try:
-            text = read_document(
-                await upload.read(), kind, upload.filename
-            )  # text in the encoding it declares
+            # text in the encoding it declares
+            text = read_document(await upload.read(), kind, upload.filename)
         except MtError as e:
             raise ApiError(400, f"Invalid request: {e}") from None
         return upload.filename, text, kind, str(form["source"]), str(form["target"]), caller
@@ -316,9 +314,8 @@ def _request(body: dict[str, Any]) -> LibreTranslateRequest:
         req = LibreTranslateRequest.model_validate(body)
     except ValidationError as e:
         first = e.errors()[0]
-        name = (
-            str(first["loc"][0]) if first["loc"] else "body"
-        )  # q, not q.str: the field, not the union's branch
+        # q, not q.str: the field, not the union's branch
+        name = str(first["loc"][0]) if first["loc"] else "body"
         if name == "alternatives":
             raise ApiError(400, "Invalid request: alternatives parameter is not a number") from None
         raise ApiError(400, f"Invalid request: {name}: {first['msg']}") from None

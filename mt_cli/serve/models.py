@@ -33,6 +33,7 @@ from mt_cli.serve.documents import Tasks
 from mt_cli.serve.guard import ApiError
 from mt_cli.serve.languages import Languages, public_code
 from mt_cli.serve.request import Names
+from mt_cli.serve.routes import Hop, direct_hop, own_hop, reach
 from mt_cli.serve.service import Service
 from mt_cli.serve.telemetry import Telemetry
 
@@ -112,17 +113,6 @@ class Entry:
     users: int = 0  # requests using it now, or waiting for it to load: never unloaded then
     used: float = 0.0  # when a request last used it (monotonic)
     pending: Future | None = field(default=None, repr=False)
-
-
-@dataclass(frozen=True)
-class Hop:
-    """One model's part of a route: the entry and the codes it is told ("": the model's own, for a
-    model not told its languages by tokens)."""
-
-    entry: Entry
-    source: str | None
-    target: str | None
-    lang: str = ""  # the source language (the model's code) whose rules split sentences; "" unknown
 
 
 class Models:
@@ -286,7 +276,7 @@ class Models:
         own status) naming the field when no model, and no pivot, translates them."""
         self.check_ready()
         if len(self.entries) == 1 and (source is None or target is None):
-            return [self._own(self.entries[0], source, target, names)]
+            return [own_hop(self.entries[0], source, target, names, self.describe)]
         source = source or self._only(self.sources())
         target = target or self._only(self.targets())
         if source is None or target is None:
@@ -296,12 +286,14 @@ class Models:
                 f"{field}: name the language; this server holds {len(self.entries)} models",
                 field=field,
             )
-        direct = self._direct(source, target)
+        direct = direct_hop(self.entries, source, target)
         if direct is not None:
             return [direct]
         pivot = self.cfg.pivot_lang
         first, second = (
-            (self._direct(source, pivot), self._direct(pivot, target)) if pivot else (None, None)
+            (direct_hop(self.entries, source, pivot), direct_hop(self.entries, pivot, target))
+            if pivot
+            else (None, None)
         )
         if first is None or second is None or public_code(source) == public_code(pivot):
             read = any(public_code(source) == public_code(s) for s in self.sources())
@@ -325,56 +317,6 @@ class Models:
     def _only(codes: tuple[str, ...]) -> str | None:
         return codes[0] if len(codes) == 1 else None
 
-    def _own(self, entry: Entry, source: str | None, target: str | None, names: Names) -> Hop:
-        """The one model, a side the request leaves out as the model has it (serve.source_lang and
-        target_lang, or its only language); a side it names must be one of the model's."""
-        languages = entry.languages
-        assert languages is not None  # the one model is loaded before the server is ready
-        src = languages.source(source) if source else None
-        tgt = languages.target(target) if target else None
-        if (
-            source == "auto" and languages.told_source
-        ):  # identified per line by the model's translator
-            src = "auto"
-        field = (
-            names.source
-            if source and src is None
-            else names.target
-            if target and tgt is None
-            else None
-        )
-        if field is not None:
-            raise ApiError(
-                422,
-                f"{field}: {source} -> {target} is not supported: {self.describe()}",
-                field=field,
-            )
-        lang = (
-            src
-            if src not in (None, "auto")
-            else (languages.sources[0] if len(languages.sources) == 1 else "")
-        )
-        return Hop(
-            entry,
-            src if languages.told_source else None,
-            tgt if languages.tokens else None,
-            lang or "",
-        )
-
-    def _direct(self, source: str, target: str) -> Hop | None:
-        fitting = []
-        for entry in self.entries:
-            languages = entry.languages
-            if languages is None or entry.error:
-                continue
-            src, tgt = languages.source(source), languages.target(target)
-            if src is not None and tgt is not None and public_code(src) != public_code(tgt):
-                told = (src if languages.told_source else None, tgt if languages.tokens else None)
-                fitting.append(
-                    (len(languages.sources) * len(languages.targets), Hop(entry, *told, src))
-                )
-        return min(fitting, key=lambda f: f[0])[1] if fitting else None
-
     def describe(self) -> str:
         """What this server translates, for an error message."""
         pairs = self.pairs()
@@ -391,25 +333,8 @@ class Models:
         """Each source language (as clients send it) and the targets it reaches, pivots included;
         kept until a model's languages or failure change it (DeepL's requests read it each time)."""
         if self._pairs is None:
-            self._pairs = self._reach()
+            self._pairs = reach(self.entries, self.cfg.pivot_lang)
         return self._pairs
-
-    def _reach(self) -> dict[str, list[str]]:
-        reach: dict[str, set[str]] = {}
-        for entry in self.entries:
-            if entry.languages is None or entry.error:
-                continue
-            sources = Languages.public(entry.languages.sources)
-            targets = Languages.public(entry.languages.targets)
-            for s in sources:
-                reach.setdefault(s, set()).update(t for t in targets if t != s)
-        pivot = self.cfg.pivot_lang
-        if pivot and pivot in {t for ts in reach.values() for t in ts}:
-            onward = reach.get(pivot, set())
-            for s, ts in reach.items():
-                if pivot in ts and s != pivot:
-                    ts.update(t for t in onward if t != s)
-        return {s: sorted(ts) for s, ts in sorted(reach.items())}
 
     def sources(self) -> tuple[str, ...]:
         return tuple(s for s, ts in self.pairs().items() if ts)

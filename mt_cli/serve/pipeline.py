@@ -28,13 +28,13 @@ from mt_cli.serve.documents import Documents
 from mt_cli.serve.guard import ApiError
 from mt_cli.serve.languages import Languages
 from mt_cli.serve.limits import Limits
-from mt_cli.serve.models import Hop, Models
+from mt_cli.serve.models import Models
 from mt_cli.serve.request import LINES, TextRequest
+from mt_cli.serve.routes import Hop
 from mt_cli.serve.service import Service, Work
 
-Result = tuple[
-    Any, list[str]
-]  # a text's translation (with format full, the JSON API's object) and its alternatives
+# a text's translation (with format full, the JSON API's object) and its alternatives
+Result = tuple[Any, list[str]]
 PLAIN = OutputConfig("text")
 
 
@@ -49,9 +49,8 @@ class Pipeline:
         self.models.check_ready()
         if self._detector is None:
             self._detector = Detector(Languages(self.models.sources(), (), False))
-        return await asyncio.to_thread(
-            self._detector.detect, texts
-        )  # lingua's first call loads its models
+        # lingua's first call loads its models
+        return await asyncio.to_thread(self._detector.detect, texts)
 
     async def translate(self, req: TextRequest) -> tuple[list[Result], Detection | None]:
         """Each text's translation, and the detection of its source where it asked for "auto"."""

@@ -53,9 +53,8 @@ class TextRequest:
     nbest: int = 1  # hypotheses per text: the JSON API's nbest, LibreTranslate's alternatives + 1
     glossary: dict[str, str] | None = None
     prefixes: list[str | None] | None = None
-    output: OutputConfig = field(
-        default_factory=lambda: OutputConfig("text")
-    )  # lines: format, scores, alignment
+    # lines: format, scores, alignment
+    output: OutputConfig = field(default_factory=lambda: OutputConfig("text"))
     # an uploaded file (LibreTranslate's /translate_file): bounded by the body, not per text
     file: bool = False
 

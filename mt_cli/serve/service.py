@@ -31,9 +31,8 @@ from mt_cli.serve.telemetry import Telemetry
 class Translation:
     beam: int
     requests: list[Request | None]  # one per line, None for a blank one
-    output: (
-        OutputConfig  # format "text" or "jsonl" (the API's "full"), n-best, token scores, alignment
-    )
+    # format "text" or "jsonl" (the API's "full"), n-best, token scores, alignment
+    output: OutputConfig
 
 
 @dataclass(frozen=True)
@@ -56,9 +55,8 @@ class Work:
     and token counts and payload (one slice unless the request is larger than serve.slice_cost)."""
 
     key: Hashable
-    parts: Sequence[
-        tuple[int, int, Any]
-    ]  # a Translation, Scoring, Attention or documents.Documents
+    # a Translation, Scoring, Attention or documents.Documents
+    parts: Sequence[tuple[int, int, Any]]
     # source tokens x beam of the whole request: what tells a light request (models.Model.lane)
     cost: int = 0
 
@@ -78,9 +76,8 @@ class Service:
         if batch_tokens:  # the batcher's budget: a batch it hands over is decoded as one search
             translator = translator.with_options(batch_tokens=batch_tokens, batch_size=1 << 30)
         self.translator, self.telemetry = translator, telemetry
-        self.slice_cost = (
-            slice_cost  # source tokens x beam per slice of a large request (0: no slicing)
-        )
+        # source tokens x beam per slice of a large request (0: no slicing)
+        self.slice_cost = slice_cost
         self._beams: dict[int, Translator] = {}
         self._alone = itertools.count()  # keys for jobs that never share a batch
 
@@ -122,9 +119,8 @@ class Service:
                 )
             found = Glossary(entries)
             terms = [found.terms_for(line) for line in lines]
-        requests = tr.requests(
-            lines, prefixes, terms
-        )  # raises on what this model cannot take, naming the line
+        # raises on what this model cannot take, naming the line
+        requests = tr.requests(lines, prefixes, terms)
         key = ("translate", tr.cfg.beam, bool(terms and any(terms)), output.alignment)
         parts = [
             (j - i, tokens, Translation(tr.cfg.beam, requests[i:j], output))
@@ -198,9 +194,8 @@ class Service:
         return objects if job.full else [o["score"] for o in objects]
 
     def _attention(self, job: Attention) -> dict[str, Any]:
-        maps = record_attention(
-            self.translator, job.text, job.target
-        )  # an ensemble is refused before translating
+        # an ensemble is refused before translating
+        maps = record_attention(self.translator, job.text, job.target)
         cross = maps.maps["decoder-cross"]  # per layer (H, queries, keys)
         # Row i is the decoder position that predicts output piece i (the last one </s>).
         rows = maps.tgt_pieces[1:] + ["</s>"]

@@ -56,7 +56,15 @@ class Telemetry:
             ["limit"],
             registry=r,
         )
+        self.cache_hits = Counter(
+            "mt_cache_hits", "Texts answered from the translation cache", registry=r
+        )
+        self.cache_misses = Counter(
+            "mt_cache_misses", "Texts the translation cache did not hold", registry=r
+        )
+        self._model_metrics(r)
 
+    def _model_metrics(self, r: CollectorRegistry) -> None:
         # By model: a server holds as many as its folder, so the label stays bounded.
         self.model_requests = Counter(
             "mt_model_requests", "Requests answered by each model", ["model"], registry=r
@@ -71,12 +79,6 @@ class Telemetry:
             registry=r,
         )
         self.loaded = Gauge("mt_models_loaded", "Models loaded now", registry=r)
-        self.cache_hits = Counter(
-            "mt_cache_hits", "Texts answered from the translation cache", registry=r
-        )
-        self.cache_misses = Counter(
-            "mt_cache_misses", "Texts the translation cache did not hold", registry=r
-        )
 
     def batch(self, jobs: list[Job], waited: list[float], seconds: float) -> None:
         """The batcher's report of one decoded batch."""

@@ -158,9 +158,8 @@ def _mark_duplicates(bucket: Path, codes: np.ndarray) -> None:
     rows = np.fromfile(bucket, dtype=_KEYS)
     if len(rows) < 2:
         return
-    order = np.lexsort(
-        (rows["line"], rows["key"])
-    )  # by key, then by line: the first of a key stays
+    # by key, then by line: the first of a key stays
+    order = np.lexsort((rows["line"], rows["key"]))
     key, line = rows["key"][order], rows["line"][order]
     later = np.concatenate([[False], key[1:] == key[:-1]])
     codes[line[later]] = CODE["duplicate"]

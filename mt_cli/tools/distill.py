@@ -157,9 +157,8 @@ def _finish(out: Path, dcfg: DistillConfig, log: Log) -> tuple[Path, Path | None
         )
         return out / "student.pt", None
     refusal = export_refusal(ckpt.config.model, "ct2")
-    if (
-        refusal is not None
-    ):  # a student begun from an SSRU teacher's layers (--init-layers) stays one
+    # a student begun from an SSRU teacher's layers (--init-layers) stays one
+    if refusal is not None:
         log(f"CTranslate2 export skipped: {refusal}")
         return out / "student.pt", None
     from mt_cli.interop.ct2 import export_ct2

@@ -74,9 +74,8 @@ def read_translations(
     lines = input_lines(src, "source")
     for i in range((total + chunk_lines - 1) // chunk_lines):
         with open(_chunk(work, i), encoding="utf-8") as f:
-            for entry, line in zip(
-                f, lines
-            ):  # the chunk first: zip stops on it without taking a line
+            # the chunk first: zip stops on it without taking a line
+            for entry, line in zip(f, lines):
                 yield line, json.loads(entry)
 
 

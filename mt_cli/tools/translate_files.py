@@ -25,9 +25,8 @@ from mt_cli.files import atomic_open, atomic_write_bytes, check_readable, check_
 from mt_cli.tools.line_inputs import LineInputs, SideInputs, count_lines, input_lines
 from mt_cli.tools.progress import Progress
 
-CHUNK_LINES = (
-    10_000  # lines read, decoded and written at a time: memory stays flat however long the input
-)
+# lines read, decoded and written at a time: memory stays flat however long the input
+CHUNK_LINES = 10_000
 
 
 def translate_stream(
@@ -91,9 +90,8 @@ def translate_file(
     one line for each line, or a document of another type as a whole; returns how many lines
     (None for an office file)."""
     kind = kind_of(input_path, document.input_type)
-    output_path = _output_target(
-        input_path, output_path, output.in_place, inputs
-    )  # before the model loads
+    # before the model loads
+    output_path = _output_target(input_path, output_path, output.in_place, inputs)
     protector = Protector(document.protect_pattern) if document.protect else None
     tr = Translator.load(checkpoint_path, device, **decoding)
     tr = tr.for_languages(document.source_lang or None, inputs.target_lang)

@@ -11,8 +11,8 @@ from mt_cli.config import TrainConfig
 
 @dataclass(frozen=True)
 class Budget:
-    """0 in a field: no limit of that kind; no limits at all: the run ends by patience or a
-    signal."""
+    """0 in a field: no limit of that kind; no limits at all (not `TrainConfig.budgeted`): the run
+    ends by patience or a signal."""
 
     max_steps: int = 0
     max_minutes: float = 0.0
@@ -21,10 +21,6 @@ class Budget:
     @classmethod
     def of(cls, t: TrainConfig) -> Budget:
         return cls(t.max_steps, t.max_minutes, t.max_epochs)
-
-    @property
-    def limited(self) -> bool:
-        return self.max_steps > 0 or self.max_minutes > 0 or self.max_epochs > 0
 
     def spent(self, step: int, elapsed_s: float, epochs: float) -> float:
         """The fraction used after `step` updates, `elapsed_s` seconds and `epochs` passes (counted

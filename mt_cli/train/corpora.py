@@ -64,9 +64,8 @@ def load_corpora(
     if len(spec.pairs) == 1:
         pair = spec.pairs[0]
         assert pair.valid is not None  # a run's one pair is validated (inputs.named)
-        languages = direction(
-            tokenizer, cfg.model, pair.train
-        )  # a model of several languages: its tokens
+        # a model of several languages: its tokens
+        languages = direction(tokenizer, cfg.model, pair.train)
         encoder = _encoder(tokenizer, languages)
         train = load_train_data(pair.train, root, fingerprints["train"], encoder, t, log, d)
         pairs, refs = load_valid_data(pair.valid, encoder, t, log)

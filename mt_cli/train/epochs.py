@@ -25,9 +25,8 @@ class Epochs:
     def of(self, epoch: int) -> list[np.ndarray]:
         if epoch != self.epoch:
             self.epoch, data, seed = epoch, self.data, self.seed + epoch
-            if isinstance(
-                data, MixedCorpus
-            ):  # the epoch's rows drawn from each corpus, then batched
+            # the epoch's rows drawn from each corpus, then batched
+            if isinstance(data, MixedCorpus):
                 rows = data.epoch_rows(seed)
                 batches = make_batches(
                     data.src_lens[rows], data.tgt_lens[rows], self.batch_tokens, seed

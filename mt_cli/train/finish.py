@@ -60,9 +60,8 @@ def average_last(run: Run, record: Record, log: Log) -> None:
     )
     if chosen:
         current = checkpoint.load(run.paths.best)
-        if not (current.origin or {}).get(
-            "averaged"
-        ):  # a rerun must not overwrite the step with an average
+        # a rerun must not overwrite the step with an average
+        if not (current.origin or {}).get("averaged"):
             checkpoint.save(run.paths.best_step, current)
         checkpoint.save(run.paths.best, averaged)
 

@@ -1,20 +1,27 @@
 """What training asks of the hardware: the largest batch a GPU holds, the faster arithmetic on a
-CPU, and torch.compile with a fallback."""
+CPU (each resolved once when a run starts and kept in last.pt), and torch.compile with a
+fallback."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import torch
 from torch import nn
 
 from mt_cli.config import Config, TrainConfig
-from mt_cli.data.pairs import MAX_BATCH_ROWS
-from mt_cli.device import autocast
+from mt_cli.data.cache import TokenCorpus
+from mt_cli.data.collate import collate
+from mt_cli.data.mixture import MixedCorpus
+from mt_cli.data.pairs import MAX_BATCH_ROWS, make_batches
+from mt_cli.device import autocast, cpu_has_bf16
 from mt_cli.errors import MtError
+from mt_cli.train.context import RunContext
 from mt_cli.train.distributed import Dist, broadcast
+from mt_cli.train.state import TrainState
 
 
 def largest_fitting(fits: Callable[[int], bool], start: int, cap: int) -> int:
@@ -48,9 +55,8 @@ def probe_batch_tokens(
     which exact resume depends on, is where it was before."""
     gen = torch.Generator(device).manual_seed(0)
     n_params = sum(p.numel() for p in objective.parameters())
-    reserve = torch.empty(
-        2 * n_params, dtype=torch.float32, device=device
-    )  # exp_avg and exp_avg_sq
+    # exp_avg and exp_avg_sq
+    reserve = torch.empty(2 * n_params, dtype=torch.float32, device=device)
     try:
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
             return largest_fitting(
@@ -192,3 +198,67 @@ class CompiledOrEager(torch.nn.Module):
             except Exception as e:  # inductor and dynamo raise many types
                 self.give_up(e)
         return self.module(*args)
+
+
+def resolve_batch_tokens(
+    ctx: RunContext,
+    state: TrainState,
+    objective: torch.nn.Module,
+    amp: torch.dtype | None,
+    train_data: TokenCorpus | MixedCorpus,
+) -> Config:
+    """The config with train.batch_tokens auto (0) resolved, once: probed on a fresh run, then kept
+    in last.pt (and config.yaml), so a resumed run batches as it did, without probing again."""
+    cfg, t = ctx.cfg, ctx.cfg.train
+    if t.batch_tokens == 0:
+        if state.batch_tokens > 0:
+            ctx.log(f"batch_tokens auto: {state.batch_tokens}, as resolved when the run started")
+            tokens = state.batch_tokens
+        else:
+            tokens = auto_batch_tokens(
+                objective, ctx.device, amp, train_data, cfg, ctx.dist, ctx.log
+            )
+        cfg = replace(cfg, train=replace(t, batch_tokens=tokens))
+    state.batch_tokens = cfg.train.batch_tokens
+    return cfg
+
+
+# Below this width train.amp auto trains in fp32 without timing: casting to bf16 costs more than
+# it saves on small products (benchmarks/RESULTS.md, "bf16 training on the CPU").
+AMP_PROBE_MIN_D_MODEL = 256
+
+
+def resolve_amp(
+    ctx: RunContext,
+    state: TrainState,
+    objective: torch.nn.Module,
+    amp: torch.dtype | None,
+    data: TokenCorpus | MixedCorpus,
+    start_token: int,
+) -> torch.dtype | None:
+    """train.amp auto on a CPU with bf16 arithmetic: bf16 or fp32, whichever trains this model's
+    batches faster, timed once when the run starts (rank 0 decides for all) and kept in last.pt,
+    so a resumed run trains in the arithmetic it started with. A deterministic run does not time."""
+    t, d = ctx.cfg.train, ctx.dist
+    if t.amp != "auto" or ctx.device.type != "cpu" or not cpu_has_bf16():
+        return amp
+    if state.amp:
+        ctx.log(f"amp auto: {state.amp}, as chosen when the run started")
+    elif t.deterministic or ctx.cfg.model.d_model < AMP_PROBE_MIN_D_MODEL:
+        state.amp = "off"
+    else:
+        use_bf16 = 0
+        if d.main:
+            ctx.log("amp auto: timing a few training batches in fp32 and in bf16 on this CPU")
+            share = max(t.batch_tokens // (d.world * t.accumulate), 1)
+            chosen = make_batches(data.src_lens, data.tgt_lens, share, t.seed)[:2]
+            batches = [
+                tuple(x.to(ctx.device) for x in collate(*data.take(b), start_token)) for b in chosen
+            ]
+            use_bf16 = int(faster_amp(objective, batches) is not None)
+        state.amp = "bf16" if broadcast(use_bf16, d) else "off"
+        ctx.log(
+            f"amp auto: {state.amp} ({'bf16 autocast' if state.amp == 'bf16' else 'fp32'} trained "
+            "faster here)"
+        )
+    return torch.bfloat16 if state.amp == "bf16" else None

@@ -25,9 +25,8 @@ from mt_cli.files import temp_dir
 from mt_cli.train.distributed import Dist
 
 TOKENIZER_SAMPLE = 1_000_000  # pairs; SentencePiece reads at most 2 million sentences anyway
-DOCTOR_MAX_BYTES = (
-    200 << 20
-)  # larger text corpora skip the check before training (mt doctor still runs)
+# larger text corpora skip the check before training (mt doctor still runs)
+DOCTOR_MAX_BYTES = 200 << 20
 
 Log = Callable[[str], None]
 
@@ -203,9 +202,8 @@ def _joint_tokenizer(spec: DataSpec, cfg: Config, log: Log) -> Tokenizer:
         texts.setdefault(p.target_lang, []).extend(tgt)
     targets = list(dict.fromkeys(p.target_lang for p in spec.pairs))
     tags = [f"<2{lang}>" for lang in targets] if len(targets) > 1 else []
-    tags += list(
-        dict.fromkeys(p.tag for p in spec.pairs if p.tag)
-    )  # pieces of their own, as target tags
+    # pieces of their own, as target tags
+    tags += list(dict.fromkeys(p.tag for p in spec.pairs if p.tag))
     lines = sample_by_language(texts, cfg.data.temperature, cfg.train.seed)
     log(
         f"  {len(lines)} lines of {', '.join(sorted(texts))}"

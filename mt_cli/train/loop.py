@@ -17,11 +17,12 @@ from mt_cli.errors import MtError
 from mt_cli.model import checkpoint
 from mt_cli.train import distributed as ddp
 from mt_cli.train.budget import Budget
+from mt_cli.train.context import RunContext, TrainPaths
 from mt_cli.train.epochs import Epochs
 from mt_cli.train.finish import finish
 from mt_cli.train.inputs import DataSpec, Log
 from mt_cli.train.progress import Record, RunLog, TrainProgress
-from mt_cli.train.setup import Run, RunContext, TrainPaths, prepare
+from mt_cli.train.setup import Run, prepare
 from mt_cli.train.signals import StopSignals
 from mt_cli.train.state import TrainState
 from mt_cli.train.step import StepResult, train_step
@@ -48,7 +49,7 @@ def train(data: DataSpec, out: Path, cfg: Config, log: Log = print) -> TrainStat
         board = paths.tensorboard if t.tensorboard and dist.main else None
         with (
             RunLog(paths.log if dist.main else None, board, state.step) as record,
-            TrainProgress(Budget.of(t).limited, enabled=dist.main) as progress,
+            TrainProgress(t.budgeted, enabled=dist.main) as progress,
         ):
             # 3. Train until the budget is spent or patience runs out. A first Ctrl-C or SIGTERM
             #    stops after a whole step and saves it; a second stops at once, saving nothing.
@@ -93,17 +94,15 @@ def train_loop(
     t, state = run.cfg.train, run.state
     budget, epochs = Budget.of(t), Epochs(run.train_data, t.batch_tokens, t.seed)
     started, elapsed_before = time.perf_counter(), state.elapsed_s
-    meter = Throughput(
-        run.model, run.peak_flops, run.dist.world, started
-    )  # this process's tokens/s and MFU
+    meter = Throughput(run.model, run.peak_flops, run.dist.world, started)  # tokens/s and MFU
     last_valid = state.history[-1]["step"] if state.history else -1
     run.model.train()
     while True:
-        # a. The fraction of the budget spent says whether to go on, and sets the next learning
-        # rate.
-        spent = budget.spent(state.step, state.elapsed_s, epochs.position(state))
-        if spent >= 1.0 or out_of_patience(state, t):
+        # a. The budget (or patience) says whether to go on; its fraction spent sets the rate.
+        position = epochs.position(state)
+        if budget.exhausted(state.step, state.elapsed_s, position) or out_of_patience(state, t):
             break
+        spent = budget.spent(state.step, state.elapsed_s, position)
         # b. One update on the epoch's next batch.
         asked = stop is not None and stop.requested is not None
         result = train_step(run, epochs.next_batch(state), spent, asked)
@@ -111,18 +110,7 @@ def train_loop(
         now = time.perf_counter()
         state.elapsed_s = elapsed_before + (now - started)
         # c. Count it towards the log line, or report it skipped (its loss or gradient not finite).
-        if count_nonfinite(state, result, t, run.paths.last):
-            record({"step": state.step, "skipped": "loss or gradient not finite"})
-            progress.note(
-                f"step {state.step}: loss {result.loss}, gradient norm {result.grad_norm}: update "
-                "skipped"
-            )
-        else:
-            state.log_loss, state.log_tokens = (
-                state.log_loss + result.loss,
-                state.log_tokens + result.tokens,
-            )
-            meter.count(result.src_tokens, result.tokens)
+        _count(run, result, meter, record, progress)
         # d. A log line every train.log_every steps: mean loss, learning rate, speed.
         if state.step % t.log_every == 0 and state.log_tokens:
             entry = log_entry(state, result, *meter.read(now))
@@ -150,6 +138,22 @@ def train_loop(
     if last_valid != state.step:
         run_validation(run, record, progress)
     return True
+
+
+def _count(
+    run: Run, result: StepResult, meter: Throughput, record: Record, progress: TrainProgress
+) -> None:
+    state = run.state
+    if count_nonfinite(state, result, run.cfg.train, run.paths.last):
+        record({"step": state.step, "skipped": "loss or gradient not finite"})
+        progress.note(
+            f"step {state.step}: loss {result.loss}, gradient norm {result.grad_norm}: "
+            "update skipped"
+        )
+    else:
+        state.log_loss += result.loss
+        state.log_tokens += result.tokens
+        meter.count(result.src_tokens, result.tokens)
 
 
 def out_of_patience(state: TrainState, t: TrainConfig) -> bool:

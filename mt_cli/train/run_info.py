@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import platform
-from typing import TYPE_CHECKING
 
 import torch
 
@@ -12,10 +11,8 @@ from mt_cli import __version__
 from mt_cli.data.cache import TokenCorpus
 from mt_cli.data.mixture import MixedCorpus
 from mt_cli.files import atomic_write_text
+from mt_cli.train.context import RunContext
 from mt_cli.train.corpora import ValidSet
-
-if TYPE_CHECKING:  # setup.py calls this module; the context is only a type here
-    from mt_cli.train.setup import RunContext
 
 
 def write_run_info(

@@ -13,13 +13,11 @@ import torch
 
 from mt_cli.config import Config, TrainConfig, to_yaml
 from mt_cli.data.cache import TokenCorpus
-from mt_cli.data.collate import collate
 from mt_cli.data.lexicon import build_lexicon, pair_chunks
 from mt_cli.data.mixture import MixedCorpus
-from mt_cli.data.pairs import make_batches
 from mt_cli.data.tokenizer import Tokenizer
 from mt_cli.decode.shortlist import Shortlist
-from mt_cli.device import amp_dtype, cpu_has_bf16, set_threads
+from mt_cli.device import amp_dtype, set_threads
 from mt_cli.errors import MtError
 from mt_cli.files import atomic_write_text
 from mt_cli.model import checkpoint
@@ -27,11 +25,11 @@ from mt_cli.model.checkpoint import Checkpoint
 from mt_cli.model.loss import TranslationLoss
 from mt_cli.model.transformer import Transformer, build_model
 from mt_cli.train import distributed as ddp
+from mt_cli.train.context import RunContext, TrainPaths
 from mt_cli.train.corpora import ValidSet, load_corpora
 from mt_cli.train.distributed import Dist
-from mt_cli.train.hardware import CompiledOrEager, auto_batch_tokens, faster_amp
+from mt_cli.train.hardware import CompiledOrEager, resolve_amp, resolve_batch_tokens
 from mt_cli.train.inputs import (
-    DataSpec,
     Log,
     check_first,
     get_tokenizer,
@@ -52,72 +50,6 @@ from mt_cli.train.state import (
 from mt_cli.train.throughput import peak_flops
 
 
-@dataclass(frozen=True)
-class TrainPaths:
-    """The files of a run folder; the only place their names are spelled."""
-
-    out: Path
-
-    @property
-    def last(self) -> Path:  # resumable: weights, optimizer, RNG, counters
-        return self.out / "last.pt"
-
-    @property
-    def best(self) -> Path:  # the best validation BLEU so far
-        return self.out / "best.pt"
-
-    @property
-    def best_step(self) -> Path:  # the best single step, kept when an average took best.pt's place
-        return self.out / "best-step.pt"
-
-    @property
-    def averaged(self) -> Path:
-        return self.out / "averaged.pt"
-
-    @property
-    def log(self) -> Path:
-        return self.out / "log.jsonl"
-
-    @property
-    def config(self) -> Path:
-        return self.out / "config.yaml"
-
-    @property
-    def run_info(self) -> Path:
-        return self.out / "run.json"
-
-    @property
-    def tokenizer(self) -> Path:  # the run's own tokenizer, when it trained one
-        return self.out / "tokenizer"
-
-    @property
-    def tensorboard(self) -> Path:
-        return self.out / "tensorboard"
-
-    def step(self, n: int) -> Path:
-        return self.out / f"step{n}.pt"
-
-    def numbered(self) -> list[Path]:
-        """RUN/step<N>.pt files, oldest first."""
-        found = [p for p in self.out.glob("step*.pt") if p.stem[4:].isdigit()]
-        return sorted(found, key=lambda p: int(p.stem[4:]))
-
-
-@dataclass(frozen=True)
-class RunContext:
-    """What every part of a run needs to know: where, with what config, how to log, which
-    process of how many, on which device. `prepare` takes the context as given and hands the
-    run its resolved one (the vocabulary sizes, the batch size of train.batch_tokens auto) before
-    the first step; nothing changes it after that."""
-
-    paths: TrainPaths
-    data: DataSpec
-    cfg: Config
-    log: Log
-    dist: Dist
-    device: torch.device
-
-
 @dataclass
 class Run:
     """Everything one training run works with, gathered once by `prepare`: the frozen context and
@@ -129,17 +61,15 @@ class Run:
     peak_flops: float  # the device's peak for the precision trained in, for MFU in the log
     tokenizer: Tokenizer
     model: Transformer
-    objective: (
-        Any  # TranslationLoss(model): maybe compiled, and under torchrun in DistributedDataParallel
-    )
+    # TranslationLoss(model): maybe compiled, and under torchrun in DistributedDataParallel
+    objective: Any
     optimizer: torch.optim.Optimizer
     ema: Transformer | None  # the moving average of the weights, when train.ema_decay > 0
     train_data: TokenCorpus | MixedCorpus  # one direction's, or several mixed
     valid: list[ValidSet]  # one per direction
     state: TrainState
-    shortlist: Shortlist | None = (
-        None  # built from the training pairs; in every checkpoint and validation
-    )
+    # built from the training pairs; in every checkpoint and validation
+    shortlist: Shortlist | None = None
 
     @property
     def cfg(self) -> Config:
@@ -225,62 +155,37 @@ def prepare(given: RunContext) -> Run:
     _start(given)
     sources = given.data.sources()
     init = _init_checkpoint(given)
-    tokenizer = (
-        init.tokenizer
-        if init
-        else get_tokenizer(given.data, given.paths.tokenizer, given.cfg, log, d)
-    )
-    ctx = replace(
-        given, cfg=replace(given.cfg, model=model_config(given.cfg, init, tokenizer, given.data))
-    )
-    fingerprints = {
-        role: s.fingerprint() for role, s in sources.items()
-    }  # sha256 of each file, read once
+    if init is not None:
+        tokenizer = init.tokenizer
+    else:
+        tokenizer = get_tokenizer(given.data, given.paths.tokenizer, given.cfg, log, d)
+    shape = model_config(given.cfg, init, tokenizer, given.data)
+    ctx = replace(given, cfg=replace(given.cfg, model=shape))
+    # sha256 of each file, read once
+    fingerprints = {role: s.fingerprint() for role, s in sources.items()}
     train_data, valid = load_corpora(given.data, fingerprints, tokenizer, given.cfg, log, d)
-
-    random.seed(t.seed)
-    torch.manual_seed(t.seed)
-    model = build_model(ctx.cfg.model)
-    if init is not None:  # fine-tuning starts from its weights (a resumed run then loads last.pt's)
-        model.load_state_dict(init.model_state)
-    model = freeze(model, t).to(device)
-    if d.rank > 0:  # the same initial weights everywhere, then each rank its own dropout masks
-        torch.manual_seed(t.seed * 1000 + d.rank)
+    model = _model(ctx, init)
     optimizer = make_optimizer(model, t, device)
     ema = copy.deepcopy(model).requires_grad_(False) if t.ema_decay > 0 else None
     amp = amp_dtype(t.amp, device)
-    scaler = torch.amp.GradScaler(
-        device.type, enabled=amp == torch.float16
-    )  # fp16 gradients underflow without it
+    # fp16 gradients underflow without it
+    scaler = torch.amp.GradScaler(device.type, enabled=amp == torch.float16)
     last = ctx.paths.last
-    state = (
-        resume(last, ctx.cfg, model, optimizer, ema, log, d.rank, d.world, scaler)
-        if last.is_file()
-        else TrainState()
-    )
-    state.data = check_data(
-        fingerprints, state.data, {r: s.describe() for r, s in sources.items()}, last
-    )
+    state = TrainState()
+    if last.is_file():
+        state = resume(last, ctx.cfg, model, optimizer, ema, log, d.rank, d.world, scaler)
+    described = {r: s.describe() for r, s in sources.items()}
+    state.data = check_data(fingerprints, state.data, described, last)
     objective: torch.nn.Module = TranslationLoss(model, t.label_smoothing)
-    ctx = replace(ctx, cfg=_resolve_batch_tokens(ctx, state, objective, amp, train_data))
-    amp = _resolve_amp(ctx, state, objective, amp, train_data, model.start_token)
+    ctx = replace(ctx, cfg=resolve_batch_tokens(ctx, state, objective, amp, train_data))
+    amp = resolve_amp(ctx, state, objective, amp, train_data, model.start_token)
     if d.main:
         if dropped := trim_log(ctx.paths.log, state.step):
-            log(
-                f"{ctx.paths.log}: dropped {dropped} entries past step {state.step}, which will be "
-                "redone"
-            )
+            log(f"{ctx.paths.log}: dropped {dropped} entries past step {state.step}, to be redone")
         atomic_write_text(ctx.paths.config, to_yaml(ctx.cfg))
         write_run_info(ctx, fingerprints, train_data, valid, amp)
     objective = _wrapped(ctx, objective)
-    n_params = sum(p.numel() for p in model.parameters())
-    where = f" x {d.world} processes" if d.active else ""
-    log(
-        f"model: {n_params / 1e6:.1f}M parameters on "
-        f"{device}{where}{f' with {amp} autocast' if amp else ''}"
-    )
-    peak, source = peak_flops(device, amp is not None)
-    log(f"MFU is against {peak / 1e12:.2f} TFLOP/s ({source})")
+    peak = _announce(ctx, model, amp)
     shortlist = _shortlist(t, train_data, tokenizer, log, init) if d.main else None
     return Run(
         ctx,
@@ -297,6 +202,33 @@ def prepare(given: RunContext) -> Run:
         state,
         shortlist,
     )
+
+
+def _model(ctx: RunContext, init: Checkpoint | None) -> Transformer:
+    """The model of the resolved shape on its device: train.init's weights when fine-tuning (a
+    resumed run then loads last.pt's), with the parts train.freeze_* keep fixed."""
+    t, d = ctx.cfg.train, ctx.dist
+    random.seed(t.seed)
+    torch.manual_seed(t.seed)
+    model = build_model(ctx.cfg.model)
+    if init is not None:
+        model.load_state_dict(init.model_state)
+    model = freeze(model, t).to(ctx.device)
+    if d.rank > 0:  # the same initial weights everywhere, then each rank its own dropout masks
+        torch.manual_seed(t.seed * 1000 + d.rank)
+    return model
+
+
+def _announce(ctx: RunContext, model: Transformer, amp: torch.dtype | None) -> float:
+    """Say what trains where; the device's peak FLOP/s the log's MFU is measured against."""
+    d = ctx.dist
+    n_params = sum(p.numel() for p in model.parameters())
+    where = f" x {d.world} processes" if d.active else ""
+    autocast = f" with {amp} autocast" if amp else ""
+    ctx.log(f"model: {n_params / 1e6:.1f}M parameters on {ctx.device}{where}{autocast}")
+    peak, source = peak_flops(ctx.device, amp is not None)
+    ctx.log(f"MFU is against {peak / 1e12:.2f} TFLOP/s ({source})")
+    return peak
 
 
 def _shortlist(
@@ -364,70 +296,6 @@ def freeze(model: Transformer, t: TrainConfig) -> Transformer:
     if t.freeze_encoder:
         model.encoder.requires_grad_(False)
     return model
-
-
-def _resolve_batch_tokens(
-    ctx: RunContext,
-    state: TrainState,
-    objective: torch.nn.Module,
-    amp: torch.dtype | None,
-    train_data: TokenCorpus | MixedCorpus,
-) -> Config:
-    """The config with train.batch_tokens auto (0) resolved, once: probed on a fresh run, then kept
-    in last.pt (and config.yaml), so a resumed run batches as it did, without probing again."""
-    cfg, t = ctx.cfg, ctx.cfg.train
-    if t.batch_tokens == 0:
-        if state.batch_tokens > 0:
-            ctx.log(f"batch_tokens auto: {state.batch_tokens}, as resolved when the run started")
-            tokens = state.batch_tokens
-        else:
-            tokens = auto_batch_tokens(
-                objective, ctx.device, amp, train_data, cfg, ctx.dist, ctx.log
-            )
-        cfg = replace(cfg, train=replace(t, batch_tokens=tokens))
-    state.batch_tokens = cfg.train.batch_tokens
-    return cfg
-
-
-# Below this width train.amp auto trains in fp32 without timing: casting to bf16 costs more than
-# it saves on small products (with AMX the d128 shape trained 10% slower in bf16, d256 1.6x faster).
-AMP_PROBE_MIN_D_MODEL = 256
-
-
-def _resolve_amp(
-    ctx: RunContext,
-    state: TrainState,
-    objective: torch.nn.Module,
-    amp: torch.dtype | None,
-    data: TokenCorpus | MixedCorpus,
-    start_token: int,
-) -> torch.dtype | None:
-    """train.amp auto on a CPU with bf16 arithmetic: bf16 or fp32, whichever trains this model's
-    batches faster, timed once when the run starts (rank 0 decides for all) and kept in last.pt,
-    so a resumed run trains in the arithmetic it started with. A deterministic run does not time."""
-    t, d = ctx.cfg.train, ctx.dist
-    if t.amp != "auto" or ctx.device.type != "cpu" or not cpu_has_bf16():
-        return amp
-    if state.amp:
-        ctx.log(f"amp auto: {state.amp}, as chosen when the run started")
-    elif t.deterministic or ctx.cfg.model.d_model < AMP_PROBE_MIN_D_MODEL:
-        state.amp = "off"
-    else:
-        use_bf16 = 0
-        if d.main:
-            ctx.log("amp auto: timing a few training batches in fp32 and in bf16 on this CPU")
-            share = max(t.batch_tokens // (d.world * t.accumulate), 1)
-            chosen = make_batches(data.src_lens, data.tgt_lens, share, t.seed)[:2]
-            batches = [
-                tuple(x.to(ctx.device) for x in collate(*data.take(b), start_token)) for b in chosen
-            ]
-            use_bf16 = int(faster_amp(objective, batches) is not None)
-        state.amp = "bf16" if ddp.broadcast(use_bf16, d) else "off"
-        ctx.log(
-            f"amp auto: {state.amp} ({'bf16 autocast' if state.amp == 'bf16' else 'fp32'} trained "
-            "faster here)"
-        )
-    return torch.bfloat16 if state.amp == "bf16" else None
 
 
 def _wrapped(ctx: RunContext, objective: torch.nn.Module) -> torch.nn.Module:

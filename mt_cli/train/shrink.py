@@ -35,9 +35,8 @@ def shrink(ckpt: Checkpoint, layers: str, name: str) -> Checkpoint:
     state = {}
     for key, value in ckpt.model_state.items():
         stack, _, rest = key.partition(".")
-        if stack in kept and rest.startswith(
-            "layers."
-        ):  # encoder.layers.3.self_attn... -> encoder.layers.1...
+        # encoder.layers.3.self_attn... -> encoder.layers.1...
+        if stack in kept and rest.startswith("layers."):
             index, _, tail = rest.removeprefix("layers.").partition(".")
             if int(index) in kept[stack]:
                 state[f"{stack}.layers.{kept[stack].index(int(index))}.{tail}"] = value

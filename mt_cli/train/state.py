@@ -36,22 +36,17 @@ class TrainState:
     best_bleu: float = -1.0
     best_step: int = 0
     validations_since_best: int = 0  # for early stopping
-    log_loss: float = (
-        0.0  # summed loss and target tokens since the last log entry, which averages them
-    )
+    # summed loss and target tokens since the last log entry, which averages them
+    log_loss: float = 0.0
     log_tokens: int = 0
-    nonfinite_in_a_row: int = (
-        0  # skipped steps (loss or gradient not finite) since the last good one
-    )
-    batch_tokens: int = (
-        0  # the global batch the run trains with, as train.batch_tokens auto resolved it
-    )
-    amp: str = (
-        ""  # what train.amp auto chose on a CPU with bf16 arithmetic (bf16 or off), kept on resume
-    )
-    data: dict[str, str] = field(
-        default_factory=dict
-    )  # fingerprint of each split's data, checked on resume
+    # skipped steps (loss or gradient not finite) since the last good one
+    nonfinite_in_a_row: int = 0
+    # the global batch the run trains with, as train.batch_tokens auto resolved it
+    batch_tokens: int = 0
+    # what train.amp auto chose on a CPU with bf16 arithmetic (bf16 or off), kept on resume
+    amp: str = ""
+    # fingerprint of each split's data, checked on resume
+    data: dict[str, str] = field(default_factory=dict)
     history: list[dict[str, Any]] = field(default_factory=list)
 
 

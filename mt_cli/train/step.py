@@ -51,9 +51,8 @@ def train_step(run: Run, batch: np.ndarray, spent: float = 0.0, stop: bool = Fal
     cosine and wsd schedules decay over; `stop` whether this process was asked to stop.
     """
     t, d = run.cfg.train, run.dist
-    n_tokens = int(
-        (run.train_data.tgt_lens[batch] + 1).sum()
-    )  # every target token and its EOS, in all shares
+    # every target token and its EOS, in all shares
+    n_tokens = int((run.train_data.tgt_lens[batch] + 1).sum())
     try:
         loss_sum = _forward_backward(run, batch, n_tokens)
     except (
@@ -74,9 +73,8 @@ def train_step(run: Run, batch: np.ndarray, spent: float = 0.0, stop: bool = Fal
     lr = lr_at(run.state.step + 1, t.lr, t.warmup_steps, t.lr_schedule, spent, t.lr_cooldown)
     norm = float(grad_norm)
     if run.scaler.is_enabled() and not math.isfinite(norm):
-        norm = (
-            0.0  # fp16 overflow: the scaler skips this update and lowers its scale; that is its job
-        )
+        # fp16 overflow: the scaler skips this update and lowers its scale; that is its job
+        norm = 0.0
     result = StepResult(
         loss_sum, n_tokens, int(run.train_data.src_lens[batch].sum()), lr, norm, stops > 0
     )

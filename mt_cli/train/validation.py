@@ -27,9 +27,8 @@ class Validation:
     loss: float
     nll: float
     bleu: float
-    by_pair: dict[str, float] = field(
-        default_factory=dict
-    )  # each direction's BLEU, where a run has several
+    # each direction's BLEU, where a run has several
+    by_pair: dict[str, float] = field(default_factory=dict)
 
 
 def validate_all(
@@ -86,10 +85,11 @@ def validate(
                 t.to(device) for t in collate(*pairs.take(batch), model.start_token)
             )
             keep = tgt_out != PAD
+            # (N, D), (N,): real target tokens only
             h, gold = (
                 model.hidden(src, tgt_in, keep),
                 tgt_out[keep],
-            )  # (N, D), (N,): real target tokens only
+            )
             for i in range(0, h.size(0), LOSS_CHUNK):
                 logits = model.output_projection(h[i : i + LOSS_CHUNK])
                 loss, nll = label_smoothed_loss(
