@@ -213,8 +213,7 @@ def main() -> None:
     table, rate = breakdown(tr, lines) if tr.cfg.engine == "eager" else ([], 0.0)
     what = (
         f"{len(lines)} lines of {args.src_file.name}, beam {args.beam}, {args.precision}, engine "
-        f"{args.engine}, "
-        f"shortlist {not args.no_shortlist}: {len(lines) / plain:.1f} sent/s"
+        f"{args.engine}, shortlist {not args.no_shortlist}: {len(lines) / plain:.1f} sent/s"
     )
     head = [what]
     if table:
@@ -240,8 +239,7 @@ def main() -> None:
     if args.append and table:
         cmd = (
             f"`python benchmarks/decode_profile.py --checkpoint {args.checkpoint} --precision "
-            f"{args.precision} "
-            f"--beam {args.beam} --append`"
+            f"{args.precision} --beam {args.beam} --append`"
         )
         body = "\n".join([*head, "", *table, "", cmd])
         append_section("Decoding profile", body)

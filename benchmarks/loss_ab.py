@@ -75,8 +75,7 @@ def main() -> None:
             best[name] = max(best.get(name, 0.0), tokens / seconds)
     print(
         f"{args.precision}, chunk {args.chunk}: plain {best['plain']:.0f}, fused "
-        f"{best['fused']:.0f} tgt tok/s "
-        f"({100 * (best['fused'] / best['plain'] - 1):+.1f}%)"
+        f"{best['fused']:.0f} tgt tok/s ({100 * (best['fused'] / best['plain'] - 1):+.1f}%)"
     )
 
 

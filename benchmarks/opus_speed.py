@@ -253,10 +253,8 @@ def table(rows: list[dict]) -> list[str]:
         )
         lines.append(
             f"| {r['system']} | {r['beam']} | {r['sent/s']:.1f} | {r['steps/s']:.0f} | "
-            f"{r['pieces']:.1f} "
-            f"| {100 * r['same']:.1f}% | "
-            f"{r['sent/s'] / same_beam['HF generate fp32']['sent/s']:.2f} "
-            f"| {vs_ct2} |"
+            f"{r['pieces']:.1f} | {100 * r['same']:.1f}% | "
+            f"{r['sent/s'] / same_beam['HF generate fp32']['sent/s']:.2f} | {vs_ct2} |"
         )
     return lines
 

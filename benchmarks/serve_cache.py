@@ -74,8 +74,7 @@ def main() -> None:
             x = r[key]
             rows.append(
                 f"| {name} | {label} | {x['rate']:.1f} | {1000 * x['p50']:.1f} | "
-                f"{1000 * x['p99']:.1f} "
-                f"| {r['rss']:.0f} |"
+                f"{1000 * x['p99']:.1f} | {r['rss']:.0f} |"
             )
     body = "\n".join(
         [

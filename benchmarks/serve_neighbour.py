@@ -151,9 +151,8 @@ def main() -> None:
             ratio = f"{r['p99'] / alone['p99']:.1f}" if r is loaded else ""
             heavy_s = f"{r['heavy']:.1f}" if r is loaded else ""
             rows.append(
-                f"| {name} | {label} | {r['n']} | {1000 * r['p50']:.0f} | {1000 * r['p99']:.0f} | "
-                f"{ratio} "
-                f"| {heavy_s} |"
+                f"| {name} | {label} | {r['n']} | {1000 * r['p50']:.0f} | {1000 * r['p99']:.0f} "
+                f"| {ratio} | {heavy_s} |"
             )
     body = "\n".join(rows) + (
         f"\n\n{args.clients} clients sending single lines of {args.src_file.name} for "

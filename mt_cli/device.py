@@ -76,9 +76,8 @@ def decode_precision(precision: str, device: torch.device) -> str:
         return "bf16" if bf16 else "fp32"
     if precision == "bf16" and device.type == "cpu" and not cpu_has_bf16():
         log.warning(
-            "decode.precision bf16: this CPU (%s) has no bf16 arithmetic (AVX512-BF16 or AMX), so "
-            "bf16 runs"
-            " emulated, many times slower than fp32; int8 or fp32 are faster here",
+            "decode.precision bf16: this CPU (%s) has no bf16 arithmetic (AVX512-BF16 or AMX), "
+            "so bf16 runs emulated, many times slower than fp32; int8 or fp32 are faster here",
             torch.backends.cpu.get_cpu_capability(),
         )
     return precision

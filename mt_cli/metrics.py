@@ -100,7 +100,6 @@ def format_significance(result: dict[str, Any]) -> str:
             verdict = "not significantly different from the baseline"
         lines.append(
             f"{s['system']}: BLEU {s['bleu']:.2f} (mean {s['mean']:.2f} ± {s['ci']:.2f}), p = "
-            f"{s['p_value']:.4f}: "
-            f"{verdict} (paired bootstrap; significant at p < 0.05)"
+            f"{s['p_value']:.4f}: {verdict} (paired bootstrap; significant at p < 0.05)"
         )
     return "\n".join(lines + [f"({result['signature']})"])

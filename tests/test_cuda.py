@@ -13,7 +13,7 @@ import torch
 
 from mt_cli import Translator
 from mt_cli.model import checkpoint
-from mt_cli.model.transformer import attention, attention_probs
+from mt_cli.model.attention import attention, attention_probs
 
 pytestmark = pytest.mark.cuda
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "decode"

@@ -209,8 +209,7 @@ KEPT = frozenset("script style code pre textarea kbd samp var svg math template"
 # Elements whose tags travel with the words of a sentence (and so may come out in another order).
 MOVABLE = frozenset(
     "a abbr b bdi bdo big br cite code data del dfn em font i img ins kbd label mark q s samp "
-    "small span "
-    "strong sub sup time tt u var wbr".split()
+    "small span strong sub sup time tt u var wbr".split()
 )
 _ATTRIBUTE = re.compile(r"""(\s+)([^\s"'>/=]+)(?:\s*=\s*("[^"]*"|'[^']*'|[^\s>]+))?""")
 

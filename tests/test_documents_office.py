@@ -126,14 +126,12 @@ def shared(data: bytes) -> bytes:
     files["[Content_Types].xml"] = files["[Content_Types].xml"].replace(
         b"</Types>",
         b'<Override PartName="/xl/sharedStrings.xml" '
-        b'ContentType="application/vnd.openxmlformats-officedocument'
-        b'.spreadsheetml.sharedStrings+xml"/></Types>',
+        b'ContentType="application/vnd.openxmlformats-officedocument.spreadsheetml.sharedStrings+xml"/></Types>',
     )
     files["xl/_rels/workbook.xml.rels"] = files["xl/_rels/workbook.xml.rels"].replace(
         b"</Relationships>",
         b'<Relationship Id="rIdS" Target="sharedStrings.xml" '
-        b'Type="http://schemas.openxmlformats.org/officeDocument'
-        b'/2006/relationships/sharedStrings"/></Relationships>',
+        b'Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/sharedStrings"/></Relationships>',
     )
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:

@@ -7,8 +7,9 @@ from conftest import tiny_config
 from mt_cli.data.collate import pad
 from mt_cli.data.tokenizer import BOS, PAD
 from mt_cli.errors import MtError
+from mt_cli.model.attention import Dropout, attention
 from mt_cli.model.positions import sinusoid_table
-from mt_cli.model.transformer import Dropout, attention, build_model
+from mt_cli.model.transformer import build_model
 
 
 def _batch(tokenizer):

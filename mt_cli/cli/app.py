@@ -41,7 +41,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def _versions(value: bool) -> None:
     if value:
-        # Imported here: importlib.metadata costs every other command 20 ms of its start.
+        # Imported here: importlib.metadata would slow every other command's start.
         from importlib.metadata import PackageNotFoundError, version
 
         try:

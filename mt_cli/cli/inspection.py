@@ -83,10 +83,8 @@ def import_model(
         Path,
         typer.Argument(
             help="A MarianMTModel or M2M100 / NLLB-200 folder (save_pretrained's), a hub id to "
-            "fetch, "
-            "or a Marian"
-            " folder as Firefox Translations ships its students (model .bin, .spm vocabulary, "
-            "config .yml)."
+            "fetch, or a Marian folder as Firefox Translations ships its students (model .bin, "
+            ".spm vocabulary, config .yml)."
         ),
     ],
     out: Annotated[Path, typer.Option(help="The mt checkpoint to write, e.g. opus-de-en.pt.")],

@@ -37,8 +37,7 @@ class OutputConfig:
     in_place: bool = option(
         False,
         "Write the translation over the input file, replacing it only once complete; without it, "
-        "an output"
-        " that is the input is refused.",
+        "an output that is the input is refused.",
         cli=True,
     )
 
@@ -101,10 +100,8 @@ class DocumentConfig:
     source_lang: str = option(
         "",
         "The source language (de, zh; NLLB: deu_Latn or de; auto: identified per line among the "
-        "model's): its"
-        " rules split sentences, and a model told its source language (M2M100, NLLB) reads it; "
-        "default: the"
-        " checkpoint's.",
+        "model's): its rules split sentences, and a model told its source language (M2M100, "
+        "NLLB) reads it; default: the checkpoint's.",
         cli=True,
     )
 
@@ -166,18 +163,15 @@ class ServeConfig:
     source_lang: str = option(
         "",
         "The source language (a code: de): for a checkpoint that records none, what /languages "
-        "offers; for one told"
-        " its source (NLLB, M2M100), with serve.target_lang, the direction of requests that name "
-        "none.",
+        "offers; for one told its source (NLLB, M2M100), with serve.target_lang, the direction "
+        "of requests that name none.",
         cli=True,
     )
     target_lang: str = option(
         "",
-        "The target language (en), for a model of several: its target token (>>en<<, <2en>, NLLB's "
-        "eng_Latn) is"
-        " read with each line unless a request names another; for a checkpoint that records none, "
-        "what /languages"
-        " offers.",
+        "The target language (en), for a model of several: its target token (>>en<<, <2en>, "
+        "NLLB's eng_Latn) is read with each line unless a request names another; for a "
+        "checkpoint that records none, what /languages offers.",
         cli=True,
     )
     max_chars: int = option(
@@ -186,21 +180,19 @@ class ServeConfig:
         "more is refused.",
         cli=True,
     )
-    # 1,024 measured against 4,096 and whole requests with a 1,000-line beam-8 neighbour
-    # (benchmarks/serve_neighbour.py): single lines' p99 4.9x unloaded, against 6.9x and 73x.
+    # Small enough that a single line waits for one slice of a large neighbour, not all of it;
+    # benchmarks/serve_neighbour.py compares slice sizes.
     slice_cost: int = option(
         1024,
         "Source tokens x beam of one request decoded in one turn: a larger request is decoded in "
-        "slices,"
-        " in turn with the others, so it delays a small one by one slice at most (0: whole "
-        "requests).",
+        "slices, in turn with the others, so it delays a small one by one slice at most (0: "
+        "whole requests).",
         cli=True,
     )
     express_cost: int = option(
         1024,
         "Source tokens x beam up to which a request takes the express lane: decoded between two "
-        "steps of"
-        " larger requests' searches, never after them (0: one lane).",
+        "steps of larger requests' searches, never after them (0: one lane).",
         cli=True,
     )
     max_request_cost: int = option(
@@ -228,8 +220,7 @@ class ServeConfig:
     models: str = option(
         "",
         "A folder of models to serve (NAME.pt files and run folders' best.pt), each by the "
-        "languages it records;"
-        " requests are routed by their languages.",
+        "languages it records; requests are routed by their languages.",
         cli=True,
     )
     max_loaded: int = option(

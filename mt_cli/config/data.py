@@ -68,11 +68,9 @@ class DataConfig:
     )
     temperature: float = option(
         1.0,
-        "Sampling temperature across pairs: a pair is drawn with probability proportional to (its "
-        "share of the"
-        " lines)^(1/T), for batches and for the tokenizer's sample; 1: as the data is, larger: "
-        "nearer uniform"
-        " (fairseq and Marian use 5).",
+        "Sampling temperature across pairs: a pair is drawn with probability proportional to "
+        "(its share of the lines)^(1/T), for batches and for the tokenizer's sample; 1: as the "
+        "data is, larger: nearer uniform (fairseq and Marian use 5).",
     )
 
     def __post_init__(self) -> None:

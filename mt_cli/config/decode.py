@@ -34,32 +34,24 @@ class DecodeConfig:
     batch_tokens: int = option(
         0,
         "Source tokens decoded together, as well as at most batch_size sentences (0: sentences "
-        "only); a"
-        " server's batches are cut by the same budget, so each is one search.",
+        "only); a server's batches are cut by the same budget, so each is one search.",
         cli=True,
     )
     precision: str = option(
         "auto",
         "fp32 (the reference), bf16 (weights cast to bf16 once; on a CPU only with bf16 "
-        "arithmetic, AVX512-BF16"
-        " or AMX), int8 (int8 products, each input row scaled on its own so batching changes no "
-        "translation;"
-        " CPU only), or auto: picked when the model loads, int8 on a CPU, bf16 on a GPU that has "
-        "it, else fp32."
-        " mt train checks int8 against fp32 on the validation set and records fp32 where int8 "
-        "loses quality"
-        " (train.tune_precision).",
+        "arithmetic, AVX512-BF16 or AMX), int8 (int8 products, each input row scaled on its own "
+        "so batching changes no translation; CPU only), or auto: picked when the model loads, "
+        "int8 on a CPU, bf16 on a GPU that has it, else fp32. mt train checks int8 against fp32 "
+        "on the validation set and records fp32 where int8 loses quality (train.tune_precision).",
         cli=True,
     )
     engine: str = option(
         "auto",
         "How the decoder's step runs: eager (op by op in PyTorch), compiled (compiled ahead of "
-        "time for this"
-        " CPU, checkpoint and precision, kept beside the checkpoint in CHECKPOINT.compiled/; built "
-        "on first use"
-        " or by `mt compile`, about 15-30 s, once), or auto: compiled where it is already built, "
-        "else eager."
-        " step is an older name for eager.",
+        "time for this CPU, checkpoint and precision, kept beside the checkpoint in "
+        "CHECKPOINT.compiled/; built on first use or by `mt compile`, about 15-30 s, once), or "
+        "auto: compiled where it is already built, else eager. step is an older name for eager.",
         cli=True,
     )
 

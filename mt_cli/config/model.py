@@ -61,10 +61,9 @@ class ModelConfig:
     positions: str = option(
         "marian",
         "The sinusoid table: marian (angle pos/10000^(2i/d), as the paper and Hugging Face's "
-        "Marian models),"
-        " tensor2tensor (pos/10000^(i/(d/2-1)), as Marian's own C++: models imported from Marian's "
-        "files) or"
-        " fairseq (tensor2tensor's from position 2, as M2M100 and NLLB read it).",
+        "Marian models), tensor2tensor (pos/10000^(i/(d/2-1)), as Marian's own C++: models "
+        "imported from Marian's files) or fairseq (tensor2tensor's from position 2, as M2M100 "
+        "and NLLB read it).",
     )
     norm_eps: float = option(
         1e-5,

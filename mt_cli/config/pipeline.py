@@ -33,11 +33,9 @@ class CleanConfig:
     rules: tuple[str, ...] = option(
         CLEAN_RULES,
         "The rules to apply: encoding (bytes not UTF-8), empty, length, ratio, copy (target = "
-        "source), numbers"
-        " (digits that differ), urls, symbols, script (letters not in the language's script), "
-        "language"
-        " (identified as another language), score (needs clean.score_checkpoint) and duplicate "
-        "(normalised).",
+        "source), numbers (digits that differ), urls, symbols, script (letters not in the "
+        "language's script), language (identified as another language), score (needs "
+        "clean.score_checkpoint) and duplicate (normalised).",
     )
     source_lang: str = option(
         "", "The source language (de); default: the source file's suffix (train.de).", cli=True
@@ -68,17 +66,14 @@ class CleanConfig:
     )
     language_min_confidence: float = option(
         0.25,
-        "language: a side is removed when lingua's confidence (0-1) in its language is below this "
-        "and another"
-        " language's is higher (English names in a German sentence leave it at 0.3-0.4; an English "
-        "sentence"
-        " scores 0.04-0.19 as German).",
+        "language: a side is removed when lingua's confidence (0-1) in its language is below "
+        "this and another language's is higher (English names in a German sentence leave it at "
+        "0.3-0.4; an English sentence scores 0.04-0.19 as German).",
     )
     language_others: tuple[str, ...] = option(
         (),
         "language: more languages a side may be identified as (each costs time), besides the "
-        "pair's two, which"
-        " alone catch swapped and copied sides.",
+        "pair's two, which alone catch swapped and copied sides.",
     )
     score_checkpoint: str = option(
         "", "score: a source-to-target model; pairs it finds unlikely are removed.", cli=True
@@ -140,15 +135,13 @@ class DistillConfig:
     max_cross_entropy: float = option(
         0.0,
         "Teacher translations whose cross-entropy per token (nats, under the teachers) is above "
-        "this are left out"
-        " (0: none are).",
+        "this are left out (0: none are).",
         cli=True,
     )
     original_weight: float = option(
         0.0,
-        "The original pairs are trained on beside the teachers', with this weight in the sampling "
-        "distribution"
-        " (0: the teachers' alone).",
+        "The original pairs are trained on beside the teachers', with this weight in the "
+        "sampling distribution (0: the teachers' alone).",
         cli=True,
     )
     ct2_quantization: str = option(

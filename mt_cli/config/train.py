@@ -15,13 +15,12 @@ class TrainConfig:
     """`mt train`: batches, budget, schedule, regularisation, checkpoints, and where it runs."""
 
     section = "train"
-    # For the small preset on a 2-core CPU 2048 beat 4096 (more updates in the same time).
+    # Small batches: on a CPU more updates in the same time learn more (benchmarks/RESULTS.md).
     batch_tokens: int = option(
         2048,
-        "Padded source or target tokens (whichever is larger) per global batch, over all processes "
-        "and"
-        " accumulate shares; 0 (auto, or --batch-tokens auto): 80% of the largest that fits the "
-        "GPU.",
+        "Padded source or target tokens (whichever is larger) per global batch, over all "
+        "processes and accumulate shares; 0 (auto, or --batch-tokens auto): 80% of the largest "
+        "that fits the GPU.",
         cli=True,
     )
     valid_batch_tokens: int = option(
@@ -38,12 +37,10 @@ class TrainConfig:
     warmup_steps: int = option(400, "Updates of linear warmup from 0 to lr.")
     lr_schedule: str = option(
         "inverse_sqrt",
-        "After warmup: inverse_sqrt (the paper's 1/sqrt(step), open-ended); cosine (a half cosine "
-        "to 0 when the"
-        " budget, max_steps, max_minutes or max_epochs, is spent); wsd (hold the peak, then fall "
-        "linearly to 0"
-        " over the budget's last lr_cooldown fraction). The last two end a time-limited run "
-        "annealed.",
+        "After warmup: inverse_sqrt (the paper's 1/sqrt(step), open-ended); cosine (a half "
+        "cosine to 0 when the budget, max_steps, max_minutes or max_epochs, is spent); wsd (hold "
+        "the peak, then fall linearly to 0 over the budget's last lr_cooldown fraction). The "
+        "last two end a time-limited run annealed.",
     )
     lr_cooldown: float = option(0.2, "wsd: the fraction of the budget spent falling to 0.")
     label_smoothing: float = option(0.1, "Probability mass spread over the vocabulary in the loss.")
@@ -89,10 +86,9 @@ class TrainConfig:
     )
     tune_precision: bool = option(
         True,
-        "After training, translate the validation set on the CPU in int8 and in fp32: best.pt keeps"
-        " decode.precision auto (int8 on a CPU, the fastest path) only where int8 loses at most "
-        "int8_tolerance"
-        " BLEU, and records fp32 otherwise.",
+        "After training, translate the validation set on the CPU in int8 and in fp32: best.pt "
+        "keeps decode.precision auto (int8 on a CPU, the fastest path) only where int8 loses at "
+        "most int8_tolerance BLEU, and records fp32 otherwise.",
     )
     int8_tolerance: float = option(
         0.1, "Validation BLEU int8 decoding may lose against fp32 (tune_precision)."
@@ -100,11 +96,9 @@ class TrainConfig:
     compile_after_minutes: float = option(
         10.0,
         "A run that trained at least this many minutes ends by compiling best.pt's decoder step "
-        "for this CPU"
-        " in the precision it decodes in (as `mt compile` does, about 15-30 s), so that mt "
-        "translate and mt serve"
-        " run the compiled step from their first line; shorter runs leave it to `mt compile`. 0: "
-        "never.",
+        "for this CPU in the precision it decodes in (as `mt compile` does, about 15-30 s), so "
+        "that mt translate and mt serve run the compiled step from their first line; shorter "
+        "runs leave it to `mt compile`. 0: never.",
     )
     log_every: int = option(50, "Updates between log lines.")
     seed: int = option(1, "Random seed.", cli=True)
@@ -114,10 +108,9 @@ class TrainConfig:
     amp: str = option(
         "auto",
         "Mixed precision: auto (bf16 on CUDA; on a CPU with bf16 arithmetic and d_model >= 256, "
-        "bf16 or fp32,"
-        " whichever trains the run's batches faster, timed when it starts and kept on resume; else "
-        "fp32, as in a"
-        " deterministic run), bf16, fp16 (with a gradient scaler) or off.",
+        "bf16 or fp32, whichever trains the run's batches faster, timed when it starts and kept "
+        "on resume; else fp32, as in a deterministic run), bf16, fp16 (with a gradient scaler) "
+        "or off.",
     )
     threads: int = option(0, "CPU threads (0: PyTorch's default).")
     on_bad_utf8: str = option(
@@ -155,8 +148,7 @@ class TrainConfig:
     init: str = option(
         "",
         "Fine-tune: start from this checkpoint (mt's or imported): its model, weights and "
-        "tokenizer;"
-        " optimizer, schedule and step start fresh.",
+        "tokenizer; optimizer, schedule and step start fresh.",
         cli=True,
     )
     freeze_embeddings: bool = option(
@@ -166,9 +158,8 @@ class TrainConfig:
     init_layers: str = option(
         "",
         "With init: keep ENC+DEC of its layers (e.g. 4+1), evenly spaced from its first to its "
-        "last (one: the"
-        " first), so a smaller student starts from its teacher (shrink and fine-tune); empty: all "
-        "of them.",
+        "last (one: the first), so a smaller student starts from its teacher (shrink and "
+        "fine-tune); empty: all of them.",
         cli=True,
     )
     shortlist_per_source: int = option(

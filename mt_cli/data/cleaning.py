@@ -49,9 +49,8 @@ _SCRIPTS = {
     "ko": {"HANGUL", "CJK"},
 }
 _LATIN = (
-    "af az ca cs cy da de en eo es et eu fi fr ga gl hr hu id is it lt lv ms mt nl no nb nn pl pt "
-    "ro sk sl "
-    "sq sv sw tl tr uz vi"
+    "af az ca cs cy da de en eo es et eu fi fr ga gl hr hu id is it lt lv ms mt nl no nb nn pl "
+    "pt ro sk sl sq sv sw tl tr uz vi"
 ).split()
 _SCRIPTS.update(dict.fromkeys(_LATIN, {"LATIN"}))
 

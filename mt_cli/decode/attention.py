@@ -21,7 +21,8 @@ from torch import Tensor, nn
 from mt_cli.data.collate import collate
 from mt_cli.data.tokenizer import PAD
 from mt_cli.errors import MtError
-from mt_cli.model.transformer import MultiHeadAttention, Transformer, attention_probs
+from mt_cli.model.attention import MultiHeadAttention, attention_probs
+from mt_cli.model.transformer import Transformer
 
 if TYPE_CHECKING:  # the translator aligns through this module: a runtime import would be a cycle
     from mt_cli.decode.translator import Translator

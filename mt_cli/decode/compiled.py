@@ -129,8 +129,8 @@ def build(engine: Engine, path: Path) -> None:
         partial = path.with_name(f"{path.stem}.{os.getpid()}.partial.pt2")  # the builder wants .pt2
         try:
             # freezing: the weights become constants of the compiled code. Not prepacked into
-            # oneDNN's layouts: its products then keep state for every new number of rows, which
-            # held 250 MB more after 10,000 lines, at the same speed (measured, fp32).
+            # oneDNN's layouts: its products then keep state for every new number of rows, memory
+            # that grows with the lines translated and buys no speed.
             options = {"freezing": True, "cpp.weight_prepack": False}
             torch._inductor.aoti_compile_and_package(
                 program, package_path=str(partial), inductor_configs=options

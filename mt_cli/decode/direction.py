@@ -75,9 +75,8 @@ class Direction:
         codes = self.tokenizer.languages()[0] or list(self.model.source_langs)
         if not codes:
             raise MtError(
-                "source language auto: the model records no source languages to choose among; name "
-                "the "
-                "language (source_lang de)"
+                "source language auto: the model records no source languages to choose among; "
+                "name the language (source_lang de)"
             )
         return codes
 

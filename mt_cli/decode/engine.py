@@ -43,8 +43,9 @@ from mt_cli.decode.precision import (
 )
 from mt_cli.decode.step_cache import StepCache
 from mt_cli.device import autocast
+from mt_cli.model.layers import DecoderLayer
 from mt_cli.model.ssru import SSRU
-from mt_cli.model.transformer import DecoderLayer, Transformer, key_mask
+from mt_cli.model.transformer import Transformer, key_mask
 
 
 def fused(*layers: nn.Module) -> nn.Module:

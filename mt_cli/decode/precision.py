@@ -56,7 +56,7 @@ class Packed:
 
     def __call__(self, q: Tensor, scale: Tensor) -> Tensor:
         one = q.size(0) == 1
-        if one:  # oneDNN runs a single row through its reference kernel, 100x slower than two
+        if one:  # oneDNN runs a single row through its slow reference kernel, two rows not
             q = q.expand(2, -1).contiguous()
         out = torch.ops.onednn.qlinear_pointwise(
             q, 1.0, 0, self.weight, scale, self.zero, None, 1.0, 0, torch.float32, "none", [], ""

@@ -13,7 +13,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-# columns per block: the fastest of 256-2048 at every shape measured (8k-256k columns, 1-10 best)
+# Columns per block: small blocks keep each block's top k in cache (benchmarks/topk_ab.py times
+# the sizes).
 BLOCK = 256
 
 

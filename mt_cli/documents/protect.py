@@ -51,7 +51,7 @@ def unmasked_templates(text: str, found: list[str]) -> str:
 
 # How a span is carried through the model: "number" swaps it for a number the model copies as it
 # is, "code" for a letter code, "verbatim" leaves it in the sentence (benchmarks/protect.py compares
-# them; numbers came through most often).
+# how often each comes through).
 STYLES = ("number", "code", "verbatim")
 
 

@@ -48,8 +48,7 @@ OPENER = re.compile(r"\{\\[^{}\n]*\}|<(?P<name>[A-Za-z]+)(?:[.][\w.-]*)?(?:[ \t]
 DASH = re.compile(r"[-\u2010\u2013\u2014][ \t]*")
 # Sentence-final punctuation, maybe followed by closing quotes or brackets.
 ENDS = re.compile(
-    r"[.!?\u2026\u3002\uff01\uff1f\u203c\u2047-\u2049]"
-    r"[\"'\u201d\u2019\u00bb)\]\u300d\u300f\uff09]*$"
+    r"[.!?\u2026\u3002\uff01\uff1f\u203c\u2047-\u2049][\"'\u201d\u2019\u00bb)\]\u300d\u300f\uff09]*$"
 )
 MAX_JOINED = 4
 # A tag touching a word would be masked into it ("<b>big" -> "7001big"), where no placeholder is
@@ -61,8 +60,8 @@ HUG_PREVIOUS = re.compile(r"[ \t]+(</[A-Za-z][\w.-]*>)")
 # and ideographs; Korean spaces its words), keeping closing punctuation and tags on the left.
 CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 CLOSING = (
-    "\u3001\u3002\uff0c\uff0e\uff01\uff1f\uff1a\uff1b"
-    "\u300d\u300f\uff09\u300b\u3009\u3011\u3015\u2026"
+    "\u3001\u3002\uff0c\uff0e\uff01\uff1f\uff1a\uff1b"  # the comma, stops and marks
+    "\u300d\u300f\uff09\u300b\u3009\u3011\u3015\u2026"  # closing brackets, the ellipsis
 )
 WORD = rf"(?:{MARKUP}|[^\s{CJK}{CLOSING}])"
 PAUSES = ".,;:!?\u2026\u3001\u3002\uff0c\uff01\uff1f\uff1a\uff1b"  # a line may well end after these

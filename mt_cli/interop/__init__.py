@@ -58,7 +58,7 @@ def export(ckpt: Checkpoint, out_dir: Path, fmt: str, quantization: str | None =
     if fmt == "hf":
         if quantization:
             raise MtError("quantization applies to the ct2 format only")
-        from mt_cli.interop.marian import export_hf
+        from mt_cli.interop.hf_export import export_hf
 
         # an imported M2M100 or NLLB model goes back to its own layout
         return export_hf(ckpt, out_dir)

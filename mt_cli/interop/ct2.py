@@ -11,7 +11,7 @@ from typing import Any
 from mt_cli.data.m2m_vocab import M2MVocab
 from mt_cli.decode.shortlist import Shortlist
 from mt_cli.errors import MtError
-from mt_cli.interop.marian import export_hf, move_into_place, refuse_non_empty
+from mt_cli.interop.hf_export import export_hf, move_into_place, refuse_non_empty
 from mt_cli.model.checkpoint import Checkpoint
 
 

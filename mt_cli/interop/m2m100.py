@@ -22,24 +22,18 @@ from mt_cli.config import Config, DecodeConfig, ModelConfig, TokenizerConfig
 from mt_cli.data.m2m_vocab import M2MVocab
 from mt_cli.data.marian_vocab import mt_order
 from mt_cli.errors import MtError
+from mt_cli.interop.hf_export import write_folder, write_json
 from mt_cli.interop.hf_import import imported_beam, read_json, read_vocab, same_both_sides, shape
-from mt_cli.interop.marian import (
-    from_marian_name,
-    to_marian_name,
-    to_marian_order,
-    write_folder,
-    write_json,
-)
+from mt_cli.interop.marian import from_marian_name, to_marian_name, to_marian_order
 from mt_cli.model.checkpoint import Checkpoint
 
 # fairseq's M2M100 language lists (M2M100Tokenizer's language_codes): the tokens __xx__ follow
 # vocab.json's pieces in this order.
 M2M100_CODES = (
     "af am ar ast az ba be bg bn br bs ca ceb cs cy da de el en es et fa ff fi fr fy ga gd gl gu "
-    "ha he hi hr ht hu "
-    "hy id ig ilo is it ja jv ka kk km kn ko lb lg ln lo lt lv mg mk ml mn mr ms my ne nl no ns oc "
-    "or pa pl ps pt "
-    "ro ru sd si sk sl so sq sr ss su sv sw ta th tl tn tr uk ur uz vi wo xh yi yo zh zu"
+    "ha he hi hr ht hu hy id ig ilo is it ja jv ka kk km kn ko lb lg ln lo lt lv mg mk ml mn mr "
+    "ms my ne nl no ns oc or pa pl ps pt ro ru sd si sk sl so sq sr ss su sv sw ta th tl tn tr "
+    "uk ur uz vi wo xh yi yo zh zu"
 ).split()
 WMT21_CODES = "en ha is ja cs ru zh de".split()
 NLLB_CODE = re.compile(r"[a-z]{3}_[A-Z][a-z]{3}")  # deu_Latn

@@ -35,9 +35,7 @@ NATIVE = {
 }
 LIBRE = {
     400: "a request LibreTranslate refuses: a missing or malformed field, a pair not served, a "
-    "document "
-    "that "
-    "does not parse",
+    "document that does not parse",
     404: "no such translated file (they are kept 30 minutes)",
     429: "the queue is full; with Retry-After",
     500: "translation failed (or, on /detect, lingua is not installed)",

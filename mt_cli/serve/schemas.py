@@ -74,16 +74,14 @@ class TranslateRequest(BaseModel):
     glossary: dict[str, str] | None = Field(
         None,
         json_schema_extra=_terms,
-        description="source term -> target term the translation must use; both "
-        "non-blank; a term that applies to a line needs beam search (beam 2 or more) and a target "
-        "term the model's "
+        description="source term -> target term the translation must use; both non-blank; a term "
+        "that applies to a line needs beam search (beam 2 or more) and a target term the model's "
         "vocabulary can spell, else 422",
     )
     prefix: str | list[str | None] | None = Field(
         None,
         description="target prefix per line (null for none), one per line of text, else 422; a "
-        "single string "
-        "with a single line",
+        "single string with a single line",
     )
     format: Literal["text", "full"] = Field(
         "text", description="text: strings; full: mt translate's JSONL objects"
@@ -97,17 +95,14 @@ class TranslateRequest(BaseModel):
     source_lang: str | None = Field(
         None,
         description="the language of the text (a code: de; NLLB's deu_Latn or de; auto to "
-        "detect), for a model"
-        " told it (M2M100, NLLB) or a server of several models; the server's own "
-        "(serve.source_lang) when absent",
+        "detect), for a model told it (M2M100, NLLB) or a server of several models; the server's "
+        "own (serve.source_lang) when absent",
     )
     target_lang: str | None = Field(
         None,
         description="the language to write, for a model of several targets or a server of "
-        "several models; the"
-        " server's own (serve.target_lang) when absent; one no model writes is a 422 naming what "
-        "the server"
-        " translates",
+        "several models; the server's own (serve.target_lang) when absent; one no model writes "
+        "is a 422 naming what the server translates",
     )
     api_key: str | None = _key()
 
@@ -165,9 +160,7 @@ class LibreTranslateRequest(BaseModel):
         "text",
         json_schema_extra={"enum": list(TEXT_KINDS)},
         description="text or html; mt also reads markdown, srt, vtt, po and lines (each q a "
-        "document; one that "
-        "does "
-        "not parse as its format is 400)",
+        "document; one that does not parse as its format is 400)",
     )
     alternatives: int = Field(
         0,

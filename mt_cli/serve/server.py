@@ -30,7 +30,7 @@ def bind(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     # IPPROTO_TCP named, not left 0: asyncio turns Nagle's algorithm off (TCP_NODELAY) only on
     # sockets that say they are TCP, and accepted sockets inherit this one's protocol. Without it
-    # a response's body, written after its headers, waited for the client's delayed ACK: 40 ms.
+    # a response's body, written after its headers, waits for the client's delayed ACK.
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:

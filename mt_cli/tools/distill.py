@@ -78,8 +78,7 @@ def distill(
     )
     log(
         f"teacher{'s' if len(teachers) > 1 else ''} {', '.join(map(str, teachers))} translating "
-        f"{source.src}"
-        f" (beam {tr.cfg.beam}, {dcfg.nbest} best kept)"
+        f"{source.src} (beam {tr.cfg.beam}, {dcfg.nbest} best kept)"
     )
     total = translate_corpus(tr, Path(source.src), out / "teacher", teachers, dcfg.nbest, log)
     del tr  # the teachers' memory, before the student trains

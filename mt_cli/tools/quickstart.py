@@ -22,8 +22,8 @@ from mt_cli.train.loop import train
 
 # The quickstart's recipe, over the small preset. configs/multi30k-de-en.yaml spells the same
 # (a test keeps them equal), so `mt train --config configs/multi30k-de-en.yaml` trains this model.
-# warmup-stable-decay ends a short run annealed; dropout stays at 0.1, which learns faster than 0.2
-# in the first thousand steps; the length penalty is tuned on validation when training ends.
+# warmup-stable-decay ends a short run annealed; dropout stays at 0.1, which learns faster early
+# in a short run; the length penalty is tuned on validation when training ends.
 RECIPE: dict[str, dict[str, Any]] = {
     "train": {
         "max_minutes": QuickstartConfig.max_minutes,

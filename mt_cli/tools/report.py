@@ -46,8 +46,7 @@ def _scores(entries: list[dict[str, Any]]) -> list[str]:
         kept = "int8 on a CPU" if c["precision"] == "auto" else "fp32"
         lines.append(
             f"- int8 decoding checked on validation: BLEU {c['int8']:.2f} against fp32's "
-            f"{c['fp32']:.2f};"
-            f" best.pt decodes in {kept}"
+            f"{c['fp32']:.2f}; best.pt decodes in {kept}"
         )
     return lines
 

@@ -67,7 +67,6 @@ def direction(tokenizer: Tokenizer, given: ModelConfig, train: Source) -> Langua
     if told_sources and not (src and tgt):
         raise MtError(
             "the model is told its languages (M2M100, NLLB): name the data's with files named by "
-            "language"
-            " (train.de, train.en) or set model.source_langs=de and model.target_langs=en"
+            "language (train.de, train.en) or set model.source_langs=de and model.target_langs=en"
         )
     return tokenizer.language_tokens(src[0] if src else "", tgt[0] if tgt else "")
