@@ -47,7 +47,7 @@ from mt_cli.decode.compiled import compile_checkpoint
 from mt_cli.interop.ct2 import vocabulary_map
 from mt_cli.interop.hf_import import import_hf
 from mt_cli.model import checkpoint
-from mt_cli.tools.shortlist import add_shortlist
+from mt_cli.tools.add_shortlist import add_shortlist
 
 VOCAB = 58_101  # opus-mt-en-de's vocab_size
 BATCH = 32

@@ -24,7 +24,7 @@ from mt_cli.decode.sampling import Sampler
 from mt_cli.decode.search import greedy_search
 from mt_cli.errors import MtError
 from mt_cli.model import checkpoint
-from mt_cli.tools.progress import Progress
+from mt_cli.tools.translation_progress import Progress
 
 A, B, VOCAB = 4, 5, 6
 SCRIPT = {

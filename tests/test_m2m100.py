@@ -336,7 +336,11 @@ def test_the_engine_beam_search_scoring_and_int8_read_the_language_tokens(import
     # log-probabilities
     best = [hyps[0] for hyps in found]
     scored = force(
-        eager.model, eager.source_ids(lines), [h.tokens for h in best], 8, eager.decoder_start
+        eager.model,
+        eager.source_ids(lines),
+        [h.tokens for h in best],
+        eager.cfg,
+        eager.decoder_start,
     )
     for s, h in zip(scored, best):
         assert s.tokens == h.tokens and s.token_logprobs == pytest.approx(
@@ -352,7 +356,7 @@ def test_a_shortlist_for_an_imported_model_restricts_its_output_and_exports_as_a
     from conftest import write_lines
     from mt_cli.data.collate import pad
     from mt_cli.interop import export
-    from mt_cli.tools.shortlist import add_shortlist
+    from mt_cli.tools.add_shortlist import add_shortlist
 
     _, out, src, tgt = imported
     sources, targets = script_lines(300, seed=10), script_lines(300, seed=11)
@@ -456,7 +460,7 @@ def test_fine_tuning_an_imported_model_reads_its_language_tokens_and_its_scores_
 ):
     from conftest import write_lines
     from mt_cli.config import build_config
-    from mt_cli.data.direction import Directed
+    from mt_cli.data.language_tokens import Directed
     from mt_cli.train.inputs import DataSpec
     from mt_cli.train.loop import train
 

@@ -181,7 +181,7 @@ def test_a_multilingual_model_needs_its_target_language_and_writes_the_one_named
 
 def test_every_training_source_carries_its_pairs_target_tag(multilingual_run):
     from mt_cli.config import build_config
-    from mt_cli.data.direction import Directed
+    from mt_cli.data.language_tokens import Directed
     from mt_cli.train.corpora import pair_tokens
     from mt_cli.train.inputs import DataSpec
 

@@ -23,8 +23,8 @@ pytest.importorskip("fastapi")
 requests = pytest.importorskip("requests")
 from mt_cli.serve.app import create_server  # noqa: E402
 from mt_cli.serve.catalog import catalog  # noqa: E402
-from mt_cli.serve.languages import Languages  # noqa: E402
 from mt_cli.serve.models import Entry  # noqa: E402
+from mt_cli.serve.served_languages import Languages  # noqa: E402
 from mt_cli.serve.server import _entries  # noqa: E402
 from serving import Running, call  # noqa: E402
 

@@ -23,7 +23,7 @@ from mt_cli.decode.precision import quantize_int8
 from mt_cli.decode.search import greedy_search, search_batch
 from mt_cli.decode.shortlist import SPECIALS, Shortlist
 from mt_cli.model import checkpoint
-from mt_cli.tools.shortlist import add_shortlist
+from mt_cli.tools.add_shortlist import add_shortlist
 
 
 def test_each_source_piece_keeps_the_target_pieces_it_co_occurs_with_most_strongly():

@@ -15,6 +15,7 @@ from mt_cli.config import (
     OutputConfig,
     TrainConfig,
     TuningConfig,
+    language_help,
 )
 from mt_cli.errors import MtError
 
@@ -56,14 +57,10 @@ ConstraintsFile = Annotated[
     ),
 ]
 SourceLang = Annotated[
-    str | None,
-    typer.Option(help="The language read (de; NLLB: deu_Latn or de), for a model told its source."),
+    str | None, typer.Option(help=language_help("source", "for a model told its source."))
 ]
 TargetLang = Annotated[
-    str | None,
-    typer.Option(
-        help="The language to write (de; NLLB: deu_Latn or de), for a model that writes several."
-    ),
+    str | None, typer.Option(help=language_help("target", "for a model that writes several."))
 ]
 
 
@@ -126,37 +123,29 @@ def compile_step(
 
 @app.command(rich_help_panel=DECODE)
 @friendly
+@config_options(DecodeConfig, OutputConfig, only=("batch_size", "format"))
 def score(
     checkpoint: Annotated[Path, typer.Option(help="A checkpoint written by `mt train` (best.pt).")],
     src: Annotated[Path, typer.Option(help="Source sentences, one per line.")],
     tgt: Annotated[Path, typer.Option(help="Their translations to score, one per line.")],
     output: Annotated[Path | None, typer.Option(help="Where to write; stdout when absent.")] = None,
-    format: Annotated[
-        str, typer.Option(help="text (one score per line) or jsonl (with each token's).")
-    ] = "text",
     normalize: Annotated[
         bool, typer.Option(help="Divide by the token count (EOS included).")
     ] = False,
-    batch_size: Annotated[int | None, typer.Option(help="Pairs scored together.")] = None,
     source_lang: SourceLang = None,
     target_lang: TargetLang = None,
     device: Device = DEVICE,
+    options: dict[str, dict[str, Any]] | None = None,
 ) -> None:
     """Forced decoding: the log-probability the model gives each TGT line as the translation of its
     SRC line (natural log, summed over the target's tokens and EOS)."""
     from mt_cli.tools.translate_files import score_file
 
-    n = score_file(
-        checkpoint,
-        src,
-        tgt,
-        output,
-        device,
-        format,
-        normalize,
-        (source_lang, target_lang),
-        batch_size=batch_size,
-    )
+    given = options or {}
+    fmt = OutputConfig(**given.get("output", {})).format
+    languages = (source_lang, target_lang)
+    decoding = given.get("decode", {})
+    n = score_file(checkpoint, src, tgt, output, device, fmt, normalize, languages, **decoding)
     if output is not None:
         err(f"scored {n} pairs into {output}")
 
@@ -265,7 +254,7 @@ def shortlist_command(
     """Build a vocabulary shortlist from a parallel corpus into a checkpoint: decoding then scores
     only the target pieces a batch's source pieces co-occur with (and the most frequent ones).
     `mt train` builds one from its training data by itself."""
-    from mt_cli.tools.shortlist import add_shortlist
+    from mt_cli.tools.add_shortlist import add_shortlist
 
     given = (options or {}).get("train", {})
     per_source = given.get("shortlist_per_source", TrainConfig.shortlist_per_source)

@@ -26,6 +26,7 @@ from mt_cli.config.fields import (
     DEVICE,
     IMPORTED_BEAM,
     describe,
+    language_help,
     option,
 )
 from mt_cli.config.model import ModelConfig, TokenizerConfig
@@ -76,6 +77,7 @@ __all__ = [
     "build_config",
     "describe",
     "from_dict",
+    "language_help",
     "option",
     "to_dict",
     "to_yaml",

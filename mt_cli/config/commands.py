@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from mt_cli.config.fields import option
+from mt_cli.config.fields import language, option
 from mt_cli.errors import MtError
 
 
@@ -23,7 +23,10 @@ class OutputConfig:
 
     section = "output"
     format: str = option(
-        "text", "text (the best translation) or jsonl (one JSON object with its score).", cli=True
+        "text",
+        "text (a line for each input line: its best translation; mt score: its score) or jsonl "
+        "(a JSON object for each, with its scores).",
+        cli=True,
     )
     nbest: int = option(
         1, "jsonl: also the K best hypotheses, best first (K <= beam; sampling: K draws).", cli=True
@@ -46,13 +49,19 @@ class OutputConfig:
             self.format in ("text", "jsonl"),
             f"output.format must be text or jsonl, not {self.format!r}",
         )
-        _check(self.nbest >= 1, f"output.nbest must be at least 1, not {self.nbest}")
+        # output.nbest's own range is checked where it is searched (decode/request.check_nbest).
         _check(
             self.format == "jsonl"
-            or (self.nbest == 1 and not self.token_scores and not self.alignment),
+            or not self.needs_objects(self.nbest, self.token_scores, self.alignment),
             "output.nbest, output.token_scores and output.alignment need output.format jsonl"
             " (text is one line per input line)",
         )
+
+    @staticmethod
+    def needs_objects(nbest: int, token_scores: bool, alignment: bool) -> bool:
+        """What a line of text cannot carry, and so needs a JSON object per line (jsonl; the
+        server's "full" format): several hypotheses, token scores, an alignment."""
+        return nbest > 1 or token_scores or alignment
 
 
 DOCUMENT_TYPES = (
@@ -97,11 +106,10 @@ class DocumentConfig:
     overwrite: bool = option(
         False, "po: translate entries that already have a translation too.", cli=True
     )
-    source_lang: str = option(
-        "",
-        "The source language (de, zh; NLLB: deu_Latn or de; auto: identified per line among the "
-        "model's): its rules split sentences, and a model told its source language (M2M100, "
-        "NLLB) reads it; default: the checkpoint's.",
+    source_lang: str = language(
+        "source",
+        "its rules split sentences, and a model told its source language (M2M100, NLLB) reads it; "
+        "auto: identified per line among the model's; default: the checkpoint's.",
         cli=True,
     )
 
@@ -160,18 +168,17 @@ class ServeConfig:
         4000, "Lines that may wait; past this requests get 503 with Retry-After.", cli=True
     )
     shutdown_s: float = option(8.0, "On SIGTERM: seconds the requests in flight get to finish.")
-    source_lang: str = option(
-        "",
-        "The source language (a code: de): for a checkpoint that records none, what /languages "
-        "offers; for one told its source (NLLB, M2M100), with serve.target_lang, the direction "
-        "of requests that name none.",
+    source_lang: str = language(
+        "source",
+        "for a checkpoint that records none, what /languages offers; for one told its source "
+        "(NLLB, M2M100), with serve.target_lang, the direction of requests that name none.",
         cli=True,
     )
-    target_lang: str = option(
-        "",
-        "The target language (en), for a model of several: its target token (>>en<<, <2en>, "
-        "NLLB's eng_Latn) is read with each line unless a request names another; for a "
-        "checkpoint that records none, what /languages offers.",
+    target_lang: str = language(
+        "target",
+        "for a model of several, its target token (>>en<<, <2en>, NLLB's eng_Latn) is read with "
+        "each line unless a request names another; for a checkpoint that records none, what "
+        "/languages offers.",
         cli=True,
     )
     max_chars: int = option(

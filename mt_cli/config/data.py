@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mt_cli.config.fields import check, option
+from mt_cli.config.fields import FROM_SUFFIX, check, language, option
 
 
 @dataclass(frozen=True)
@@ -14,12 +14,8 @@ class PairConfig:
 
     src: str = option("", "Training source file, one sentence per line (.gz too).")
     tgt: str = option("", "Its target side, line-aligned.")
-    source_lang: str = option(
-        "", "The source language's code (de); default: the source file's suffix (train.de)."
-    )
-    target_lang: str = option(
-        "", "The target language's code (en); default: the target file's suffix."
-    )
+    source_lang: str = language("source", FROM_SUFFIX["source"])
+    target_lang: str = language("target", FROM_SUFFIX["target"])
     valid_src: str = option(
         "",
         "This pair's validation source; its BLEU is logged and averaged (none: the pair is not "

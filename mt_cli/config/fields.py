@@ -28,6 +28,29 @@ CORPUS_CHUNK_LINES = 20_000
 IMPORTED_BEAM = 4
 
 
+# What a language field holds, said once; each section that takes languages adds what it does
+# with them (config files, options, the server's request fields).
+LANGUAGE_CODE = {
+    "source": "The source language, as a code (de, zh; NLLB's deu_Latn or de)",
+    "target": "The target language, as a code (en; NLLB's eng_Latn or en)",
+}
+# A pair's languages as a training file's suffix names them.
+FROM_SUFFIX = {
+    "source": "default: the source file's suffix (train.de).",
+    "target": "default: the target file's suffix.",
+}
+
+
+def language_help(side: str, use: str) -> str:
+    """A language field's description: the code it holds, then `use`, what it is for here."""
+    return f"{LANGUAGE_CODE[side]}: {use}"
+
+
+def language(side: str, use: str, *, cli: bool = False) -> Any:
+    """A source or target language field (`side`), empty by default."""
+    return option("", language_help(side, use), cli=cli)
+
+
 def option(default: Any, help: str, *, cli: bool = False, flag: str = "") -> Any:
     """A config field with its one description. `cli`: commands that take this section offer it as
     an option (`--max-steps` for max_steps, or `flag`); the rest are set with --set or YAML."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mt_cli.config.fields import check, option
+from mt_cli.config.fields import FROM_SUFFIX, check, language, option
 
 # `mt clean`'s rules, in the order they are tried: removed.tsv names the first that removes a pair.
 CLEAN_RULES = (
@@ -37,12 +37,8 @@ class CleanConfig:
         "language's script), language (identified as another language), score (needs "
         "clean.score_checkpoint) and duplicate (normalised).",
     )
-    source_lang: str = option(
-        "", "The source language (de); default: the source file's suffix (train.de).", cli=True
-    )
-    target_lang: str = option(
-        "", "The target language; default: the target file's suffix.", cli=True
-    )
+    source_lang: str = language("source", FROM_SUFFIX["source"], cli=True)
+    target_lang: str = language("target", FROM_SUFFIX["target"], cli=True)
     max_words: int = option(
         150,
         "length: the most words a side may have (each Chinese or Japanese character one).",

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from mt_cli.data.direction import Encoder
+from mt_cli.data.language_tokens import Encoder
 from mt_cli.data.pairs import limit_length
 from mt_cli.data.sources import CHUNK, Source, decoded
 from mt_cli.data.text import BAD_UTF8_FIX, has_empty_side

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mt_cli.data.direction import LanguageTokens
+from mt_cli.data.language_tokens import LanguageTokens
 from mt_cli.data.languages import resolve_language
 from mt_cli.data.marian_vocab import MarianVocab
 from mt_cli.data.tokenizer import UNK

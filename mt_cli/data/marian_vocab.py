@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from mt_cli.data.direction import LanguageTokens
+from mt_cli.data.language_tokens import LanguageTokens
 from mt_cli.data.tokenizer import EOS, PAD, UNK, Tokenizer
 from mt_cli.errors import MtError
 

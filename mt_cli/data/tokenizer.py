@@ -12,7 +12,7 @@ from typing import Any
 import sentencepiece as spm
 
 from mt_cli.config import TokenizerConfig
-from mt_cli.data.direction import LanguageTokens
+from mt_cli.data.language_tokens import LanguageTokens
 from mt_cli.data.languages import resolve_language
 from mt_cli.errors import MtError
 from mt_cli.files import atomic_write_bytes

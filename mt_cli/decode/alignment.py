@@ -31,7 +31,7 @@ def with_alignment(
             "output.alignment reads one model's attention; it does not combine with an ensemble"
         )
     flat = [(s, h) for s, hyps in zip(src_ids, found) for h in hyps]
-    links = iter(align(model, [s for s, _ in flat], [h.tokens for _, h in flat], cfg.batch_size))
+    links = iter(align(model, [s for s, _ in flat], [h.tokens for _, h in flat], cfg))
     return [[dataclasses.replace(h, alignment=next(links)) for h in hyps] for hyps in found]
 
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from mt_cli.config import ModelConfig
-from mt_cli.data.direction import LanguageTokens
 from mt_cli.data.language_id import LanguageIdentifier
+from mt_cli.data.language_tokens import LanguageTokens
 from mt_cli.data.tokenizer import Tokenizer
 from mt_cli.errors import MtError
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from mt_cli.config import DecodeConfig
-from mt_cli.data.direction import LanguageTokens
+from mt_cli.data.language_tokens import LanguageTokens
 from mt_cli.data.tokenizer import EOS, UNK, Tokenizer
 from mt_cli.decode.hypothesis import Request
 from mt_cli.errors import MtError

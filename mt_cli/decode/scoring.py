@@ -13,11 +13,13 @@ from typing import Any, TypeVar
 
 import torch
 
+from mt_cli.config import DecodeConfig
 from mt_cli.data.collate import collate
 from mt_cli.data.tokenizer import PAD
 from mt_cli.decode.attention import align_batch
 from mt_cli.decode.ensemble import ForcedEnsemble
 from mt_cli.decode.hypothesis import Hypothesis
+from mt_cli.decode.search import batches
 from mt_cli.model.transformer import Transformer
 
 T = TypeVar("T")
@@ -48,12 +50,12 @@ def force(
     model: Forced,
     src_ids: list[list[int]],
     tgt_ids: list[list[int]],
-    batch_size: int,
+    cfg: DecodeConfig,
     start: tuple[int, ...] = (),
 ) -> list[Hypothesis]:
     """Many pairs: batches of similar length, returned in input order. `start`: target ids the
     decoder reads before each target (an M2M100 or NLLB model's target language), not scored."""
-    found = _batched(force_batch, model, src_ids, [[*start, *ids] for ids in tgt_ids], batch_size)
+    found = _batched(force_batch, model, src_ids, [[*start, *ids] for ids in tgt_ids], cfg)
     if not start:
         return found
     cut = [(h.tokens[len(start) :], h.token_logprobs[len(start) :]) for h in found]
@@ -61,9 +63,9 @@ def force(
 
 
 def align(
-    model: Transformer, src_ids: list[list[int]], tgt_ids: list[list[int]], batch_size: int
+    model: Transformer, src_ids: list[list[int]], tgt_ids: list[list[int]], cfg: DecodeConfig
 ) -> list[list[int]]:
-    return _batched(align_batch, model, src_ids, tgt_ids, batch_size)
+    return _batched(align_batch, model, src_ids, tgt_ids, cfg)
 
 
 def _batched(
@@ -71,17 +73,16 @@ def _batched(
     model: Any,
     src_ids: list[list[int]],
     tgt_ids: list[list[int]],
-    batch_size: int,
+    cfg: DecodeConfig,
 ) -> list[T]:
+    """`fn` over batches cut as search cuts them (search.batches: decode.batch_size sentences,
+    decode.batch_tokens source tokens), its results in input order."""
     was_training = model.training
     model.eval()
-    order = sorted(range(len(src_ids)), key=lambda i: (len(tgt_ids[i]), len(src_ids[i])))
     out: list[T | None] = [None] * len(src_ids)
-    for start in range(0, len(order), batch_size):
-        chunk = order[start : start + batch_size]
-        for i, item in zip(
-            chunk, fn(model, [src_ids[i] for i in chunk], [tgt_ids[i] for i in chunk])
-        ):
+    for chunk in batches([len(s) for s in src_ids], cfg):
+        found = fn(model, [src_ids[i] for i in chunk], [tgt_ids[i] for i in chunk])
+        for i, item in zip(chunk, found):
             out[i] = item
     model.train(was_training)
     return out  # type: ignore[return-value]  # every slot is filled

@@ -141,25 +141,7 @@ class Search:
     def batches(
         self, lengths: Sequence[int], starts: Sequence[tuple[int, ...]] | None = None
     ) -> list[list[int]]:
-        """Indices sorted by source length, cut into batches of at most decode.batch_size sentences
-        and (where set) decode.batch_tokens source tokens; a longer sentence goes alone. Sentences
-        of different `starts` (decoder start ids: target languages) never share a batch."""
-        budget = self.cfg.batch_tokens or float("inf")
-        starts = starts or [()] * len(lengths)
-        out: list[list[int]] = []
-        tokens = 0
-        for i in sorted(range(len(lengths)), key=lambda i: (starts[i], lengths[i])):
-            if (
-                not out
-                or len(out[-1]) >= self.cfg.batch_size
-                or tokens + lengths[i] > budget
-                or (starts[i] != starts[out[-1][0]])
-            ):
-                out.append([])
-                tokens = 0
-            out[-1].append(i)
-            tokens += lengths[i]
-        return out
+        return batches(lengths, self.cfg, starts)
 
     @torch.inference_mode()
     def batch(self, requests: Sequence[Request], samples: int = 1) -> list[list[Hypothesis]]:
@@ -234,6 +216,31 @@ class Search:
             return None
         listed = self.shortlist.for_batch(src)
         return None if listed[0].numel() < 2 * cfg.beam else listed
+
+
+def batches(
+    lengths: Sequence[int], cfg: DecodeConfig, starts: Sequence[tuple[int, ...]] | None = None
+) -> list[list[int]]:
+    """Indices sorted by source length, cut into batches of at most decode.batch_size sentences and
+    (where set) decode.batch_tokens source tokens; a longer sentence goes alone. Sentences of
+    different `starts` (decoder start ids: target languages) never share a batch. Search and forced
+    scoring alike batch by this rule."""
+    budget = cfg.batch_tokens or float("inf")
+    starts = starts or [()] * len(lengths)
+    out: list[list[int]] = []
+    tokens = 0
+    for i in sorted(range(len(lengths)), key=lambda i: (starts[i], lengths[i])):
+        if (
+            not out
+            or len(out[-1]) >= cfg.batch_size
+            or tokens + lengths[i] > budget
+            or (starts[i] != starts[out[-1][0]])
+        ):
+            out.append([])
+            tokens = 0
+        out[-1].append(i)
+        tokens += lengths[i]
+    return out
 
 
 def as_requests(src_ids: Sequence[Sequence[int]], start: tuple[int, ...] = ()) -> list[Request]:

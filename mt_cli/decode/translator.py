@@ -308,7 +308,7 @@ class Translator:
                 self.model,
                 self.source_ids(src_lines),
                 tgt_ids,
-                self.cfg.batch_size,
+                self.cfg,
                 self.direction.tokens().start,
             )
         return [

@@ -2,7 +2,7 @@
 
     {"format": 2, "config": {...}, "tokenizer": {"joint": bytes} | {"src": ..., "tgt": ...},
      "model": state_dict, "train_state": {...} (resumable checkpoints only),
-     "shortlist": {"table": ..., "frequent": ..., "tgt_vocab_size": V} (optional: shortlist.py),
+     "shortlist": {"table", "frequent", "tgt_vocab_size"} (optional: decode/shortlist.py),
      "origin": {"averaged": ["step4500.pt", ...]} (optional: weights that no single step had)}
 
 It holds only tensors, numbers, strings, bytes, lists and dicts, and is always read with

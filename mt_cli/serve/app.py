@@ -36,7 +36,6 @@ from mt_cli.decode.translator import Translator
 from mt_cli.serve.cache import Cache
 from mt_cli.serve.deepl import DeepL
 from mt_cli.serve.guard import ApiError, Guard, dialect_of, error_body
-from mt_cli.serve.languages import resolve
 from mt_cli.serve.libretranslate import (
     LibreTranslate,
     client_of,
@@ -60,6 +59,7 @@ from mt_cli.serve.schemas import (
     TranslateRequest,
     Translations,
 )
+from mt_cli.serve.served_languages import resolve
 from mt_cli.serve.service import Service, Work
 from mt_cli.serve.telemetry import Telemetry
 
@@ -147,7 +147,9 @@ async def _translate(request: Request, pipeline: Pipeline, libre: LibreTranslate
     caller = _caller(request, body)
     pipeline.limits.admit(caller)
     req = _validated(TranslateRequest, body)
-    if req.format == "text" and (req.nbest > 1 or req.token_scores or req.alignment):
+    if req.format == "text" and OutputConfig.needs_objects(
+        req.nbest, req.token_scores, req.alignment
+    ):
         raise ApiError(
             422,
             'nbest, token_scores and alignment need "format": "full"',

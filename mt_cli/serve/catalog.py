@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mt_cli.errors import MtError
-from mt_cli.serve.languages import Languages
+from mt_cli.serve.served_languages import Languages
 
 PAIR_NAME = re.compile(
     r"^([A-Za-z]{2,3}(?:[_-][A-Za-z]{4})?)[-_]([A-Za-z]{2,3}(?:[_-][A-Za-z]{4})?)$"

@@ -13,7 +13,7 @@ from typing import Any
 from mt_cli.data.language_id import LanguageIdentifier
 from mt_cli.errors import MtError
 from mt_cli.serve.guard import ApiError
-from mt_cli.serve.languages import Languages
+from mt_cli.serve.served_languages import Languages
 
 Detection = dict[str, Any]  # {"confidence": 0-100, "language": code}
 

@@ -31,9 +31,9 @@ from mt_cli.serve.batcher import Batcher
 from mt_cli.serve.decoding import Decoding
 from mt_cli.serve.documents import Tasks
 from mt_cli.serve.guard import ApiError
-from mt_cli.serve.languages import Languages, public_code
 from mt_cli.serve.request import Names
 from mt_cli.serve.routes import Hop, direct_hop, own_hop, reach
+from mt_cli.serve.served_languages import Languages, public_code
 from mt_cli.serve.service import Service
 from mt_cli.serve.telemetry import Telemetry
 

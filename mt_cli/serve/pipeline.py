@@ -26,11 +26,11 @@ from mt_cli.serve.cache import Cache
 from mt_cli.serve.detect import Detection, Detector
 from mt_cli.serve.documents import Documents
 from mt_cli.serve.guard import ApiError
-from mt_cli.serve.languages import Languages
 from mt_cli.serve.limits import Limits
 from mt_cli.serve.models import Models
 from mt_cli.serve.request import LINES, TextRequest
 from mt_cli.serve.routes import Hop
+from mt_cli.serve.served_languages import Languages
 from mt_cli.serve.service import Service, Work
 
 # a text's translation (with format full, the JSON API's object) and its alternatives

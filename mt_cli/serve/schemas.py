@@ -18,13 +18,15 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.config import JsonDict
 
+from mt_cli.config import language_help
 from mt_cli.documents import TEXT_KINDS
 
 # A string that str.strip() leaves non-empty: one character Python does not count as whitespace
 # (ECMA's \s differs: it lacks \x1c-\x1f and \x85, and has \ufeff). None lies above U+3000.
 SPACES = "".join(f"\\u{c:04x}" for c in range(0x3001) if chr(c).isspace())
 NOT_BLANK = f"[^{SPACES}]"
-# nbest > 1, token_scores and alignment need "format": "full": one or the other holds.
+# nbest > 1, token_scores and alignment need "format": "full" (OutputConfig.needs_objects), as the
+# OpenAPI document states it: one or the other holds.
 FULL_ONLY: JsonDict = {
     "anyOf": [
         {"required": ["format"], "properties": {"format": {"const": "full"}}},
@@ -55,7 +57,7 @@ def _key() -> Any:
 
 def _language(side: str) -> Any:
     return Field(
-        None, description=f"the {side} language, to choose the model on a server of several"
+        None, description=language_help(side, "to choose the model on a server of several")
     )
 
 
@@ -94,15 +96,20 @@ class TranslateRequest(BaseModel):
     )
     source_lang: str | None = Field(
         None,
-        description="the language of the text (a code: de; NLLB's deu_Latn or de; auto to "
-        "detect), for a model told it (M2M100, NLLB) or a server of several models; the server's "
-        "own (serve.source_lang) when absent",
+        description=language_help(
+            "source",
+            "the text's, for a model told it (M2M100, NLLB) or a server of several models; auto "
+            "to detect; the server's own (serve.source_lang) when absent",
+        ),
     )
     target_lang: str | None = Field(
         None,
-        description="the language to write, for a model of several targets or a server of "
-        "several models; the server's own (serve.target_lang) when absent; one no model writes "
-        "is a 422 naming what the server translates",
+        description=language_help(
+            "target",
+            "for a model of several targets or a server of several models; the server's own "
+            "(serve.target_lang) when absent; one no model writes is a 422 naming what the "
+            "server translates",
+        ),
     )
     api_key: str | None = _key()
 

@@ -22,8 +22,8 @@ from mt_cli.device import set_threads
 from mt_cli.errors import MtError
 from mt_cli.serve.app import create_app, create_server
 from mt_cli.serve.catalog import Described, catalog
-from mt_cli.serve.languages import Languages
 from mt_cli.serve.models import Entry
+from mt_cli.serve.served_languages import Languages
 
 
 def bind(host: str, port: int) -> socket.socket:

@@ -23,7 +23,7 @@ from mt_cli.documents.protect import Masked, Protector
 from mt_cli.errors import MtError
 from mt_cli.files import atomic_open, atomic_write_bytes, check_readable, check_writable
 from mt_cli.tools.line_inputs import LineInputs, SideInputs, count_lines, input_lines
-from mt_cli.tools.progress import Progress
+from mt_cli.tools.translation_progress import Progress
 
 # lines read, decoded and written at a time: memory stays flat however long the input
 CHUNK_LINES = 10_000

@@ -8,14 +8,14 @@ from dataclasses import dataclass, replace
 
 from mt_cli.config import Config
 from mt_cli.data.cache import TokenCorpus
-from mt_cli.data.direction import Directed, Encoder, LanguageTokens
+from mt_cli.data.language_tokens import Directed, Encoder, LanguageTokens
 from mt_cli.data.mixture import MixedCorpus, sampling_probs
 from mt_cli.data.pairs import Pairs
 from mt_cli.data.tokenizer import Tokenizer
 from mt_cli.errors import MtError
 from mt_cli.train.distributed import Dist
 from mt_cli.train.inputs import DataSpec, Log, PairSpec, load_train_data, load_valid_data
-from mt_cli.train.languages import direction
+from mt_cli.train.trained_languages import direction
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from mt_cli.config import Config, DataConfig, TrainConfig
 from mt_cli.data.cache import TokenCorpus, build_cache, wait_for_cache
-from mt_cli.data.direction import Encoder
 from mt_cli.data.doctor import preflight
+from mt_cli.data.language_tokens import Encoder
 from mt_cli.data.languages import suffix_language
 from mt_cli.data.mixture import sample_by_language
 from mt_cli.data.pairs import Pairs

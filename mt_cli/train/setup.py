@@ -35,7 +35,6 @@ from mt_cli.train.inputs import (
     get_tokenizer,
     wait_for_path,
 )
-from mt_cli.train.languages import model_config
 from mt_cli.train.run_info import write_run_info
 from mt_cli.train.shrink import shrink, spaced
 from mt_cli.train.state import (
@@ -48,6 +47,7 @@ from mt_cli.train.state import (
     trim_log,
 )
 from mt_cli.train.throughput import peak_flops
+from mt_cli.train.trained_languages import model_config
 
 
 @dataclass

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from mt_cli.config import Config, ModelConfig
-from mt_cli.data.direction import LanguageTokens
+from mt_cli.data.language_tokens import LanguageTokens
 from mt_cli.data.languages import language_code, suffix_language
 from mt_cli.data.sources import HubDataset, Source, Table, TextPair
 from mt_cli.data.tokenizer import Tokenizer
