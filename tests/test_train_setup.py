@@ -18,7 +18,7 @@ from mt_cli.data.pairs import Pairs
 from mt_cli.errors import MtError
 from mt_cli.model import checkpoint
 from mt_cli.model.transformer import Transformer, build_model
-from mt_cli.train import setup as run_setup
+from mt_cli.train import hardware
 from mt_cli.train import validation as validation_module
 from mt_cli.train.hardware import faster_amp
 from mt_cli.train.inputs import DataSpec
@@ -49,13 +49,13 @@ def test_batch_tokens_auto_is_resolved_once_saved_in_config_yaml_and_last_pt_and
     corpus_files, tmp_path, monkeypatch
 ):
     probes = []
-    real = run_setup.auto_batch_tokens
+    real = hardware.auto_batch_tokens
 
     def counted(*args, **kwargs):
         probes.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(run_setup, "auto_batch_tokens", counted)
+    monkeypatch.setattr(hardware, "auto_batch_tokens", counted)
     out = tmp_path / "run"
     said: list[str] = []
     train(_spec(corpus_files), out, _config(batch_tokens=0, max_steps=2), log=said.append)
@@ -225,10 +225,10 @@ def test_amp_auto_times_once_on_a_bf16_cpu_and_a_resumed_run_keeps_the_choice(
     corpus_files, tmp_path, monkeypatch
 ):
     timed = []
-    monkeypatch.setattr(run_setup, "cpu_has_bf16", lambda: True)
-    monkeypatch.setattr(run_setup, "AMP_PROBE_MIN_D_MODEL", 0)
+    monkeypatch.setattr(hardware, "cpu_has_bf16", lambda: True)
+    monkeypatch.setattr(hardware, "AMP_PROBE_MIN_D_MODEL", 0)
     monkeypatch.setattr(
-        run_setup,
+        hardware,
         "faster_amp",
         lambda objective, batches: timed.append(len(batches)) or torch.bfloat16,
     )
@@ -242,11 +242,9 @@ def test_amp_auto_times_once_on_a_bf16_cpu_and_a_resumed_run_keeps_the_choice(
 
 
 def test_amp_auto_does_not_time_a_deterministic_run(corpus_files, tmp_path, monkeypatch):
-    monkeypatch.setattr(run_setup, "cpu_has_bf16", lambda: True)
-    monkeypatch.setattr(run_setup, "AMP_PROBE_MIN_D_MODEL", 0)
-    monkeypatch.setattr(
-        run_setup, "faster_amp", lambda *a: pytest.fail("timed a deterministic run")
-    )
+    monkeypatch.setattr(hardware, "cpu_has_bf16", lambda: True)
+    monkeypatch.setattr(hardware, "AMP_PROBE_MIN_D_MODEL", 0)
+    monkeypatch.setattr(hardware, "faster_amp", lambda *a: pytest.fail("timed a deterministic run"))
     train(
         _spec(corpus_files),
         tmp_path / "run",

@@ -8,7 +8,8 @@ import logging
 import re
 import sys
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -37,6 +38,7 @@ tokenizer_app = typer.Typer(help="SentencePiece tokenizers.", no_args_is_help=Tr
 app.add_typer(tokenizer_app, name="tokenizer", rich_help_panel=DATA)
 
 F = TypeVar("F", bound=Callable[..., Any])
+S = TypeVar("S")
 
 
 def _versions(value: bool) -> None:
@@ -95,6 +97,25 @@ def friendly(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+@dataclass(frozen=True)
+class Given:
+    """The config fields a command's user gave as options, by section: only those given, so each
+    goes over the config's own default (or the checkpoint's, or a config file's)."""
+
+    fields: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
+
+    def of(self, section: type) -> dict[str, Any]:
+        """The fields given of one section, by name."""
+        return dict(self.fields.get(_section(section), {}))
+
+    def build(self, section: type[S]) -> S:
+        """The section with the given fields over its defaults (checked as it is built)."""
+        return section(**self.of(section))
+
+
+NOTHING_GIVEN = Given()
+
+
 def config_options(
     *sections: type,
     only: tuple[str, ...] = (),
@@ -105,7 +126,7 @@ def config_options(
     named in `only`), with the field's help, typed as the field is (a tuple as comma-separated
     values, a bool as --x/--no-x) unless `types` says otherwise, flagged `--max-steps` for max_steps
     unless the field or `flags` names another. The command gets those the user gave as
-    `options={"train": {"max_steps": 10}}`. A library error naming one of these fields
+    `options`, a `Given` (`options.build(TrainConfig)`). A library error naming one of these fields
     (`train.max_steps`) is printed with its flag (`--max-steps`). Adding an option is adding a
     field."""
     fields = [
@@ -151,7 +172,7 @@ def config_options(
                         _parse_tuple(value, f.type) if isinstance(value, str) else value
                     )
             try:
-                return fn(options=options, **given)
+                return fn(options=Given(options), **given)
             except MtError as e:
                 raise MtError(_with_flags(str(e), sections, flag_of)) from None
 

@@ -1,11 +1,21 @@
 """Data commands: tokenizers and the corpus check."""
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
-from mt_cli.cli.app import DATA, ExistingFile, app, config_options, err, friendly, tokenizer_app
+from mt_cli.cli.app import (
+    DATA,
+    NOTHING_GIVEN,
+    ExistingFile,
+    Given,
+    app,
+    config_options,
+    err,
+    friendly,
+    tokenizer_app,
+)
 from mt_cli.config import DoctorConfig, TokenizerConfig
 
 
@@ -16,13 +26,13 @@ def tokenizer_train(
     src: ExistingFile,
     tgt: ExistingFile,
     out: Annotated[Path, typer.Option(help="Folder to write the SentencePiece model(s) into.")],
-    options: dict[str, dict[str, Any]] | None = None,
+    options: Given = NOTHING_GIVEN,
 ) -> None:
     """Train a SentencePiece tokenizer on both sides of a parallel corpus (joint by default)."""
     from mt_cli.data.sources import read_parallel
     from mt_cli.data.tokenizer import train_tokenizer
 
-    cfg = TokenizerConfig(**(options or {}).get("tokenizer", {}))
+    cfg = options.build(TokenizerConfig)
     corpus = read_parallel(src, tgt)
     tok = train_tokenizer(corpus.src, corpus.tgt, cfg)
     tok.save(out)
@@ -50,13 +60,13 @@ def doctor(
         Path | None, typer.Option(help="Tokenizer folder: also report unknown pieces.")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the findings as JSON.")] = False,
-    options: dict[str, dict[str, Any]] | None = None,
+    options: Given = NOTHING_GIVEN,
 ) -> None:
     """Check a parallel corpus: line counts, bad bytes, empty lines, duplicates, copies, length
     outliers, long lines, train/valid/test overlap, unknown pieces; exits 1 on an error."""
     from mt_cli.data.doctor import run
 
-    limits = DoctorConfig(**(options or {}).get("doctor", {}))
+    limits = options.build(DoctorConfig)
     text, has_error = run(
         src, tgt, (valid_src, valid_tgt), (test_src, test_tgt), tokenizer, limits, as_json
     )

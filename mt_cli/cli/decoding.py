@@ -2,11 +2,11 @@
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
-from mt_cli.cli.app import DECODE, Device, app, config_options, err, friendly
+from mt_cli.cli.app import DECODE, NOTHING_GIVEN, Device, Given, app, config_options, err, friendly
 from mt_cli.config import (
     DEFAULT_METRICS,
     DEVICE,
@@ -76,26 +76,20 @@ def translate(
     constraints_file: ConstraintsFile = None,
     target_lang: TargetLang = None,
     device: Device = DEVICE,
-    options: dict[str, dict[str, Any]] | None = None,
+    options: Given = NOTHING_GIVEN,
 ) -> None:
     """Translate a file (or stdin): line by line, one output line for every input line, or a
     document (text, HTML, Markdown, subtitles, PO, DOCX) with its structure kept (--input-type)."""
     from mt_cli.tools.line_inputs import LineInputs
     from mt_cli.tools.translate_files import translate_file
 
-    given = options or {}
     inputs = LineInputs(prefix_file, constraints_file, glossary, target_lang)
+    out = options.build(OutputConfig)
+    document = options.build(DocumentConfig)
     n = translate_file(
-        checkpoint,
-        input,
-        output,
-        device,
-        OutputConfig(**given.get("output", {})),
-        inputs,
-        DocumentConfig(**given.get("document", {})),
-        **given.get("decode", {}),
+        checkpoint, input, output, device, out, inputs, document, **options.of(DecodeConfig)
     )
-    written = input if given.get("output", {}).get("in_place") else output
+    written = input if out.in_place else output
     if written is not None:
         err(
             f"translated {n} lines into {written}"
@@ -111,13 +105,13 @@ def compile_step(
     checkpoint: Annotated[
         Path, typer.Option(help="A checkpoint written by `mt train` (best.pt).", readable=False)
     ],
-    options: dict[str, dict[str, Any]] | None = None,
+    options: Given = NOTHING_GIVEN,
 ) -> None:
     """Compile the checkpoint's decoder step for this CPU ahead of time (decode.engine compiled):
     kept beside the checkpoint, translate and serve then load it in milliseconds."""
     from mt_cli.decode.compiled import compile_checkpoint
 
-    package, built = compile_checkpoint(checkpoint, **(options or {}).get("decode", {}))
+    package, built = compile_checkpoint(checkpoint, **options.of(DecodeConfig))
     err(f"{'compiled' if built else 'already compiled'}: {package}")
 
 
@@ -135,16 +129,15 @@ def score(
     source_lang: SourceLang = None,
     target_lang: TargetLang = None,
     device: Device = DEVICE,
-    options: dict[str, dict[str, Any]] | None = None,
+    options: Given = NOTHING_GIVEN,
 ) -> None:
     """Forced decoding: the log-probability the model gives each TGT line as the translation of its
     SRC line (natural log, summed over the target's tokens and EOS)."""
     from mt_cli.tools.translate_files import score_file
 
-    given = options or {}
-    fmt = OutputConfig(**given.get("output", {})).format
+    fmt = options.build(OutputConfig).format
     languages = (source_lang, target_lang)
-    decoding = given.get("decode", {})
+    decoding = options.of(DecodeConfig)
     n = score_file(checkpoint, src, tgt, output, device, fmt, normalize, languages, **decoding)
     if output is not None:
         err(f"scored {n} pairs into {output}")
@@ -177,7 +170,7 @@ def evaluate(
             "--significance", help="Paired bootstrap: does each later --hyp beat the first?"
         ),
     ] = False,
-    options: dict[str, dict[str, Any]] | None = None,  # decoding, with --checkpoint
+    options: Given = NOTHING_GIVEN,  # decoding, with --checkpoint
 ) -> None:
     """Score hypotheses against references with sacrebleu (BLEU, chrF; TER via --metrics)."""
     from mt_cli.metrics import format_report, format_significance
@@ -191,7 +184,7 @@ def evaluate(
     if hyp is not None and len(hyp) > 1:
         raise MtError("several --hyp files are compared with --significance")
     chosen = tuple(m.strip() for m in metrics.split(",") if m.strip())
-    decoding = (options or {}).get("decode", {})
+    decoding = options.of(DecodeConfig)
     result = evaluate_run(
         hyp[0] if hyp else None, ref, checkpoint, src, chosen, tokenize, device, **decoding
     )
@@ -214,12 +207,12 @@ def tune_decoding(
     ] = None,
     device: Device = DEVICE,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
-    options: dict[str, dict[str, Any]] | None = None,
+    options: Given = NOTHING_GIVEN,
 ) -> None:
     """Grid-search beam size and length penalty on a validation set; best first."""
     from mt_cli.tools.evaluate import tune_decoding as tune
 
-    grid = TuningConfig(**(options or {}).get("tuning", {}))
+    grid = options.build(TuningConfig)
     rows = tune(checkpoint, src, ref, grid.beams, grid.length_penalties, device, out)
     if as_json:
         typer.echo(json.dumps(rows))
@@ -249,14 +242,13 @@ def shortlist_command(
     out: Annotated[
         Path, typer.Option(help="The checkpoint to write: a new file, or --checkpoint itself.")
     ],
-    options: dict[str, dict[str, Any]] | None = None,
+    options: Given = NOTHING_GIVEN,
 ) -> None:
     """Build a vocabulary shortlist from a parallel corpus into a checkpoint: decoding then scores
     only the target pieces a batch's source pieces co-occur with (and the most frequent ones).
     `mt train` builds one from its training data by itself."""
     from mt_cli.tools.add_shortlist import add_shortlist
 
-    given = (options or {}).get("train", {})
-    per_source = given.get("shortlist_per_source", TrainConfig.shortlist_per_source)
-    frequent = given.get("shortlist_frequent", TrainConfig.shortlist_frequent)
+    sizes = options.build(TrainConfig)
+    per_source, frequent = sizes.shortlist_per_source, sizes.shortlist_frequent
     add_shortlist(checkpoint, train_src, train_tgt, out, per_source, frequent, log=err)

@@ -2,11 +2,22 @@
 into a small student."""
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
-from mt_cli.cli.app import DATA, TRAIN, Device, ExistingFile, app, config_options, err, friendly
+from mt_cli.cli.app import (
+    DATA,
+    NOTHING_GIVEN,
+    TRAIN,
+    Device,
+    ExistingFile,
+    Given,
+    app,
+    config_options,
+    err,
+    friendly,
+)
 from mt_cli.config import DEVICE, DecodeConfig, TrainConfig
 from mt_cli.config.pipeline import CleanConfig, DistillConfig
 
@@ -27,7 +38,7 @@ def clean(
     ],
     device: Device = DEVICE,
     set_: SetOptions = None,
-    options: dict[str, dict[str, Any]] | None = None,
+    options: Given = NOTHING_GIVEN,
 ) -> None:
     """Remove the pairs of a parallel corpus that would hurt training: empty, over-long or unequal
     sides, copies, numbers or URLs that differ, symbols, the wrong script or language, a model's
@@ -35,7 +46,7 @@ def clean(
     from mt_cli.tools.clean import clean_corpus, summary
     from mt_cli.tools.pipeline_config import clean_config
 
-    cfg = clean_config((options or {}).get("clean", {}), set_ or [])
+    cfg = clean_config(options.of(CleanConfig), set_ or [])
     typer.echo(summary(clean_corpus(src, tgt, out_prefix, cfg, device, log=err)))
 
 
@@ -54,7 +65,7 @@ def backtranslate(
         ),
     ],
     device: Device = DEVICE,
-    options: dict[str, dict[str, Any]] | None = None,
+    options: Given = NOTHING_GIVEN,
 ) -> None:
     """Translate target-language text into synthetic sources, as aligned pairs for training
     (beam search, or sampling: --method sample --sampling-topk 10). Resumable: a rerun after a kill
@@ -62,7 +73,7 @@ def backtranslate(
     (a weight, and a tag such as <BT>: docs/pipeline.md)."""
     from mt_cli.tools.backtranslate import backtranslate as run
 
-    done = run(checkpoint, mono, out_prefix, device, log=err, **(options or {}).get("decode", {}))
+    done = run(checkpoint, mono, out_prefix, device, log=err, **options.of(DecodeConfig))
     err(
         f"wrote {done.pairs} pairs to {done.src} and {done.tgt}"
         + (f" ({done.blank} blank lines left out)" if done.blank else "")
@@ -104,7 +115,7 @@ def distill(
         ),
     ] = None,
     cache: Annotated[Path | None, typer.Option(help="Where tokenized corpora are cached.")] = None,
-    options: dict[str, dict[str, Any]] | None = None,
+    options: Given = NOTHING_GIVEN,
 ) -> None:
     """Distill teachers into a student: the teachers translate the training sources (beam search),
     the student trains on their translations (mt train's options and config), and OUT/student.pt
@@ -116,10 +127,10 @@ def distill(
     from mt_cli.tools.pipeline_config import split_sets
     from mt_cli.train.inputs import DataSpec
 
-    given = dict((options or {}).get("train", {}))
+    given = options.of(TrainConfig)
     if "batch_tokens" in given:
         given["batch_tokens"] = parse_batch_tokens(given["batch_tokens"])
-    student_sets, dcfg = split_sets(set_ or [], (options or {}).get("distill", {}))
+    student_sets, dcfg = split_sets(set_ or [], options.of(DistillConfig))
     cfg = build_config(preset, config, {"train": given}, student_sets)
     if train_tgt is None:
         data = monolingual_spec(train_src, valid_src, valid_tgt, cache)

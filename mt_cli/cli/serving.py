@@ -1,11 +1,11 @@
 """Serving: `mt serve`, the translation server."""
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
-from mt_cli.cli.app import SERVE, Device, app, config_options, friendly
+from mt_cli.cli.app import NOTHING_GIVEN, SERVE, Device, Given, app, config_options, friendly
 from mt_cli.config import DEVICE, DecodeConfig, ServeConfig
 
 Served = Annotated[
@@ -27,7 +27,7 @@ Served = Annotated[
 def serve(
     checkpoint: Served = [],  # noqa: B006 - typer reads the default, never mutates it
     device: Device = DEVICE,
-    options: dict[str, dict[str, Any]] | None = None,
+    options: Given = NOTHING_GIVEN,
 ) -> None:
     """Serve a checkpoint, or a folder of models (--models), over HTTP: POST /translate and /score
     (JSON), GET /health, /metrics, a web page at /, LibreTranslate's API (/translate with q,
@@ -36,5 +36,4 @@ def serve(
     the server's defaults (the checkpoint's own where absent)."""
     from mt_cli.serve.server import serve as run
 
-    given = options or {}
-    run(checkpoint, ServeConfig(**given.get("serve", {})), device, **given.get("decode", {}))
+    run(checkpoint, options.build(ServeConfig), device, **options.of(DecodeConfig))

@@ -5,7 +5,7 @@ from typing import Annotated, Any
 
 import typer
 
-from mt_cli.cli.app import TRAIN, Device, app, config_options, err, friendly
+from mt_cli.cli.app import NOTHING_GIVEN, TRAIN, Device, Given, app, config_options, err, friendly
 from mt_cli.config import DEVICE, QuickstartConfig, TrainConfig
 from mt_cli.errors import MtError
 
@@ -86,7 +86,7 @@ def train(
         list[str] | None,
         typer.Option("--set", help="Override any field: --set model.dropout=0 (repeatable)."),
     ] = None,
-    options: dict[str, dict[str, Any]] | None = None,  # the train.* fields given as options
+    options: Given = NOTHING_GIVEN,  # the train.* fields given as options
 ) -> None:
     """Train a Transformer: writes OUT/best.pt (best validation BLEU), OUT/last.pt, OUT/log.jsonl.
 
@@ -104,7 +104,7 @@ def train(
     from mt_cli.train.inputs import data_spec
     from mt_cli.train.loop import train as run_training
 
-    train_options = (options or {}).get("train", {})
+    train_options = options.of(TrainConfig)
     given = {
         k: parse_batch_tokens(v) if k == "batch_tokens" else v for k, v in train_options.items()
     }
@@ -194,13 +194,11 @@ def quickstart(
         typer.Option(help="Local Multi30k folder; without it the files come from the HF hub."),
     ] = None,
     device: Device = DEVICE,
-    options: dict[str, dict[str, Any]] | None = None,
+    options: Given = NOTHING_GIVEN,
 ) -> None:
     """Train German->English on Multi30k (small preset), then translate and score test2016."""
     from mt_cli.tools.quickstart import run_quickstart
 
-    result = run_quickstart(
-        data, QuickstartConfig(**(options or {}).get("quickstart", {})), device, log=err
-    )
+    result = run_quickstart(data, options.build(QuickstartConfig), device, log=err)
     typer.echo(f"test2016 de->en: BLEU {result['bleu']:.2f}, chrF {result['chrf']:.2f}")
     typer.echo(result["signature"]["bleu"])

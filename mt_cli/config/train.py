@@ -173,8 +173,8 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         self._check_batches()
-        self._check_budget()
         self._check_schedule()
+        self._check_budget()
         self._check_checkpoints()
         self._check_start()
         self._check_runtime()

@@ -48,7 +48,8 @@ OPENER = re.compile(r"\{\\[^{}\n]*\}|<(?P<name>[A-Za-z]+)(?:[.][\w.-]*)?(?:[ \t]
 DASH = re.compile(r"[-\u2010\u2013\u2014][ \t]*")
 # Sentence-final punctuation, maybe followed by closing quotes or brackets.
 ENDS = re.compile(
-    r"[.!?\u2026\u3002\uff01\uff1f\u203c\u2047-\u2049][\"'\u201d\u2019\u00bb)\]\u300d\u300f\uff09]*$"
+    r"[.!?\u2026\u3002\uff01\uff1f\u203c\u2047-\u2049]"  # a stop
+    r"[\"'\u201d\u2019\u00bb)\]\u300d\u300f\uff09]*$"  # closing quotes and brackets
 )
 MAX_JOINED = 4
 # A tag touching a word would be masked into it ("<b>big" -> "7001big"), where no placeholder is
