@@ -17,7 +17,7 @@ from mt_cli import Translator
 from mt_cli.cli import app
 from mt_cli.config import Config, DecodeConfig
 from mt_cli.data.tokenizer import EOS
-from mt_cli.decode.attention import record_attention
+from mt_cli.decode.attention_maps import record_attention
 from mt_cli.decode.beam import beam_search
 from mt_cli.decode.processors import DEFAULT_PROCESSORS, ForcePrefix
 from mt_cli.decode.sampling import Sampler

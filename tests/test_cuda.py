@@ -139,7 +139,7 @@ def test_greedy_decoding_on_cuda_agrees_with_the_cpu():
 
 
 def test_attention_of_a_model_on_cuda_comes_back_on_the_cpu_and_agrees_with_the_cpu():
-    from mt_cli.decode.attention import record_attention
+    from mt_cli.decode.attention_maps import record_attention
 
     src, tgt = (FIXTURE / "src.txt").read_text(encoding="utf-8").split("\n")[0], "A dog runs."
     cpu = record_attention(Translator.load(FIXTURE / "model.pt", device="cpu"), src, tgt)

@@ -15,8 +15,8 @@ from mt_cli.config import ServeConfig
 pytest.importorskip("fastapi")
 deepl = pytest.importorskip("deepl")
 requests = pytest.importorskip("requests")
-from mt_cli.serve.app import create_app  # noqa: E402
 from mt_cli.serve.deepl import _preserved  # noqa: E402
+from mt_cli.serve.web_app import create_app  # noqa: E402
 from serving import Running  # noqa: E402
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "decode" / "model.pt"

@@ -9,8 +9,8 @@ import pytest
 
 from mt_cli import Translator
 from mt_cli.documents.aligned import Aligned
+from mt_cli.documents.plain_text import paragraphs, translate_text
 from mt_cli.documents.sentences import split
-from mt_cli.documents.text import paragraphs, translate_text
 from mt_cli.errors import MtError
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "decode"

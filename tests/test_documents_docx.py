@@ -360,7 +360,7 @@ def test_libretranslates_file_api_translates_a_docx_and_lists_the_type(source):
     requests = pytest.importorskip("requests")
     from mt_cli import Translator
     from mt_cli.config import ServeConfig
-    from mt_cli.serve.app import create_app
+    from mt_cli.serve.web_app import create_app
     from serving import Running, call
 
     translator = Translator.load(MODEL, device="cpu")

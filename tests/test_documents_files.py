@@ -87,7 +87,7 @@ def test_each_type_comes_out_translated_from_the_command_line_and_from_the_file_
     pytest.importorskip("fastapi")
     requests = pytest.importorskip("requests")
     from mt_cli.config import ServeConfig
-    from mt_cli.serve.app import create_app
+    from mt_cli.serve.web_app import create_app
     from serving import Running
 
     source = build(kind, tmp_path)

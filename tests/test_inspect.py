@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from mt_cli.decode.attention import record_attention
+from mt_cli.decode.attention_maps import record_attention
 from mt_cli.decode.translator import Translator
 from mt_cli.tools.heatmap import draw
 from mt_cli.tools.plot import draw_curves, read_log, series

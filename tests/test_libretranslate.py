@@ -17,8 +17,8 @@ from mt_cli.errors import MtError
 
 pytest.importorskip("fastapi")
 requests = pytest.importorskip("requests")
-from mt_cli.serve.app import create_app  # noqa: E402
 from mt_cli.serve.served_languages import resolve  # noqa: E402
+from mt_cli.serve.web_app import create_app  # noqa: E402
 from serving import Running, call  # noqa: E402
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "decode" / "model.pt"

@@ -423,7 +423,7 @@ def test_a_server_of_an_imported_model_takes_each_requests_languages(imported):
     from libretranslatepy import LibreTranslateAPI
 
     from mt_cli.config import ServeConfig
-    from mt_cli.serve.app import create_app
+    from mt_cli.serve.web_app import create_app
     from serving import Running, call
 
     _, out, src, tgt = imported

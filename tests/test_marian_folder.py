@@ -218,7 +218,7 @@ def test_mt_serve_speaks_libretranslate_for_an_imported_student(tmp_path):
     from libretranslatepy import LibreTranslateAPI
 
     from mt_cli.config import ServeConfig
-    from mt_cli.serve.app import create_app
+    from mt_cli.serve.web_app import create_app
     from serving import Running
 
     path = tmp_path / "enpt.pt"

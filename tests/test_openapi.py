@@ -22,7 +22,7 @@ schemathesis = pytest.importorskip("schemathesis")
 from hypothesis import HealthCheck, settings  # noqa: E402
 from schemathesis.checks import positive_data_acceptance  # noqa: E402
 
-from mt_cli.serve.app import create_app  # noqa: E402
+from mt_cli.serve.web_app import create_app  # noqa: E402
 from serving import Running  # noqa: E402
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "decode" / "model.pt"

@@ -19,7 +19,7 @@ from mt_cli.decode.glossary import Glossary
 from mt_cli.tools.translate_files import translate_stream
 
 pytest.importorskip("fastapi")
-from mt_cli.serve.app import create_app  # noqa: E402
+from mt_cli.serve.web_app import create_app  # noqa: E402
 from serving import Running, call  # noqa: E402
 
 

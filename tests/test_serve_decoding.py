@@ -12,7 +12,7 @@ import pytest
 from mt_cli import Translator
 from mt_cli.config import ServeConfig
 from mt_cli.serve.batcher import Job
-from mt_cli.serve.decoding import Decoding
+from mt_cli.serve.decoding_thread import Decoding
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "decode"
 DE = ["Ein hund läuft.", "Der mann sieht ein rot haus.", "Rot hund."]
@@ -85,8 +85,8 @@ def test_every_model_of_a_server_decodes_on_its_one_decoding_thread(
     import shutil
 
     from mt_cli.decode import search
-    from mt_cli.serve.app import create_server
     from mt_cli.serve.server import _entries
+    from mt_cli.serve.web_app import create_server
     from serving import Running, call
 
     shutil.copy(FIXTURE / "model.pt", tmp_path / "de-en.pt")

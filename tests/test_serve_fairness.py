@@ -15,7 +15,7 @@ pytest.importorskip("fastapi")
 from pathlib import Path  # noqa: E402
 
 from mt_cli.config import ServeConfig  # noqa: E402
-from mt_cli.serve.app import create_app  # noqa: E402
+from mt_cli.serve.web_app import create_app  # noqa: E402
 from serving import Running, call  # noqa: E402
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "decode"
@@ -119,9 +119,9 @@ def test_a_request_sliced_small_translates_as_decoded_whole(translator):
 
 
 def test_a_client_past_its_requests_per_minute_gets_429_with_retry_after_and_others_go_on(tmp_path):
+    from mt_cli.serve.api_request import Caller
     from mt_cli.serve.guard import ApiError
     from mt_cli.serve.limits import Limits, read_keys
-    from mt_cli.serve.request import Caller
 
     keys = tmp_path / "keys"
     keys.write_text("# keys\nalpha 3\nbeta\n\n", encoding="utf-8")

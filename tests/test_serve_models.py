@@ -21,11 +21,11 @@ from mt_cli.model import checkpoint
 
 pytest.importorskip("fastapi")
 requests = pytest.importorskip("requests")
-from mt_cli.serve.app import create_server  # noqa: E402
 from mt_cli.serve.catalog import catalog  # noqa: E402
 from mt_cli.serve.models import Entry  # noqa: E402
 from mt_cli.serve.served_languages import Languages  # noqa: E402
 from mt_cli.serve.server import _entries  # noqa: E402
+from mt_cli.serve.web_app import create_server  # noqa: E402
 from serving import Running, call  # noqa: E402
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "decode" / "model.pt"

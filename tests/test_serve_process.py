@@ -124,7 +124,7 @@ def test_the_web_page_translates_a_typed_sentence_as_the_api_does(trained, corpu
     from selenium.webdriver.support.ui import WebDriverWait
 
     from mt_cli import Translator
-    from mt_cli.serve.app import create_app
+    from mt_cli.serve.web_app import create_app
 
     translator = Translator.load(trained[1] / "run" / "best.pt", device="cpu")
     running = Running(create_app(lambda: translator, "best.pt"))
@@ -190,7 +190,7 @@ def test_the_web_pages_document_mode_translates_a_text_document_keeping_its_para
     from selenium.webdriver.support.ui import Select, WebDriverWait
 
     from mt_cli import Translator
-    from mt_cli.serve.app import create_app
+    from mt_cli.serve.web_app import create_app
 
     # records de -> en (train.de, .en)
     translator = Translator.load(trained[1] / "run" / "best.pt", device="cpu")
@@ -238,7 +238,7 @@ def test_the_web_pages_document_mode_translates_an_uploaded_word_file_for_downlo
     from selenium.webdriver.support.ui import WebDriverWait
 
     from mt_cli import Translator
-    from mt_cli.serve.app import create_app
+    from mt_cli.serve.web_app import create_app
 
     translator = Translator.load(trained[1] / "run" / "best.pt", device="cpu")
     document = docx.Document()

@@ -16,7 +16,7 @@ import torch
 from mt_cli.config import DecodeConfig
 from mt_cli.data.collate import collate
 from mt_cli.data.tokenizer import PAD
-from mt_cli.decode.attention import align_batch
+from mt_cli.decode.attention_maps import align_batch
 from mt_cli.decode.ensemble import ForcedEnsemble
 from mt_cli.decode.hypothesis import Hypothesis
 from mt_cli.decode.search import batches

@@ -5,7 +5,7 @@ Requests enter a queue as jobs. The thread takes the oldest job, then every late
 key (the same search: beam, constraints, ...) until the batch holds `max_batch_tokens` source tokens
 or it is time to start (max_wait_s, gap_s: see _take), and hands the batch to `run`, which decodes
 the jobs' lines as one length-sorted batch and returns each job's own result (in a server, on its
-one decoding thread: decoding.py). Decoding never runs on the event loop.
+one decoding thread: decoding_thread.py). Decoding never runs on the event loop.
 
 A large request comes as a group of slices (submit_group): the queue holds requests in turn, and
 each batch takes at most one slice of each, after which a request with slices left goes to the
@@ -13,7 +13,7 @@ back. So a request that arrives while a 1,000-line request is being decoded wait
 of it, not for all of it. A large request that has had the queue to itself for two batches takes
 as many of its slices as the batch budget holds: slicing costs it little while nobody waits.
 Nobody: `quiet` also tells whether the express lane decoded meanwhile, whose requests wait for
-one step of this lane's search (decoding.py), a long step in a full batch.
+one step of this lane's search (decoding_thread.py), a long step in a full batch.
 
 A job whose client has gone (its future cancelled while it waited) is dropped before decoding.
 An exception in `run` fails only that batch's jobs. When more lines wait than `max_queue_lines`,

@@ -3,7 +3,7 @@ their server_url; apps with a DeepL setting) works against `mt serve`: POST /v2/
 POST /v2/languages and /v2/usage.
 
 Bodies come as JSON or as a form (a field given several times is a list, as DeepL's `text`), and
-become the one request every API makes (request.py). Language codes are DeepL's, upper-case:
+become the one request every API makes (api_request.py). Language codes are DeepL's, upper-case:
 regional targets (EN-GB, EN-US, PT-BR, PT-PT, ZH-HANS) go to the model of their language where no
 model writes the region itself. split_sentences: "1" (the default) splits at line breaks and at
 sentence ends, "nonewlines" at sentence ends only, "0" translates each line as one sentence;
@@ -26,11 +26,11 @@ from fastapi import FastAPI, Request
 from mt_cli.data.languages import language_name
 from mt_cli.decode.glossary import Glossary, load_glossary
 from mt_cli.errors import MtError
+from mt_cli.serve.api_request import Caller, Names, TextRequest
 from mt_cli.serve.guard import ApiError
 from mt_cli.serve.libretranslate import client_of, fields
 from mt_cli.serve.openapi import deepl_bodies, responses
-from mt_cli.serve.pipeline import Pipeline
-from mt_cli.serve.request import Caller, Names, TextRequest
+from mt_cli.serve.request_pipeline import Pipeline
 from mt_cli.serve.schemas import DeepLLanguage, DeepLTranslations, DeepLUsage
 
 NAMES = Names(

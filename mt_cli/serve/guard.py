@@ -52,7 +52,7 @@ def is_form_type(content_type: str) -> bool:
 def dialect_of(path: str, content_type: str) -> str:
     """Which API a refusal speaks, by what is known before the body is read: DeepL's under /v2/,
     LibreTranslate's on its routes and for a form sent to /translate (a JSON one is told apart by
-    its fields, in app.py), else the JSON API's."""
+    its fields, in web_app.py), else the JSON API's."""
     if path.startswith("/v2/"):
         return "deepl"
     if (

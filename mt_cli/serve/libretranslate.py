@@ -1,14 +1,13 @@
 """LibreTranslate's API, so that what speaks it (Weblate, Discourse, Mastodon, libretranslatepy,
 browser extensions) works against `mt serve` unchanged: POST /translate (with a `q` field or a
-form body: app.py tells it from the JSON API's by its body), /detect and /translate_file, and
+form body: web_app.py tells it from the JSON API's by its body), /detect and /translate_file, and
 GET /languages, /frontend/settings and /download_file/NAME.
 
-Fields come as JSON or as a form, as LibreTranslate takes them, and become the one request every
-API makes (request.py) for the pipeline. Errors are LibreTranslate's: {"error": "..."} with 400 for
+Fields come as JSON or as a form, as LibreTranslate takes them, and become the one request every API
+makes (api_request.py) for the pipeline. Errors are LibreTranslate's: {"error": "..."} with 400 for
 a request it cannot take (naming the field, the limit or the language pair), 403 for a missing or
 wrong api_key under serve.api_keys, 429 past a rate or when the queue is full, 500 when decoding
-fails. Each q is one paragraph or document, translated by Translator.translate_document.
-"""
+fails. Each q is one paragraph or document, translated by Translator.translate_document."""
 
 from __future__ import annotations
 
@@ -27,12 +26,12 @@ from mt_cli.data.languages import language_name
 from mt_cli.documents import EXTENSIONS, TEXT_KINDS
 from mt_cli.documents.encoding import read_document, written
 from mt_cli.errors import MtError
+from mt_cli.serve.api_request import Caller, Names, TextRequest
 from mt_cli.serve.detect import Detection
 from mt_cli.serve.documents import Files
 from mt_cli.serve.guard import ApiError, is_form_type
 from mt_cli.serve.openapi import request_bodies, responses
-from mt_cli.serve.pipeline import Pipeline
-from mt_cli.serve.request import Caller, Names, TextRequest
+from mt_cli.serve.request_pipeline import Pipeline
 from mt_cli.serve.schemas import (
     DetectedLanguage,
     FrontendSettings,
@@ -159,7 +158,7 @@ class LibreTranslate:
 
     def routes(self, app: FastAPI) -> None:
         """GET /languages, /frontend/settings, /download_file/NAME; POST /detect, /translate_file.
-        (POST /translate is app.py's, which hands LibreTranslate's requests to `translate`.)"""
+        (POST /translate is web_app.py's, which hands LibreTranslate's requests to `translate`.)"""
 
         bodies = request_bodies(self.cfg)
 

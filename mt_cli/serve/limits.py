@@ -23,8 +23,8 @@ from prometheus_client import Counter
 
 from mt_cli.config import ServeConfig
 from mt_cli.errors import MtError
+from mt_cli.serve.api_request import Caller, Names, TextRequest
 from mt_cli.serve.guard import ApiError
-from mt_cli.serve.request import Caller, Names, TextRequest
 
 WINDOW_S = 60.0  # req_limit counts requests in the last minute
 MAX_CLIENTS = 10_000  # clients remembered at once; the least recently seen is forgotten first

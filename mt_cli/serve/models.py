@@ -2,11 +2,10 @@
 
 Each model is an Entry: known from the start (its languages read from the checkpoint: catalog.py)
 and loaded when a request first needs it, in a loading thread of its own, so that requests for the
-models already loaded go on meanwhile. A loaded model has its own batchers, which hand their
-batches to the server's one decoding thread (decoding.py), where two models' batches take turns.
-Under serve.max_loaded and serve.max_memory_mb (the models' sizes
-on disk) the least recently used idle model is unloaded first; a model in use is never unloaded
-under a request.
+models already loaded go on meanwhile. A loaded model has its own batchers, which hand their batches
+to the server's one decoding thread (decoding_thread.py), where two models' batches take turns.
+Under serve.max_loaded and serve.max_memory_mb (the models' sizes on disk) the least recently used
+idle model is unloaded first; a model in use is never unloaded under a request.
 
 A request's (source, target) goes to a model that translates it, the one of fewest languages
 first (a bilingual model before a multilingual one), else through serve.pivot_lang: two models
@@ -27,11 +26,11 @@ from mt_cli.config import ServeConfig
 from mt_cli.data.languages import language_name
 from mt_cli.decode.translator import Translator
 from mt_cli.errors import MtError
+from mt_cli.serve.api_request import Names
 from mt_cli.serve.batcher import Batcher
-from mt_cli.serve.decoding import Decoding
+from mt_cli.serve.decoding_thread import Decoding
 from mt_cli.serve.documents import Tasks
 from mt_cli.serve.guard import ApiError
-from mt_cli.serve.request import Names
 from mt_cli.serve.routes import Hop, direct_hop, own_hop, reach
 from mt_cli.serve.served_languages import Languages, public_code
 from mt_cli.serve.service import Service
@@ -43,8 +42,8 @@ BUSY_WAIT_S = 60.0  # how long a model to load waits for a loaded one to fall id
 class Model:
     """A loaded model: the translator's service and its batchers. With serve.express_cost, two:
     requests of at most that many source tokens x beam take the express lane, whose batches run
-    between the steps of the bulk lane's (decoding.py), so that a light request never waits for
-    a heavy one's slice."""
+    between the steps of the bulk lane's (decoding_thread.py), so that a light request never waits
+    for a heavy one's slice."""
 
     def __init__(
         self,
@@ -153,7 +152,7 @@ class Models:
     def _in_thread(self, work: Callable[..., None], *args: Any) -> Future:
         """`work` in a thread of its own that ends with it, one at a time. Not a pool's thread that
         stays: a thread that ran torch keeps an OpenMP team of its own, which slows the decoding
-        thread's every operator (decoding.py)."""
+        thread's every operator (decoding_thread.py)."""
         done: Future = Future()
 
         def run() -> None:

@@ -8,8 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from mt_cli.serve.api_request import Names
 from mt_cli.serve.guard import ApiError
-from mt_cli.serve.request import Names
 from mt_cli.serve.served_languages import Languages, public_code
 
 if TYPE_CHECKING:  # models.py routes through this module; an entry is only a type here

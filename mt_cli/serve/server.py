@@ -20,10 +20,10 @@ from mt_cli.config import DEVICE, ServeConfig
 from mt_cli.decode.translator import Translator
 from mt_cli.device import set_threads
 from mt_cli.errors import MtError
-from mt_cli.serve.app import create_app, create_server
 from mt_cli.serve.catalog import Described, catalog
 from mt_cli.serve.models import Entry
 from mt_cli.serve.served_languages import Languages
+from mt_cli.serve.web_app import create_app, create_server
 
 
 def bind(host: str, port: int) -> socket.socket:

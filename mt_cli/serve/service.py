@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mt_cli.config import OutputConfig
-from mt_cli.decode.attention import record_attention
+from mt_cli.decode.attention_maps import record_attention
 from mt_cli.decode.glossary import Glossary
 from mt_cli.decode.hypothesis import Request, as_object, score_object
 from mt_cli.decode.request import check_nbest

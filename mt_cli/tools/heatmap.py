@@ -1,7 +1,7 @@
 """Attention heat maps: the model's own attention probabilities for one sentence pair, every
 layer and head, drawn as one figure per layer with a grid of heads.
 
-The probabilities are what the model computed in its forward pass (decode/attention.py records
+The probabilities are what the model computed in its forward pass (decode/attention_maps.py records
 them), not a re-derivation.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from mt_cli.decode.attention import AttentionMaps, record_attention
+from mt_cli.decode.attention_maps import AttentionMaps, record_attention
 from mt_cli.decode.translator import Translator
 from mt_cli.errors import MtError
 from mt_cli.files import atomic_open

@@ -21,17 +21,17 @@ from mt_cli.config import OutputConfig
 from mt_cli.decode.glossary import Glossary
 from mt_cli.documents import text_sample
 from mt_cli.errors import MtError
+from mt_cli.serve.api_request import LINES, TextRequest
 from mt_cli.serve.batcher import Overloaded
-from mt_cli.serve.cache import Cache
 from mt_cli.serve.detect import Detection, Detector
 from mt_cli.serve.documents import Documents
 from mt_cli.serve.guard import ApiError
 from mt_cli.serve.limits import Limits
 from mt_cli.serve.models import Models
-from mt_cli.serve.request import LINES, TextRequest
 from mt_cli.serve.routes import Hop
 from mt_cli.serve.served_languages import Languages
 from mt_cli.serve.service import Service, Work
+from mt_cli.serve.translation_cache import Cache
 
 # a text's translation (with format full, the JSON API's object) and its alternatives
 Result = tuple[Any, list[str]]

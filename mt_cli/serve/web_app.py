@@ -33,7 +33,7 @@ from starlette.exceptions import HTTPException
 
 from mt_cli.config import OutputConfig, ServeConfig
 from mt_cli.decode.translator import Translator
-from mt_cli.serve.cache import Cache
+from mt_cli.serve.api_request import Caller, Names, TextRequest
 from mt_cli.serve.deepl import DeepL
 from mt_cli.serve.guard import ApiError, Guard, dialect_of, error_body
 from mt_cli.serve.libretranslate import (
@@ -47,8 +47,7 @@ from mt_cli.serve.libretranslate import (
 from mt_cli.serve.limits import Limits, read_keys, status_for
 from mt_cli.serve.models import Entry, Models
 from mt_cli.serve.openapi import request_bodies, responses
-from mt_cli.serve.pipeline import Pipeline
-from mt_cli.serve.request import Caller, Names, TextRequest
+from mt_cli.serve.request_pipeline import Pipeline
 from mt_cli.serve.schemas import (
     AttentionMap,
     AttentionRequest,
@@ -62,6 +61,7 @@ from mt_cli.serve.schemas import (
 from mt_cli.serve.served_languages import resolve
 from mt_cli.serve.service import Service, Work
 from mt_cli.serve.telemetry import Telemetry
+from mt_cli.serve.translation_cache import Cache
 
 # How LibreTranslate and DeepL answer what the JSON API answers 422 (a request they cannot take)
 # and 503 for a full queue; a limit's status is its own (limits.LIMITS).
