@@ -97,16 +97,16 @@ def _translators() -> dict[str, Translate]:
         lines,
         markdown,
         odf,
+        plain_text,
         po,
         pptx,
         subtitles,
-        text,
         xlsx,
     )
 
     return {
         "lines": lines.translate_lines,
-        "text": text.translate_text,
+        "text": plain_text.translate_text,
         "html": html.translate_html,
         "markdown": markdown.translate_markdown,
         "srt": subtitles.translate_srt,
