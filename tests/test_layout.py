@@ -249,3 +249,29 @@ def test_library_errors_name_fields_not_command_line_flags():
                                 f"{path.relative_to(ROOT)}:{node.lineno}: {part.value.strip()[:60]}"
                             )
     assert flagged == []
+
+
+def test_docs_architecture_maps_every_module_in_its_package():
+    """docs/architecture.md's package map names each module on its package's lines, so the picture
+    a newcomer reads is the layout the imports above are checked against."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    block = text.split("```\nmt_cli/\n", 1)[1].split("```", 1)[0]
+    lines_of: dict[str, str] = {}
+    package = ""
+    for line in block.splitlines():
+        head = re.match(r"  (\w+)/", line)
+        if head:
+            package = head.group(1)
+        elif re.match(r"  \S", line):
+            package = ""  # a top-level module's line
+        lines_of[package] = lines_of.get(package, "") + " " + line
+    missing = [
+        str(path.relative_to(PACKAGE))
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path.name not in ("__init__.py", "__main__.py")
+        and not re.search(
+            rf"(?<![\w/]){re.escape(path.name)}\b",
+            lines_of.get(path.parent.name if path.parent != PACKAGE else "", ""),
+        )
+    ]
+    assert not missing, f"docs/architecture.md does not map: {missing}"
