@@ -38,7 +38,7 @@ def amp_dtype(amp: str, device: torch.device) -> torch.dtype | None:
     """The autocast dtype for train.amp, or None for full fp32.
 
     `auto` is bf16 on CUDA. On a CPU it is None here: where the CPU has bf16 arithmetic, training
-    times both ways when it starts (train/setup.py), since which is faster depends on the model's
+    times both ways when it starts (train/hardware.py), since which is faster depends on the model's
     shape as much as on the CPU. fp16 is for GPUs without bf16 and trains with a gradient scaler.
     """
     if amp == "fp16":
