@@ -249,6 +249,8 @@ def shortlist_command(
     `mt train` builds one from its training data by itself."""
     from mt_cli.tools.add_shortlist import add_shortlist
 
-    sizes = options.build(TrainConfig)
-    per_source, frequent = sizes.shortlist_per_source, sizes.shortlist_frequent
+    # Checked by add_shortlist, naming the value given.
+    given = options.of(TrainConfig)
+    per_source = given.get("shortlist_per_source", TrainConfig.shortlist_per_source)
+    frequent = given.get("shortlist_frequent", TrainConfig.shortlist_frequent)
     add_shortlist(checkpoint, train_src, train_tgt, out, per_source, frequent, log=err)
