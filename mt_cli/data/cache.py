@@ -182,8 +182,8 @@ def build_cache(
         (work / "mt-cache.json").write_text(json.dumps(info) + "\n")
         try:
             os.replace(work, final)
-        # another process (or rank) finished the same cache first: theirs is as good
         except OSError:
+            # another process (or rank) finished the same cache first: theirs is as good
             if not (final / "mt-cache.json").is_file():
                 raise
     finally:

@@ -55,8 +55,7 @@ def translate_document(
         lang = given
     elif isinstance(text, str):
         lang = tr.direction.document_language(text)
-    # an office file: its text is inside the package; the model's language, where it has one
-    else:
+    else:  # an office file: its text is inside the package; the model's language, where it has one
         lang = "" if tr.direction.source == "auto" else tr.source_lang
     engine = tr if glossary is None else _Glossed(tr, glossary)
     return translate(engine, text, kind, cfg, short_code(lang or "en"))

@@ -77,9 +77,9 @@ async def fields(request: Request) -> Any:
     if request.headers["content-type"].lower().startswith("multipart/"):
         form = await request.form()
         found = {k: form.getlist(k) for k in form.keys()}
-    # read here, not by Starlette, which reads unescaped bytes as Latin-1: `curl -d q=Grüße` sends
-    # UTF-8
     else:
+        # Read here, not by Starlette, which reads unescaped bytes as Latin-1: `curl -d q=Grüße`
+        # sends UTF-8.
         try:
             text = (await request.body()).decode("utf-8")
         except UnicodeDecodeError as e:
