@@ -129,16 +129,7 @@ def config_options(
     `options`, a `Given` (`options.build(TrainConfig)`). A library error naming one of these fields
     (`train.max_steps`) is printed with its flag (`--max-steps`). Adding an option is adding a
     field."""
-    fields = [
-        (cls, f)
-        for cls in sections
-        for f in dataclasses.fields(cls)
-        if (f.name in only if only else f.metadata["cli"])
-    ]
-    names = [f.name for _, f in fields]
-    if len(set(names)) != len(names):
-        # a programming error, caught by tests
-        raise AssertionError(f"two sections give the same option: {names}")
+    fields = _option_fields(sections, only)
     flag_of = {
         f.name: (flags or {}).get(f.name) or f.metadata["flag"] or "--" + f.name.replace("_", "-")
         for _, f in fields
@@ -148,19 +139,7 @@ def config_options(
         extra = [
             _option_parameter(f, flag_of[f.name], (types or {}).get(f.name)) for _, f in fields
         ]
-        signature, own = inspect.signature(fn), typing.get_type_hints(fn, include_extras=True)
-        # The command's own parameters with their annotations resolved (they are strings under
-        # `from __future__ import annotations`, and Typer reads this signature as it is).
-        kept = [
-            p.replace(annotation=own[p.name])
-            for p in signature.parameters.values()
-            if p.name != "options"
-        ]
-        clash = {p.name for p in kept} & set(names)
-        if clash:
-            raise AssertionError(
-                f"{fn.__name__}: parameters named like config fields: {sorted(clash)}"
-            )
+        kept = _own_parameters(fn, {f.name for _, f in fields})
 
         @functools.wraps(fn)
         def command(**given: Any) -> Any:
@@ -176,11 +155,43 @@ def config_options(
             except MtError as e:
                 raise MtError(_with_flags(str(e), sections, flag_of)) from None
 
-        shown = signature.replace(parameters=kept + extra)
+        shown = inspect.signature(fn).replace(parameters=kept + extra)
         command.__signature__ = shown  # type: ignore[attr-defined]
         return command  # type: ignore[return-value]
 
     return wrap
+
+
+def _option_fields(
+    sections: tuple[type, ...], only: tuple[str, ...]
+) -> list[tuple[type, dataclasses.Field]]:
+    """(section, field) of each option: the fields marked `cli`, or those named in `only`."""
+    fields = [
+        (cls, f)
+        for cls in sections
+        for f in dataclasses.fields(cls)
+        if (f.name in only if only else f.metadata["cli"])
+    ]
+    names = [f.name for _, f in fields]
+    if len(set(names)) != len(names):
+        # a programming error, caught by tests
+        raise AssertionError(f"two sections give the same option: {names}")
+    return fields
+
+
+def _own_parameters(fn: Callable[..., Any], options: set[str]) -> list[inspect.Parameter]:
+    """The command's own parameters with their annotations resolved (they are strings under
+    `from __future__ import annotations`, and Typer reads this signature as it is)."""
+    own = typing.get_type_hints(fn, include_extras=True)
+    kept = [
+        p.replace(annotation=own[p.name])
+        for p in inspect.signature(fn).parameters.values()
+        if p.name != "options"
+    ]
+    clash = {p.name for p in kept} & options
+    if clash:
+        raise AssertionError(f"{fn.__name__}: parameters named like config fields: {sorted(clash)}")
+    return kept
 
 
 def _section(cls: type) -> str:

@@ -120,16 +120,14 @@ def distill(
     """Distill teachers into a student: the teachers translate the training sources (beam search),
     the student trains on their translations (mt train's options and config), and OUT/student.pt
     (int8 weights, its shortlist) and OUT/ct2 (CTranslate2) are written. Rerun to resume."""
-    from mt_cli.cli.training import parse_batch_tokens
+    from mt_cli.cli.training import train_fields
     from mt_cli.config import build_config
     from mt_cli.tools.distill import distill as run
     from mt_cli.tools.distill import monolingual_spec
     from mt_cli.tools.pipeline_config import split_sets
     from mt_cli.train.inputs import DataSpec
 
-    given = options.of(TrainConfig)
-    if "batch_tokens" in given:
-        given["batch_tokens"] = parse_batch_tokens(given["batch_tokens"])
+    given = train_fields(options)
     student_sets, dcfg = split_sets(set_ or [], options.of(DistillConfig))
     cfg = build_config(preset, config, {"train": given}, student_sets)
     if train_tgt is None:

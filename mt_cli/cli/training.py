@@ -10,15 +10,55 @@ from mt_cli.config import DEVICE, QuickstartConfig, TrainConfig
 from mt_cli.errors import MtError
 
 
-def parse_batch_tokens(value: str | None) -> int | None:
-    """--batch-tokens N, or auto (stored as 0)."""
+def train_fields(options: Given) -> dict[str, Any]:
+    """The train.* fields given as options (mt train's, mt distill's), --batch-tokens N or auto
+    (stored as 0) read as a number."""
+    given = options.of(TrainConfig)
+    value = given.get("batch_tokens")
     if value == "auto":
-        return 0
-    if value is not None and not value.isdigit():
-        raise MtError(f"--batch-tokens {value!r}: expected a number of tokens or auto")
-    return int(value) if value is not None else None
+        given["batch_tokens"] = 0
+    elif value is not None:
+        if not value.isdigit():
+            raise MtError(f"--batch-tokens {value!r}: expected a number of tokens or auto")
+        given["batch_tokens"] = int(value)
+    return given
 
 
+Dataset = Annotated[
+    str | None,
+    typer.Option(
+        help="A Hugging Face dataset (name or local folder) for splits not given as files."
+    ),
+]
+DatasetConfig = Annotated[str | None, typer.Option(help="The dataset's configuration, e.g. de-en.")]
+Split = Annotated[str, typer.Option(help="The dataset's training split.")]
+ValidSplit = Annotated[str, typer.Option(help="The dataset's validation split.")]
+SrcColumn = Annotated[
+    str | None,
+    typer.Option(
+        help="Source column, or key of a 'translation' column (e.g. de; a language code is "
+        "recorded)."
+    ),
+]
+TgtColumn = Annotated[
+    str | None, typer.Option(help="Target column or key (e.g. en; recorded likewise).")
+]
+TokenizerFolder = Annotated[
+    Path | None,
+    typer.Option(help="Tokenizer folder; without it one is trained into OUT/tokenizer."),
+]
+CacheFolder = Annotated[
+    Path | None,
+    typer.Option(help="Where tokenized corpora are cached (default $MT_CACHE or ~/.cache/mt)."),
+]
+ConfigFile = Annotated[
+    Path | None, typer.Option(help="YAML config (model/tokenizer/train/decode/data).")
+]
+Overrides = Annotated[
+    list[str] | None,
+    typer.Option("--set", help="Override any field: --set model.dropout=0 (repeatable)."),
+]
+Preset = Annotated[str | None, typer.Option(help="Model size: tiny, small, base or big.")]
 TextFile = Annotated[
     Path | None, typer.Option(help="A UTF-8 text file, one sentence per line (.gz too).")
 ]
@@ -43,49 +83,17 @@ def train(
     valid_tgt: TextFile = None,
     train: Table = None,
     valid: Table = None,
-    dataset: Annotated[
-        str | None,
-        typer.Option(
-            help="A Hugging Face dataset (name or local folder) for splits not given as files."
-        ),
-    ] = None,
-    dataset_config: Annotated[
-        str | None, typer.Option(help="The dataset's configuration, e.g. de-en.")
-    ] = None,
-    train_split: Annotated[str, typer.Option(help="The dataset's training split.")] = "train",
-    valid_split: Annotated[
-        str, typer.Option(help="The dataset's validation split.")
-    ] = "validation",
-    src_lang: Annotated[
-        str | None,
-        typer.Option(
-            help=(
-                "Source column, or key of a 'translation' column (e.g. de; a language code "
-                "is recorded)."
-            )
-        ),
-    ] = None,
-    tgt_lang: Annotated[
-        str | None, typer.Option(help="Target column or key (e.g. en; recorded likewise).")
-    ] = None,
-    tokenizer: Annotated[
-        Path | None,
-        typer.Option(help="Tokenizer folder; without it one is trained into OUT/tokenizer."),
-    ] = None,
-    cache: Annotated[
-        Path | None,
-        typer.Option(help="Where tokenized corpora are cached (default $MT_CACHE or ~/.cache/mt)."),
-    ] = None,
-    preset: Annotated[
-        str | None, typer.Option(help="Model size: tiny, small, base or big.")
-    ] = None,
-    config: Annotated[
-        Path | None, typer.Option(help="YAML config (model/tokenizer/train/decode/data).")
-    ] = None,
-    set_: Annotated[
-        list[str] | None,
-        typer.Option("--set", help="Override any field: --set model.dropout=0 (repeatable)."),
-    ] = None,
+    dataset: Dataset = None,
+    dataset_config: DatasetConfig = None,
+    train_split: Split = "train",
+    valid_split: ValidSplit = "validation",
+    src_lang: SrcColumn = None,
+    tgt_lang: TgtColumn = None,
+    tokenizer: TokenizerFolder = None,
+    cache: CacheFolder = None,
+    preset: Preset = None,
+    config: ConfigFile = None,
+    set_: Overrides = None,
     options: Given = NOTHING_GIVEN,  # the train.* fields given as options
 ) -> None:
     """Train a Transformer: writes OUT/best.pt (best validation BLEU), OUT/last.pt, OUT/log.jsonl.
@@ -104,11 +112,7 @@ def train(
     from mt_cli.train.inputs import data_spec
     from mt_cli.train.loop import train as run_training
 
-    train_options = options.of(TrainConfig)
-    given = {
-        k: parse_batch_tokens(v) if k == "batch_tokens" else v for k, v in train_options.items()
-    }
-    cfg = build_config(preset, config, {"train": given}, set_)
+    cfg = build_config(preset, config, {"train": train_fields(options)}, set_)
     files = {
         "train_src": train_src,
         "train_tgt": train_tgt,
@@ -120,15 +124,8 @@ def train(
     if cfg.data.pairs:  # several directions, from the config's data section
         spec = _pairs_spec(cfg.data, files, dataset, tokenizer, cache)
     else:
-        spec = data_spec(
-            files,
-            dataset,
-            dataset_config,
-            (train_split, valid_split),
-            (src_lang, tgt_lang),
-            tokenizer,
-            cache,
-        )
+        splits, columns = (train_split, valid_split), (src_lang, tgt_lang)
+        spec = data_spec(files, dataset, dataset_config, splits, columns, tokenizer, cache)
     run_training(spec, out, cfg, log=err)
 
 
@@ -171,9 +168,7 @@ def average(
 @app.command("config", rich_help_panel=TRAIN)
 @friendly
 def show_config(
-    preset: Annotated[
-        str | None, typer.Option(help="Model size: tiny, small, base or big.")
-    ] = None,
+    preset: Preset = None,
     config: Annotated[Path | None, typer.Option(help="YAML config to layer on the preset.")] = None,
     set_: Annotated[
         list[str] | None, typer.Option("--set", help="Override a field (repeatable).")

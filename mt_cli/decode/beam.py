@@ -9,6 +9,7 @@ leaves the batch once it has K finished hypotheses, so later steps cost only wha
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import torch
@@ -47,18 +48,16 @@ def beam_search(
     vocab, allowed = shortlist if shortlist is not None else (None, None)
     b, k, dev = src.size(0), beam, src.device
     mask = src != PAD
-    memory: Tensor | None = model.encode(
-        src, mask
-    )  # (B, S, D): one row per sentence, shared by its K beams
+    # (B, S, D): one row per sentence, shared by its K beams
+    memory: Tensor | None = model.encode(src, mask)
     src_mask: Tensor | None = mask
     active = torch.arange(b, device=dev)
     scores = torch.zeros(b, k, device=dev)
     scores[:, 1:] = float("-inf")  # all beams start identical; let only the first one expand
     history = torch.full((b * k, 0), PAD, dtype=torch.long, device=dev)
     history_lp = torch.zeros((b * k, 0), device=dev)  # each history token's own log-probability
-    tokens = start_tokens(
-        model, b * k, None if start is None else start.repeat_interleave(k, dim=0), dev
-    )
+    first = None if start is None else start.repeat_interleave(k, dim=0)
+    tokens = start_tokens(model, b * k, first, dev)
     finished: list[list[Hypothesis]] = [[] for _ in range(b)]
     cache = None
     for t in range(int(max_lens.max())):
@@ -80,17 +79,24 @@ def beam_search(
         # Flat rows of the surviving beams: sentence i's beam j sits at row i*K + j.
         src_rows = (keep[:, None] * k + choice.beam[keep]).view(-1)
         cache.reorder(src_rows, keep if keep.numel() < n else None)
-        history = torch.cat(
-            [history.index_select(0, src_rows), choice.tok[keep].view(-1, 1)], dim=1
-        )
-        history_lp = torch.cat(
-            [history_lp.index_select(0, src_rows), choice.lp[keep].view(-1, 1)], dim=1
-        )
+        history = _grown(history, src_rows, choice.tok[keep])
+        history_lp = _grown(history_lp, src_rows, choice.lp[keep])
         tokens = choice.tok[keep].view(-1, 1)
         scores, active = choice.scores[keep], active[keep]
         memory = src_mask = None  # the cache holds the cross-attention keys and values
-    order = guide.rank if guide is not None else _by_score
-    # Best first; sorted() is stable, so of equal scores the one finished first leads.
+    return _ranked(finished, guide.rank if guide is not None else _by_score)
+
+
+def _grown(history: Tensor, rows: Tensor, step: Tensor) -> Tensor:
+    """The surviving beams' rows of a (rows, T) history, this step's (N, K) values appended."""
+    return torch.cat([history.index_select(0, rows), step.view(-1, 1)], dim=1)
+
+
+def _ranked(
+    finished: list[list[Hypothesis]], order: Callable[[int, Hypothesis], Any]
+) -> list[list[Hypothesis]]:
+    """Each sentence's hypotheses best first; sorted() is stable, so of equal scores the one
+    finished first leads. A sentence that finished none gets one empty hypothesis."""
     return [
         sorted(hyps, key=functools.partial(order, s)) if hyps else [Hypothesis([], float("-inf"))]
         for s, hyps in enumerate(finished)

@@ -157,17 +157,7 @@ def _unit(
     """Sentence(s) [start, end) as the model reads them: its atoms and protected spans become
     placeholders; `offsets` maps run positions to the masked text's."""
     text = run.text[start:end]
-    cut = {p for t in run.tags for p in (t.start - start, t.end - start)}
-    spans = (
-        [] if protector is None else [m.span() for m in protector.regex.finditer(text) if m.group()]
-    )
-    # a span across a tag stays text
-    spans = [(a, b) for a, b in spans if not any(a < p < b for p in cut)]
-    # (position, kind, end, order, markup): atoms (kind 0, by their order) and spans (kind 1)
-    items = sorted(
-        [(min(max(a.at - start, 0), len(text)), 0, 0, a.order, a.raw) for a in atoms]
-        + [(a, 1, b, 0, escape(text[a:b])) for a, b in spans]
-    )
+    items = _items(run, start, text, atoms, protector, escape)
     avoid = text + "".join(t.open + t.close for t in run.tags) + "".join(a.raw for a in run.atoms)
     markers = placeholders("number", [item[4] for item in items], avoid)
     out, offsets, where, marker_src, i = "", list[int](), list[int](), list[tuple[int, int]](), 0
@@ -209,6 +199,27 @@ def _unit(
         tag_src,
         marker_src,
         _glued(text, items),
+    )
+
+
+def _items(
+    run: Run,
+    start: int,
+    text: str,
+    atoms: list[Atom],
+    protector: Protector | None,
+    escape: Callable[[str], str],
+) -> list[tuple[int, int, int, int, str]]:
+    """What becomes a placeholder in `text` (the run from `start`), in order, as (position, kind,
+    end, order, markup): atoms (kind 0, by their order) and protected spans (kind 1); a span
+    across a tag's edge stays text."""
+    cut = {p for t in run.tags for p in (t.start - start, t.end - start)}
+    found = [] if protector is None else protector.regex.finditer(text)
+    spans = [m.span() for m in found if m.group()]
+    spans = [(a, b) for a, b in spans if not any(a < p < b for p in cut)]
+    return sorted(
+        [(min(max(a.at - start, 0), len(text)), 0, 0, a.order, a.raw) for a in atoms]
+        + [(a, 1, b, 0, escape(text[a:b])) for a, b in spans]
     )
 
 
