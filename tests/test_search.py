@@ -7,7 +7,7 @@ from mt_cli.data.tokenizer import EOS
 from mt_cli.decode.beam import beam_search
 from mt_cli.decode.engine import Engine
 from mt_cli.decode.precision import Int8Linear
-from mt_cli.decode.search import Search, greedy_search, search_batch, search_ids
+from mt_cli.decode.search import batches, greedy_search, search_batch, search_ids
 from mt_cli.decode.translator import Translator
 
 A, B = 4, 5
@@ -129,9 +129,7 @@ def test_int8_and_bf16_decoding_translate_every_line_and_mostly_as_fp32_does(tra
 def test_a_token_budget_cuts_length_sorted_batches_and_changes_no_translation(
     tiny_model, tokenizer
 ):
-    cut = Search(Engine(tiny_model), DecodeConfig(batch_size=3, batch_tokens=10)).batches(
-        [5, 3, 8, 2, 12, 1]
-    )
+    cut = batches([5, 3, 8, 2, 12, 1], DecodeConfig(batch_size=3, batch_tokens=10))
     # 1+2+3 tokens; 5 (+8 > 10); 8; 12 alone, over the budget
     assert cut == [
         [5, 3, 1],

@@ -42,11 +42,8 @@ def translate_document(
     glossary: Glossary | None = None,
     **options: Any,
 ) -> str | bytes:
-    """A document (kind: lines, text, html, markdown, srt, vtt, po; docx, pptx, xlsx, odt, odp
-    and epub as bytes) translated with its structure kept; `options` are DocumentConfig's
-    fields (protect, protect_pattern, overwrite, source_lang). Sentences are split by the
-    source language's rules: source_lang, else the checkpoint's, else generic ones. With a
-    glossary, each sentence that holds a source term is translated with its target term."""
+    """Translator.translate_document: the document through documents/, its sentences split by
+    the source language's rules (the given one, else the one detected or the checkpoint's)."""
     from mt_cli.documents import translate_document as translate
 
     cfg = DocumentConfig(**{"input_type": kind, **options})
@@ -64,9 +61,7 @@ def translate_document(
 def translate_aligned(
     tr: Translator, lines: Sequence[str], alignment: bool = False, glossary: Glossary | None = None
 ) -> list[Aligned]:
-    """documents/'s way in (documents/aligned.py): the best translation of each line and, with
-    `alignment`, where each of its pieces lies and which source span it attends to most; with
-    a glossary, each line's terms as constraints."""
+    """Translator.translate_aligned: the best hypothesis of each line, in character spans."""
     terms = [glossary.terms_for(line) for line in lines] if glossary is not None else None
     requests = tr.requests(lines, None, terms)
     # only the best is aligned

@@ -130,18 +130,14 @@ class Search:
         was_training = self.model.training
         self.model.eval()
         out: list[list[Hypothesis]] = [[] for _ in requests]
-        for chunk in self.batches([len(r.src) for r in requests], [r.start for r in requests]):
+        lengths, starts = [len(r.src) for r in requests], [r.start for r in requests]
+        for chunk in batches(lengths, self.cfg, starts):
             for i, hyps in zip(chunk, self.batch([requests[i] for i in chunk], samples)):
                 out[i] = hyps
             if progress is not None:
                 progress(len(chunk))
         self.model.train(was_training)
         return out
-
-    def batches(
-        self, lengths: Sequence[int], starts: Sequence[tuple[int, ...]] | None = None
-    ) -> list[list[int]]:
-        return batches(lengths, self.cfg, starts)
 
     @torch.inference_mode()
     def batch(self, requests: Sequence[Request], samples: int = 1) -> list[list[Hypothesis]]:

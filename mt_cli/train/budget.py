@@ -37,5 +37,9 @@ class Budget:
         return max(fractions)
 
     def exhausted(self, step: int, elapsed_s: float, epochs: float) -> bool:
-        """The stop rule: some limit is reached."""
-        return self.spent(step, elapsed_s, epochs) >= 1.0
+        return used_up(self.spent(step, elapsed_s, epochs))
+
+
+def used_up(spent: float) -> bool:
+    """The stop rule, on a fraction `Budget.spent` gave: some limit is reached."""
+    return spent >= 1.0

@@ -16,7 +16,7 @@ from mt_cli.device import resolve_device, set_deterministic
 from mt_cli.errors import MtError
 from mt_cli.model import checkpoint
 from mt_cli.train import distributed as ddp
-from mt_cli.train.budget import Budget
+from mt_cli.train.budget import Budget, used_up
 from mt_cli.train.context import RunContext, TrainPaths
 from mt_cli.train.epochs import Epochs
 from mt_cli.train.finish import finish
@@ -99,10 +99,9 @@ def train_loop(
     run.model.train()
     while True:
         # a. The budget (or patience) says whether to go on; its fraction spent sets the rate.
-        position = epochs.position(state)
-        if budget.exhausted(state.step, state.elapsed_s, position) or out_of_patience(state, t):
+        spent = budget.spent(state.step, state.elapsed_s, epochs.position(state))
+        if used_up(spent) or out_of_patience(state, t):
             break
-        spent = budget.spent(state.step, state.elapsed_s, position)
         # b. One update on the epoch's next batch.
         asked = stop is not None and stop.requested is not None
         result = train_step(run, epochs.next_batch(state), spent, asked)
