@@ -16,6 +16,7 @@ from mt_cli.config import build_config
 from mt_cli.device import amp_dtype
 from mt_cli.errors import MtError
 from mt_cli.train import distributed as ddp
+from mt_cli.train.batches import Layout
 from mt_cli.train.context import RunContext, TrainPaths
 from mt_cli.train.hardware import _fits_on, largest_fitting
 from mt_cli.train.inputs import DataSpec
@@ -49,14 +50,14 @@ def test_an_fp16_step_with_a_non_finite_loss_updates_the_scaler_so_the_next_step
         return loss * float("inf") if len(calls) == 1 else loss
 
     run.objective.forward = overflowing
-    batch = np.arange(8)
+    batch = Layout.of(run).batch(np.arange(8))
     loss = train_step(run, batch).loss
     # the overflow lowered the scale
-    assert not np.isfinite(loss) and run.scaler.get_scale() == 2.0**7
+    assert not torch.isfinite(loss) and run.scaler.get_scale() == 2.0**7
     before = [p.detach().clone() for p in run.model.parameters()]
     result = train_step(run, batch)  # raised "unscale_() has already been called" before the fix
     loss, norm = result.loss, result.grad_norm
-    assert np.isfinite(loss) and np.isfinite(norm)
+    assert torch.isfinite(loss) and torch.isfinite(norm)
     # this one updated
     assert any(not torch.equal(a, p) for a, p in zip(before, run.model.parameters()))
 

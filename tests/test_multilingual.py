@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from conftest import LEXICON, make_pairs, write_lines
 from mt_cli import Translator
 from mt_cli.data.mixture import MixedCorpus, epoch_counts, sample_by_language, sampling_probs
+from mt_cli.data.ragged import Ragged
 from mt_cli.errors import MtError
 from mt_cli.model import checkpoint
 
@@ -39,7 +40,7 @@ class FakeCorpus:
 
     def take(self, indices):
         rows = list(np.asarray(indices).tolist())
-        return [[self.corpus, r] for r in rows], [[r] for r in rows]
+        return Ragged.of([[self.corpus, r] for r in rows]), Ragged.of([[r] for r in rows])
 
 
 def test_an_epoch_of_a_mixed_corpus_draws_each_by_its_share_repeating_the_small_one():
@@ -47,7 +48,7 @@ def test_an_epoch_of_a_mixed_corpus_draws_each_by_its_share_repeating_the_small_
     probs = sampling_probs([90, 10], [1, 1], 5.0)
     mixed = MixedCorpus([big, small], probs)
     rows = mixed.epoch_rows(seed=3)
-    src, _ = mixed.take(rows)
+    src = mixed.take(rows)[0].tolist()
     per_corpus = [sum(1 for s in src if s[0] == i) for i in (0, 1)]
     assert per_corpus == mixed.counts and len(rows) == 100 and per_corpus[1] > 10  # upsampled
     small_rows = [s[1] for s in src if s[0] == 1]

@@ -145,7 +145,7 @@ def test_the_tag_starts_synthetic_sources_only_and_batches_keep_the_weighted_mix
     expected = epoch_counts([300, 100], sampling_probs([300, 100], [1.0, 2.0], 1.0))
     assert expected == [240, 160]
     rows = [r for batch in Epochs(mixed, 500, seed=1).of(0) for r in batch.tolist()]
-    src, _ = mixed.take(rows)
+    src = mixed.take(rows)[0].tolist()
     synthetic = [r >= mixed.offsets[1] for r in rows]
     assert sum(synthetic) == 160 and len(rows) == 400
     assert all((ids[0] == tag) == bt and tag not in ids[1:] for ids, bt in zip(src, synthetic))

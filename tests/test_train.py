@@ -210,7 +210,7 @@ def test_each_epoch_is_shuffled_with_its_own_seed_as_a_resumed_run_shuffles_it(
     seen, real_step, lens = [], loop.train_step, []
 
     def spy(run, batch, *args, **kwargs):
-        seen.append(batch.tolist())
+        seen.append(batch.indices.tolist())
         lens[:] = [run.train_data.src_lens, run.train_data.tgt_lens]
         return real_step(run, batch, *args, **kwargs)
 

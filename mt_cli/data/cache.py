@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from mt_cli.data.language_tokens import Encoder
-from mt_cli.data.pairs import limit_length
+from mt_cli.data.ragged import Ragged
 from mt_cli.data.sources import CHUNK, Source, decoded
 from mt_cli.data.text import BAD_UTF8_FIX, has_empty_side
 from mt_cli.errors import MtError
@@ -253,10 +253,29 @@ class TokenCorpus:
     def __len__(self) -> int:
         return len(self.rows)
 
-    def take(self, indices: Iterable[int]) -> tuple[list[list[int]], list[list[int]]]:
-        """Source and target ids of the given pairs (positions among the kept rows)."""
-        got = self.ds[self.rows[np.asarray(indices)]]  # rows as a numpy index: one Arrow take
-        if self.max_len:  # --long-pairs truncate
-            cut, _ = limit_length(got["src_ids"], got["tgt_ids"], self.max_len, "truncate")
-            return cut.src, cut.tgt
-        return got["src_ids"], got["tgt_ids"]
+    def take(self, indices: Iterable[int]) -> tuple[Ragged, Ragged]:
+        """Source and target ids of the given pairs (positions among the kept rows), read with one
+        Arrow take per column straight into flat arrays: no Python list per sentence."""
+        import pyarrow as pa
+
+        rows = pa.array(self.rows[np.asarray(indices, dtype=np.int64)])
+        got = self.ds.data.table.select(["src_ids", "tgt_ids"]).take(rows)
+        src, tgt = (_ragged(got.column(name)) for name in ("src_ids", "tgt_ids"))
+        if self.max_len:  # --long-pairs truncate, as limit_length cuts (the source keeps its EOS)
+            cut = self.max_len - 1
+            ends = np.repeat(src.lengths, src.lengths)
+            at = src.positions()
+            src = src.keep((ends <= self.max_len) | (at < cut) | (at == ends - 1))
+            tgt = tgt.keep(tgt.positions() < cut)
+        return src, tgt
+
+
+def _ragged(column: Any) -> Ragged:
+    """An Arrow list<int32> column (maybe in chunks) as a Ragged of int64 ids."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    lists = pa.concat_arrays(column.chunks) if column.num_chunks != 1 else column.chunk(0)
+    lengths = pc.list_value_length(lists).to_numpy(zero_copy_only=False).astype(np.int64)
+    # flatten() respects a sliced array's offsets, where .values would not
+    return Ragged(lists.flatten().to_numpy(zero_copy_only=False).astype(np.int64), lengths)

@@ -17,9 +17,10 @@ import torch
 from torch import Tensor
 
 from mt_cli.config import CORPUS_CHUNK_LINES
+from mt_cli.data.ragged import Rows
 from mt_cli.errors import MtError
 
-IdPairs = tuple[list[list[int]], list[list[int]]]  # source and target ids of some sentence pairs
+IdPairs = tuple[Rows, Rows]  # source and target ids of some sentence pairs
 
 
 class PairSource(Protocol):

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from mt_cli.data.cache import TokenCorpus
+from mt_cli.data.ragged import Ragged
 
 
 def sampling_probs(
@@ -67,18 +68,20 @@ class MixedCorpus:
             rows.append(np.concatenate(picked) + self.offsets[i])
         return np.concatenate(rows)
 
-    def take(self, indices: Iterable[int]) -> tuple[list[list[int]], list[list[int]]]:
+    def take(self, indices: Iterable[int]) -> tuple[Ragged, Ragged]:
         """Source and target ids of the given rows, in their order (one take per corpus)."""
         rows = np.asarray(list(indices), dtype=np.int64)
         which = np.searchsorted(self.offsets, rows, side="right") - 1
-        src: list[list[int]] = [[] for _ in rows]
-        tgt: list[list[int]] = [[] for _ in rows]
+        srcs, tgts, placed = [], [], []
         for i in np.unique(which):
             at = np.flatnonzero(which == i)
-            got_src, got_tgt = self.corpora[i].take(rows[at] - self.offsets[i])
-            for k, s, t in zip(at.tolist(), got_src, got_tgt):
-                src[k], tgt[k] = s, t
-        return src, tgt
+            src, tgt = self.corpora[i].take(rows[at] - self.offsets[i])
+            srcs.append(src)
+            tgts.append(tgt)
+            placed.append(at)
+        # the corpora's rows one corpus after another; put back in the order asked for
+        order = np.argsort(np.concatenate(placed)) if placed else np.zeros(0, np.int64)
+        return Ragged.concat(srcs).rows(order), Ragged.concat(tgts).rows(order)
 
 
 def sample_by_language(texts: dict[str, list[str]], temperature: float, seed: int) -> list[str]:

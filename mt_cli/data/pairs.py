@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mt_cli.data.ragged import Ragged
+
 
 @dataclass(frozen=True)
 class Pairs:
@@ -33,8 +35,9 @@ class Pairs:
     def tgt_lens(self) -> np.ndarray:
         return np.array([len(t) for t in self.tgt], dtype=np.int64)
 
-    def take(self, indices: Iterable[int]) -> tuple[list[list[int]], list[list[int]]]:
-        return [self.src[i] for i in indices], [self.tgt[i] for i in indices]
+    def take(self, indices: Iterable[int]) -> tuple[Ragged, Ragged]:
+        rows = list(indices)
+        return Ragged.of([self.src[i] for i in rows]), Ragged.of([self.tgt[i] for i in rows])
 
 
 def limit_length(

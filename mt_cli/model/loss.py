@@ -113,21 +113,22 @@ class TranslationLoss(torch.nn.Module):
         self.model = model
         self.smoothing = smoothing
 
-    def forward(self, src: Tensor, tgt_in: Tensor, tgt_out: Tensor) -> Tensor:
-        """Summed label-smoothed loss over the real (non-PAD) target tokens."""
+    def forward(
+        self, src: Tensor, tgt_in: Tensor, tgt_out: Tensor, at: Tensor | None = None
+    ) -> Tensor:
+        """Summed label-smoothed loss over the real (non-PAD) target tokens; `at`: their flat
+        indices into tgt_out, when the caller has them (training's batches do)."""
         if torch.compiler.is_compiling():
             # Every position, PAD weighted out: picking the real tokens (nonzero) has a
             # data-dependent size and the fused loss a loop over it; either breaks the graph, and
             # inductor fuses the softmax over the vocabulary by itself.
             logits = self.model(src, tgt_in)  # (B, T, V)
             return label_smoothed_loss(logits, tgt_out, self.smoothing)[0]
-        keep = tgt_out != PAD
-        h = self.model.hidden(src, tgt_in, keep)  # (N, D), real target tokens only
+        if at is None:
+            at = (tgt_out != PAD).flatten().nonzero().squeeze(1)
+        h = self.model.hidden(src, tgt_in, at)  # (N, D), real target tokens only
+        gold = tgt_out.flatten().index_select(0, at)
         # an imported model's output bias: not fused
         if self.model.output_projection.bias is not None:
-            return label_smoothed_loss(
-                self.model.output_projection(h), tgt_out[keep], self.smoothing
-            )[0]
-        return output_layer_loss(
-            h, self.model.output_projection.weight, tgt_out[keep], self.smoothing
-        )
+            return label_smoothed_loss(self.model.output_projection(h), gold, self.smoothing)[0]
+        return output_layer_loss(h, self.model.output_projection.weight, gold, self.smoothing)

@@ -119,27 +119,33 @@ class Transformer(nn.Module):
         return self.output_projection(self.hidden(src, tgt_in, at))
 
     def hidden(self, src: Tensor, tgt_in: Tensor, at: Tensor | None = None) -> Tensor:
-        """The decoder's last states, teacher-forced: (B, T, D), or (N, D) where `at` is True.
+        """The decoder's last states, teacher-forced: (B, T, D), or (N, D) at the N positions
+        `at` names: True in a (B, T) mask, or their flat indices (N,) into B * T.
 
         The output layer is the largest product in the model, so training runs it on real target
-        tokens only, not on padding (and model/loss.py fuses it with the loss)."""
+        tokens only, not on padding (and model/loss.py fuses it with the loss). Training passes
+        indices made on the host with its batch: finding them here (nonzero) would make the host
+        wait for a GPU at every step."""
         src_mask = src != PAD
-        h = self.decoder(tgt_in, self.encode(src, src_mask), key_mask(src_mask))
+        # Training never reads the mask back (the host runs ahead of a GPU); nearly every
+        # training batch is padded anyway.
+        mask = key_mask(src_mask, read=not self.training)
+        h = self.decoder(tgt_in, self.encoder(src, mask), mask)
         if at is not None:
+            index = at.flatten().nonzero().squeeze(1) if at.dtype == torch.bool else at
             # index_select, not h[at]: its backward is a cheap index_add, boolean indexing's a slow
             # index_put.
-            # (B, T, D) -> (N, D)
-            h = h.flatten(0, 1).index_select(0, at.flatten().nonzero().squeeze(1))
+            h = h.flatten(0, 1).index_select(0, index)  # (B, T, D) -> (N, D)
         return h
 
 
-def key_mask(src_mask: Tensor) -> Tensor | None:
+def key_mask(src_mask: Tensor, read: bool = True) -> Tensor | None:
     """(B, S) -> (B, 1, 1, S) for attention; None when nothing is padded, which allows fused
-    kernels.
+    kernels: found by reading the mask, which `read=False` skips.
 
     Under torch.compile the mask is always kept: a branch on the data would break the graph at
     every call (the compiled code gains nothing from dropping it)."""
-    if not torch.compiler.is_compiling() and bool(src_mask.all()):
+    if read and not torch.compiler.is_compiling() and bool(src_mask.all()):
         return None
     return src_mask[:, None, None, :]
 

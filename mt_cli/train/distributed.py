@@ -125,6 +125,13 @@ def all_sum(values: list[float], d: Dist) -> list[float]:
     return t.tolist()
 
 
+def sum_tensor(t: torch.Tensor, d: Dist) -> torch.Tensor:
+    """A tensor summed over ranks, left on its device: the all-reduce is queued, not waited for."""
+    if d.active:
+        dist.all_reduce(t)
+    return t
+
+
 def broadcast(obj: Any, d: Dist) -> Any:
     """Rank 0's `obj`, on every rank."""
     if not d.active:

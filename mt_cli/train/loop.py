@@ -16,6 +16,7 @@ from mt_cli.device import resolve_device, set_deterministic
 from mt_cli.errors import MtError
 from mt_cli.model import checkpoint
 from mt_cli.train import distributed as ddp
+from mt_cli.train.batches import Layout, Prefetcher
 from mt_cli.train.budget import Budget, used_up
 from mt_cli.train.context import RunContext, TrainPaths
 from mt_cli.train.epochs import Epochs
@@ -25,7 +26,7 @@ from mt_cli.train.progress import Record, RunLog, TrainProgress
 from mt_cli.train.setup import Run, prepare
 from mt_cli.train.signals import StopSignals
 from mt_cli.train.state import TrainState
-from mt_cli.train.step import StepResult, train_step
+from mt_cli.train.step import StepFigures, StepResult, read, train_step
 from mt_cli.train.throughput import Throughput
 from mt_cli.train.validation import validate_all
 
@@ -95,64 +96,94 @@ def train_loop(
     budget, epochs = Budget.of(t), Epochs(run.train_data, t.batch_tokens, t.seed)
     started, elapsed_before = time.perf_counter(), state.elapsed_s
     meter = Throughput(run.model, run.peak_flops, run.dist.world, started)  # tokens/s and MFU
+    window = Window(run, record, progress, meter)
     last_valid = state.history[-1]["step"] if state.history else -1
     run.model.train()
-    while True:
-        # a. The budget (or patience) says whether to go on; its fraction spent sets the rate.
-        spent = budget.spent(state.step, state.elapsed_s, epochs.position(state))
-        if used_up(spent) or out_of_patience(state, t):
-            break
-        # b. One update on the epoch's next batch.
-        asked = stop is not None and stop.requested is not None
-        result = train_step(run, epochs.next_batch(state), spent, asked)
-        state.step, state.batch_in_epoch = state.step + 1, state.batch_in_epoch + 1
-        now = time.perf_counter()
-        state.elapsed_s = elapsed_before + (now - started)
-        # c. Count it towards the log line, or report it skipped (its loss or gradient not finite).
-        _count(run, result, meter, record, progress)
-        # d. A log line every train.log_every steps: mean loss, learning rate, speed.
-        if state.step % t.log_every == 0 and state.log_tokens:
-            entry = log_entry(state, result, *meter.read(now))
-            record(entry)
-            progress.update(
-                entry, budget.spent(state.step, state.elapsed_s, epochs.position(state))
-            )
-            state.log_loss, state.log_tokens = 0.0, 0
-        # e. An epoch's last batch: the next epoch is shuffled anew.
-        if epochs.ended(state):
-            state.epoch, state.batch_in_epoch = state.epoch + 1, 0
-        # f. A signal: stop here, with the state whole (train() saves it).
-        if result.stop:
-            return False
-        # g. Validate every train.valid_every steps (saving last.pt), or only save every
-        # train.save_every.
-        if state.step % t.valid_every == 0:
-            run_validation(run, record, progress)
-            last_valid, now = state.step, time.perf_counter()
-            meter.restart(now)  # validation is not training
+    with Prefetcher(Layout.of(run), t.batch_tokens, t.seed) as batches:
+        while True:
+            # a. The budget (or patience) says whether to go on; its fraction spent sets the rate.
+            spent = budget.spent(state.step, state.elapsed_s, epochs.position(state))
+            if used_up(spent) or out_of_patience(state, t):
+                break
+            # b. One update on the epoch's next batch, built ahead on another thread.
+            asked = stop is not None and stop.requested is not None
+            batch = batches.next(state.epoch, state.batch_in_epoch)
+            window.add(train_step(run, batch, spent, asked))
+            state.step, state.batch_in_epoch = state.step + 1, state.batch_in_epoch + 1
+            now = time.perf_counter()
             state.elapsed_s = elapsed_before + (now - started)
-        elif t.save_every and state.step % t.save_every == 0:
-            if (last := run.resumable()) is not None:
-                checkpoint.save(run.paths.last, last)
+            # c. A log line every train.log_every steps: the window's steps read back from the
+            #    device at once, counted (or reported skipped), then their mean loss and speed.
+            if state.step % t.log_every == 0:
+                window.close(budget.spent(state.step, state.elapsed_s, epochs.position(state)))
+            # d. An epoch's last batch: the next epoch is shuffled anew.
+            if epochs.ended(state):
+                state.epoch, state.batch_in_epoch = state.epoch + 1, 0
+            # e. A signal: stop here, with the state whole (train() saves it).
+            if window.stop:
+                window.settle()
+                return False
+            # f. Validate every train.valid_every steps (saving last.pt), or only save every
+            # train.save_every; the state they save is settled first.
+            if state.step % t.valid_every == 0:
+                window.settle()
+                run_validation(run, record, progress)
+                last_valid, now = state.step, time.perf_counter()
+                meter.restart(now)  # validation is not training
+                state.elapsed_s = elapsed_before + (now - started)
+            elif t.save_every and state.step % t.save_every == 0:
+                window.settle()
+                if (last := run.resumable()) is not None:
+                    checkpoint.save(run.paths.last, last)
+    window.settle()
     if last_valid != state.step:
         run_validation(run, record, progress)
     return True
 
 
+class Window:
+    """The steps since the log line before: their results stay on the device until the window is
+    read, once per log line (or before the state is saved), so no step waits for the device."""
+
+    def __init__(self, run: Run, record: Record, progress: TrainProgress, meter: Throughput):
+        self.run, self.record, self.progress, self.meter = run, record, progress, meter
+        self.pending: list[StepResult] = []
+        self.stop = False
+
+    def add(self, result: StepResult) -> None:
+        self.pending.append(result)
+        self.stop = self.stop or result.stop
+
+    def settle(self) -> StepFigures | None:
+        """Read the pending steps and count them into the state; the last one's figures."""
+        figures, first = read(self.pending), self.run.state.step - len(self.pending) + 1
+        self.pending = []
+        for k, f in enumerate(figures):
+            _count(self.run, first + k, f, self.meter, self.record, self.progress)
+        return figures[-1] if figures else None
+
+    def close(self, spent: float) -> None:
+        """Settle, then write the log line of the window: mean loss, learning rate, speed."""
+        state = self.run.state
+        last = self.settle()
+        if last is not None and state.log_tokens:
+            entry = log_entry(state, last, *self.meter.read(time.perf_counter()))
+            self.record(entry)
+            self.progress.update(entry, spent)
+            state.log_loss, state.log_tokens = 0.0, 0
+
+
 def _count(
-    run: Run, result: StepResult, meter: Throughput, record: Record, progress: TrainProgress
+    run: Run, step: int, f: StepFigures, meter: Throughput, record: Record, progress: TrainProgress
 ) -> None:
     state = run.state
-    if count_nonfinite(state, result, run.cfg.train, run.paths.last):
-        record({"step": state.step, "skipped": "loss or gradient not finite"})
-        progress.note(
-            f"step {state.step}: loss {result.loss}, gradient norm {result.grad_norm}: "
-            "update skipped"
-        )
+    if count_nonfinite(state, step, f, run.cfg.train, run.paths.last):
+        record({"step": step, "skipped": "loss or gradient not finite"})
+        progress.note(f"step {step}: loss {f.loss}, gradient norm {f.grad_norm}: update skipped")
     else:
-        state.log_loss += result.loss
-        state.log_tokens += result.tokens
-        meter.count(result.src_tokens, result.tokens)
+        state.log_loss += f.loss
+        state.log_tokens += f.tokens
+        meter.count(f.src_tokens, f.tokens)
 
 
 def out_of_patience(state: TrainState, t: TrainConfig) -> bool:
@@ -160,25 +191,27 @@ def out_of_patience(state: TrainState, t: TrainConfig) -> bool:
     return t.patience > 0 and state.validations_since_best >= t.patience
 
 
-def count_nonfinite(state: TrainState, result: StepResult, cfg: TrainConfig, last: Path) -> bool:
-    """True when the step was skipped; too many in a row stop the run with what to do."""
-    if result.finite:
+def count_nonfinite(
+    state: TrainState, step: int, f: StepFigures, cfg: TrainConfig, last: Path
+) -> bool:
+    """True when step `step` was skipped; too many in a row stop the run with what to do. Counted
+    when its window is read, up to train.log_every steps later: the skipped updates changed no
+    weight meanwhile, and nothing is saved before the window is read."""
+    if f.finite:
         state.nonfinite_in_a_row = 0
         return False
     state.nonfinite_in_a_row += 1
     if state.nonfinite_in_a_row >= cfg.max_nonfinite:
         raise MtError(
-            f"step {state.step}: the loss or gradient was not finite {state.nonfinite_in_a_row} "
-            "steps in a row; "
-            f"stopped without saving ({last} holds the last good state). Lower train.lr, keep "
-            "train.clip_norm "
-            "on, or check the data with `mt doctor`"
+            f"step {step}: the loss or gradient was not finite {state.nonfinite_in_a_row} "
+            f"steps in a row; stopped without saving ({last} holds the last good state). Lower "
+            "train.lr, keep train.clip_norm on, or check the data with `mt doctor`"
         )
     return True
 
 
 def log_entry(
-    state: TrainState, result: StepResult, tokens_per_s: float, mfu: float
+    state: TrainState, result: StepFigures, tokens_per_s: float, mfu: float
 ) -> dict[str, Any]:
     return {
         "step": state.step,
