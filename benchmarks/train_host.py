@@ -120,9 +120,10 @@ loop.train_step = counted
 out = sys.argv[1]
 sys.argv = ["mt", *sys.argv[2:]]
 try:
-    app(standalone_mode=False)
+    code = app(standalone_mode=False)
 finally:
     Path(out).write_text(json.dumps(spent))
+sys.exit(code or 0)
 """
 
 
@@ -131,44 +132,29 @@ def run_once(args, tree: Path, out: Path) -> dict:
     import shutil
 
     shutil.rmtree(out, ignore_errors=True)
-    d = args.data
-    cmd = [
-        sys.executable,
-        "-c",
-        WORKER,
-        str(out) + ".json",
-        "train",
-        "--train-src",
-        str(d / "train.de"),
-        "--train-tgt",
-        str(d / "train.en"),
-        "--valid-src",
-        str(d / "val.de"),
-        "--valid-tgt",
-        str(d / "val.en"),
-        "--preset",
-        "small",
-        "--max-steps",
-        str(args.steps),
-        "--out",
-        str(out),
-        "--cache",
-        str(args.work / "cache"),
-        "--tokenizer",
-        str(args.work / "tokenizer"),
-        "--set",
+    d, w = args.data, args.work
+    options = {
+        "--train-src": d / "train.de",
+        "--train-tgt": d / "train.en",
+        "--valid-src": w / "val.de",  # 100 lines: validation only ends each run
+        "--valid-tgt": w / "val.en",
+        "--preset": "small",
+        "--max-steps": args.steps,
+        "--out": out,
+        "--cache": w / "cache",
+        "--tokenizer": w / "tokenizer",
+    }
+    sets = [
         "train.valid_every=100000",
-        "--set",
         "train.log_every=20",
-        "--set",
         "decode.beam=1",
-        "--set",
         "train.tune_length_penalties=[]",
-        "--set",
         "train.compile_after_minutes=0",
-        "--set",
         "train.average_last=0",
     ]
+    cmd = [sys.executable, "-c", WORKER, str(out) + ".json", "train"]
+    cmd += [str(x) for kv in options.items() for x in kv]
+    cmd += [x for s in sets for x in ("--set", s)]
     env = {**os.environ, "PYTHONPATH": str(tree)}
     done = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True)
     if done.returncode != 0:
@@ -186,8 +172,8 @@ def run_rows(args) -> list[str]:
         systems[args.against_name] = args.against
     best: dict[str, dict] = {}
     for r in range(args.rounds):
-        for name, tree in systems.items():
-            got = run_once(args, tree, args.work / f"run-{len(best)}-{r}")
+        for i, (name, tree) in enumerate(systems.items()):
+            got = run_once(args, tree, args.work / f"run-{i}-{r}")
             print(f"  {name}: {got}", flush=True)
             if name not in best or got["tok/s"] > best[name]["tok/s"]:
                 best[name] = got
@@ -220,12 +206,18 @@ def main() -> None:
     p.add_argument("--against-name", default="before")
     p.add_argument("--no-append", action="store_true")
     args = p.parse_args()
+    # each run starts in its checkout's folder
+    args.data, args.work = args.data.resolve(), args.work.resolve()
+    args.against = args.against.resolve() if args.against else None
     args.work.mkdir(parents=True, exist_ok=True)
     sys.path.insert(0, str(HERE))
     from results import append_section, commit
     from speed import machine
 
     measured = commit()
+    for lang in ("de", "en"):  # validation only ends each run: 100 lines keep it short
+        lines = (args.data / f"val.{lang}").read_text(encoding="utf-8").splitlines()[:100]
+        (args.work / f"val.{lang}").write_text("\n".join(lines) + "\n", encoding="utf-8")
     if not (args.work / "tokenizer").is_dir():
         subprocess.run(
             [
@@ -259,6 +251,7 @@ def main() -> None:
         "",
     ]
     body += run_rows(args)
+    body += ["", f"`python benchmarks/train_host.py {' '.join(sys.argv[1:])}`"]
     text = "\n".join(body)
     print(text)
     if not args.no_append:

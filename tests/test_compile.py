@@ -3,6 +3,7 @@ shapes change. Checked with dynamo's counting backends (no inductor, so it runs 
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch._dynamo
 from torch._dynamo.testing import CompileCounter
@@ -76,3 +77,87 @@ def test_the_compiled_objective_gives_the_loss_and_gradients_of_the_eager_one(to
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
     for (name, a), b in zip(eager.named_parameters(), traced.parameters()):
         torch.testing.assert_close(b.grad, a.grad, rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_given_the_real_tokens_the_compiled_objective_is_one_graph_with_the_eager_loss(tokenizer):
+    """Training passes the real target tokens' indices: the compiled loss forms logits at those
+    only, still one graph, and gives the eager loss and gradients."""
+    eager, traced = _objective(tokenizer), _objective(tokenizer)
+    src, tgt_in, tgt_out = _batch(4, 8, 7, True, tokenizer.tgt_vocab_size)
+    at = (tgt_out != 0).flatten().nonzero().squeeze(1)
+    torch._dynamo.reset()
+    explained = torch._dynamo.explain(traced)(src, tgt_in, tgt_out, at)
+    assert explained.graph_break_count == 0 and explained.graph_count == 1
+    torch._dynamo.reset()
+    compiled = torch.compile(traced, backend="eager", dynamic=True)
+    want, got = eager(src, tgt_in, tgt_out, at), compiled(src, tgt_in, tgt_out, at)
+    want.backward()
+    got.backward()
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    for (name, a), b in zip(eager.named_parameters(), traced.parameters()):
+        torch.testing.assert_close(b.grad, a.grad, rtol=1e-4, atol=1e-6, msg=name)
+
+
+def _run(corpus_files, tmp_path, compile: str):
+    from mt_cli.config import build_config
+    from mt_cli.train import distributed as ddp
+    from mt_cli.train.context import RunContext, TrainPaths
+    from mt_cli.train.inputs import DataSpec
+    from mt_cli.train.setup import prepare
+
+    f = corpus_files
+    spec = DataSpec.text_files(f["train_src"], f["train_tgt"], f["valid_src"], f["valid_tgt"])
+    train = {"batch_tokens": 300, "device": "cpu", "doctor": False, "compile": compile}
+    cfg = build_config("tiny", options={"tokenizer": {"vocab_size": 100}, "train": train})
+    ctx = RunContext(
+        TrainPaths(tmp_path / "run"), spec, cfg, lambda m: None, ddp.Dist(), torch.device("cpu")
+    )
+    return prepare(ctx)
+
+
+def test_compile_auto_trains_eagerly_on_a_cpu_and_true_compiles(corpus_files, tmp_path):
+    auto = _run(corpus_files, tmp_path / "a", "auto")
+    assert not isinstance(auto.objective, CompiledOrEager) and auto.state.compiled == "false"
+    forced = _run(corpus_files, tmp_path / "b", "true")
+    assert isinstance(forced.objective, CompiledOrEager)
+
+
+def test_compile_auto_on_cuda_keeps_the_faster_and_a_resumed_run_keeps_its_choice(
+    corpus_files, tmp_path, monkeypatch
+):
+    import dataclasses
+
+    import mt_cli.train.hardware as hardware
+    from mt_cli.train.state import TrainState
+
+    run = _run(corpus_files, tmp_path, "false")
+    ctx = dataclasses.replace(
+        run.ctx,
+        device=torch.device("cuda"),
+        cfg=dataclasses.replace(run.cfg, train=dataclasses.replace(run.cfg.train, compile="auto")),
+    )
+    eager = run.objective
+    for compiled_rate, want in ((130.0, True), (101.0, False)):
+        monkeypatch.setattr(
+            hardware,
+            "batch_rate",
+            lambda o, *a, r=compiled_rate: r if isinstance(o, CompiledOrEager) else 100.0,
+        )
+        state = TrainState()
+        chosen = hardware.resolve_compile(ctx, state, eager, None, run.train_data)
+        assert isinstance(chosen, CompiledOrEager) == want  # 5% faster at least, or eager
+        assert state.compiled == ("true" if want else "false")
+    # resumed: the state's choice, not timed again
+    monkeypatch.setattr(hardware, "batch_rate", lambda *a: pytest.fail("timed again"))
+    kept = hardware.resolve_compile(ctx, TrainState(compiled="true"), eager, None, run.train_data)
+    assert isinstance(kept, CompiledOrEager)
+
+
+def test_train_compile_reads_true_false_from_yaml_and_an_old_boolean_and_refuses_others():
+    from mt_cli.config import build_config, from_dict
+    from mt_cli.errors import MtError
+
+    assert build_config("tiny", sets=["train.compile=true"]).train.compile == "true"
+    assert from_dict({"train": {"compile": False}}).train.compile == "false"  # an older run.yaml
+    with pytest.raises(MtError, match="train.compile must be auto, true or false, not 'yes!'"):
+        build_config("tiny", sets=["train.compile=yes!"])

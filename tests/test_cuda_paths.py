@@ -18,7 +18,7 @@ from mt_cli.errors import MtError
 from mt_cli.train import distributed as ddp
 from mt_cli.train.batches import Layout
 from mt_cli.train.context import RunContext, TrainPaths
-from mt_cli.train.hardware import _fits_on, largest_fitting
+from mt_cli.train.hardware import _fits_on, batch_rate, fastest, largest_fitting
 from mt_cli.train.inputs import DataSpec
 from mt_cli.train.setup import prepare
 from mt_cli.train.step import train_step
@@ -98,6 +98,45 @@ def test_the_batch_probe_still_raises_errors_that_are_not_about_memory():
     )
     with pytest.raises(RuntimeError, match="shape mismatch"):
         fits(1024)
+
+
+def test_the_fastest_batch_is_the_smallest_within_five_percent_of_the_best_rate():
+    assert fastest({80_000: 100.0, 40_000: 97.0, 20_000: 70.0}) == 40_000
+    assert fastest({80_000: 100.0, 40_000: 90.0, 20_000: 70.0}) == 80_000
+    assert fastest({80_000: 60.0, 40_000: 100.0, 20_000: 99.0}) == 20_000
+
+
+def test_batch_tokens_auto_takes_the_size_that_trains_fastest_not_the_largest(
+    corpus_files, tmp_path, monkeypatch
+):
+    import mt_cli.train.hardware as hardware
+
+    run = _run(corpus_files, tmp_path)
+    timed = []
+
+    def rate(objective, device, amp, data, tokens, seed):
+        timed.append(tokens)
+        return {80_000: 50_000.0, 40_000: 60_000.0, 20_000: 59_000.0}.get(tokens, 10_000.0)
+
+    monkeypatch.setattr(hardware, "probe_batch_tokens", lambda *a: 100_000)
+    monkeypatch.setattr(hardware, "batch_rate", rate)
+    said: list[str] = []
+    tokens = hardware.auto_batch_tokens(
+        run.objective, torch.device("cuda"), None, run.train_data, run.cfg, ddp.Dist(), said.append
+    )
+    assert timed == [80_000, 40_000, 20_000, 10_000]  # 80% of what fits, then its halves
+    assert tokens == 20_000  # within 5% of the fastest, with twice its updates
+    assert "20000: 59,000" in said[0] and said[-1].endswith("20000 per global batch")
+
+
+def test_a_batch_rate_is_timed_on_the_datas_own_batches_and_leaves_the_rng_alone(
+    corpus_files, tmp_path
+):
+    run = _run(corpus_files, tmp_path)
+    before = torch.get_rng_state()
+    rate = batch_rate(run.objective, torch.device("cpu"), None, run.train_data, 300, seed=0)
+    assert rate > 0 and torch.equal(torch.get_rng_state(), before)
+    assert all(p.grad is None for p in run.model.parameters())  # no update, no gradient left
 
 
 def test_bf16_on_a_gpu_without_it_is_one_line_naming_the_fp16_fallback(monkeypatch):

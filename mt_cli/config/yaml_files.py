@@ -107,6 +107,8 @@ def _coerce(value: Any, hint: Any, where: str) -> Any:
         return tuple(_coerce(v, a, where) for v, a in zip(value, args))
     if hint is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
+    if hint is str and isinstance(value, bool):  # YAML reads true/false as booleans
+        return "true" if value else "false"
     if hint is float and isinstance(value, str):
         try:  # YAML 1.1 reads 5e-4 (no dot) as a string
             return float(value)

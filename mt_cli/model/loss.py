@@ -119,11 +119,15 @@ class TranslationLoss(torch.nn.Module):
         """Summed label-smoothed loss over the real (non-PAD) target tokens; `at`: their flat
         indices into tgt_out, when the caller has them (training's batches do)."""
         if torch.compiler.is_compiling():
-            # Every position, PAD weighted out: picking the real tokens (nonzero) has a
-            # data-dependent size and the fused loss a loop over it; either breaks the graph, and
-            # inductor fuses the softmax over the vocabulary by itself.
-            logits = self.model(src, tgt_in)  # (B, T, V)
-            return label_smoothed_loss(logits, tgt_out, self.smoothing)[0]
+            # The fused loss loops over chunks of a data-dependent count, which would break the
+            # graph; inductor fuses the softmax over the vocabulary by itself. With the real
+            # tokens' indices given, the logits are formed at those only; without them (picking
+            # them has a data-dependent size), at every position, PAD weighted out.
+            if at is None:
+                return label_smoothed_loss(self.model(src, tgt_in), tgt_out, self.smoothing)[0]
+            logits = self.model(src, tgt_in, at)  # (N, V)
+            gold = tgt_out.flatten().index_select(0, at)
+            return label_smoothed_loss(logits, gold, self.smoothing)[0]
         if at is None:
             at = (tgt_out != PAD).flatten().nonzero().squeeze(1)
         h = self.model.hidden(src, tgt_in, at)  # (N, D), real target tokens only

@@ -13,6 +13,7 @@ import queue
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -22,7 +23,9 @@ from mt_cli.data.collate import collate
 from mt_cli.data.mixture import MixedCorpus
 from mt_cli.data.tokenizer import PAD
 from mt_cli.train.epochs import Epochs
-from mt_cli.train.setup import Run
+
+if TYPE_CHECKING:
+    from mt_cli.train.setup import Run
 
 # src (B, S), tgt_in and tgt_out (B, T), and the flat indices (N,) of tgt_out's real tokens: found
 # here, on the host, so that the step never asks a GPU where they are (nonzero would wait for it)

@@ -19,6 +19,7 @@ from mt_cli.data.mixture import MixedCorpus
 from mt_cli.data.pairs import MAX_BATCH_ROWS, make_batches
 from mt_cli.device import autocast, cpu_has_bf16
 from mt_cli.errors import MtError
+from mt_cli.train.batches import Layout, to_device
 from mt_cli.train.context import RunContext
 from mt_cli.train.distributed import Dist, broadcast
 from mt_cli.train.state import TrainState
@@ -119,14 +120,15 @@ def auto_batch_tokens(
     d: Dist,
     log: Callable[[str], None],
 ) -> int:
-    """train.batch_tokens auto (0): on CUDA, 80% of the largest batch that fits (probed on rank 0,
-    the same for every rank) times processes and shares; elsewhere the default."""
+    """train.batch_tokens auto (0): on CUDA, the batch that trains fastest of 80% of the largest
+    that fits and its halves (probed and timed on rank 0, the same for every rank), times
+    processes and shares; elsewhere the default."""
     t = cfg.train
     default = TrainConfig.batch_tokens
     if device.type != "cuda":
         log(f"batch_tokens auto probes GPU memory; on {device} it is the default, {default}")
         return default
-    found = 0
+    chosen = 0
     if d.main:
         longest = int(max(data.src_lens.max(), data.tgt_lens.max() + 1))
         found = probe_batch_tokens(objective, device, amp, longest, cfg.model.tgt_vocab_size)
@@ -134,13 +136,61 @@ def auto_batch_tokens(
             raise MtError(
                 f"not even 1024 tokens of the longest pairs fit on {device}; lower train.max_len"
             )
-    found = broadcast(found, d)
-    tokens = int(found * 0.8) * d.world * t.accumulate
-    log(
-        f"batch_tokens auto: {found} tokens fit one {device} process; using {tokens} per global "
-        "batch"
-    )
+        sizes = [int(found * 0.8) >> k for k in range(4) if int(found * 0.8) >> k >= MIN_TIMED]
+        rates = {n: batch_rate(objective, device, amp, data, n, t.seed) for n in sizes or [found]}
+        chosen = fastest(rates)
+        said = ", ".join(f"{n}: {r:,.0f}" for n, r in rates.items())
+        log(f"batch_tokens auto: {found} tokens fit one {device} process; target tokens/s {said}")
+    chosen = broadcast(chosen, d)
+    tokens = chosen * d.world * t.accumulate
+    log(f"batch_tokens auto: {chosen} per process; {tokens} per global batch")
     return tokens
+
+
+# Below this many tokens a GPU batch is not worth timing: it would not fill the device.
+MIN_TIMED = 4096
+# A smaller batch within this fraction of the fastest rate wins: as fast, with more updates.
+RATE_MARGIN = 0.05
+
+
+def fastest(rates: dict[int, float]) -> int:
+    """The smallest batch size whose rate is within RATE_MARGIN of the fastest's."""
+    best = max(rates.values())
+    return min(n for n, r in rates.items() if r >= (1 - RATE_MARGIN) * best)
+
+
+def batch_rate(
+    objective: nn.Module,
+    device: torch.device,
+    amp: torch.dtype | None,
+    data: Any,
+    tokens: int,
+    seed: int,
+    steps: int = 3,
+) -> float:
+    """Target tokens per second of forward and backward passes on the data's own batches of
+    `tokens`, after one untimed (kernels chosen, memory allocated). No update is made and the run's
+    RNG is left where it was."""
+
+    batches = make_batches(data.src_lens, data.tgt_lens, tokens, seed)[: steps + 1]
+    layout = Layout(data, 0, slice(0, 1), 1, False)  # built as training builds them
+    seconds, counted = 0.0, 0
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        for k, rows in enumerate(batches):
+            src, tgt_in, tgt_out, at = to_device(layout.batch(rows).shares[0], device)
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            start = time.perf_counter()
+            with autocast(amp, device):
+                loss = objective(src, tgt_in, tgt_out, at)
+            loss.backward()
+            objective.zero_grad(set_to_none=True)
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            if k > 0:
+                seconds += time.perf_counter() - start
+                counted += int((data.tgt_lens[rows] + 1).sum())
+    return counted / max(seconds, 1e-9)
 
 
 def faster_amp(
@@ -262,3 +312,38 @@ def resolve_amp(
             "faster here)"
         )
     return torch.bfloat16 if state.amp == "bf16" else None
+
+
+def resolve_compile(
+    ctx: RunContext,
+    state: TrainState,
+    objective: torch.nn.Module,
+    amp: torch.dtype | None,
+    data: TokenCorpus | MixedCorpus,
+) -> torch.nn.Module:
+    """The objective, compiled or not by train.compile. auto on CUDA: compiled (CompiledOrEager)
+    when it trained the run's own batches at least 5% faster than eager, timed once when the run
+    starts (rank 0 decides for all) and kept in last.pt; on other devices eager, where the
+    compiled step measured slower (benchmarks/RESULTS.md, "torch.compile for training")."""
+    t, d = ctx.cfg.train, ctx.dist
+    compiled = CompiledOrEager(objective, ctx.log) if t.compile != "false" else None
+    if compiled is None or t.compile == "true":
+        return compiled or objective
+    if state.compiled:
+        ctx.log(f"compile auto: {state.compiled}, as chosen when the run started")
+    elif ctx.device.type != "cuda" or t.deterministic:
+        state.compiled = "false"
+    else:
+        faster = 0
+        if d.main:
+            ctx.log("compile auto: timing the run's batches compiled (compiling first) and eager")
+            share = max(t.batch_tokens // (d.world * t.accumulate), 1)
+            rates = [
+                batch_rate(o, ctx.device, amp, data, share, t.seed) for o in (compiled, objective)
+            ]
+            faster = int(compiled.compiled is not None and rates[0] > 1.05 * rates[1])
+            ctx.log(
+                f"compile auto: {rates[0]:,.0f} target tokens/s compiled, {rates[1]:,.0f} eager"
+            )
+        state.compiled = "true" if broadcast(faster, d) else "false"
+    return compiled if state.compiled == "true" else objective

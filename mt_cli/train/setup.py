@@ -28,7 +28,7 @@ from mt_cli.train import distributed as ddp
 from mt_cli.train.context import RunContext, TrainPaths
 from mt_cli.train.corpora import ValidSet, load_corpora
 from mt_cli.train.distributed import Dist
-from mt_cli.train.hardware import CompiledOrEager, resolve_amp, resolve_batch_tokens
+from mt_cli.train.hardware import resolve_amp, resolve_batch_tokens, resolve_compile
 from mt_cli.train.inputs import (
     Log,
     check_first,
@@ -184,7 +184,7 @@ def prepare(given: RunContext) -> Run:
             log(f"{ctx.paths.log}: dropped {dropped} entries past step {state.step}, to be redone")
         atomic_write_text(ctx.paths.config, to_yaml(ctx.cfg))
         write_run_info(ctx, fingerprints, train_data, valid, amp)
-    objective = _wrapped(ctx, objective)
+    objective = _wrapped(ctx, resolve_compile(ctx, state, objective, amp, train_data))
     peak = _announce(ctx, model, amp)
     shortlist = _shortlist(t, train_data, tokenizer, log, init) if d.main else None
     return Run(
@@ -299,10 +299,7 @@ def freeze(model: Transformer, t: TrainConfig) -> Transformer:
 
 
 def _wrapped(ctx: RunContext, objective: torch.nn.Module) -> torch.nn.Module:
-    """The objective as it runs: compiled when asked, under DistributedDataParallel with
-    torchrun."""
-    if ctx.cfg.train.compile:
-        objective = CompiledOrEager(objective, ctx.log)
+    """The objective as it runs: under DistributedDataParallel with torchrun."""
     if ctx.dist.active:
         ids = [ctx.device.index] if ctx.device.type == "cuda" else None
         objective = torch.nn.parallel.DistributedDataParallel(objective, device_ids=ids)

@@ -45,6 +45,8 @@ class TrainState:
     batch_tokens: int = 0
     # what train.amp auto chose on a CPU with bf16 arithmetic (bf16 or off), kept on resume
     amp: str = ""
+    # what train.compile auto chose (true or false), kept on resume
+    compiled: str = ""
     # fingerprint of each split's data, checked on resume
     data: dict[str, str] = field(default_factory=dict)
     history: list[dict[str, Any]] = field(default_factory=list)
