@@ -155,7 +155,8 @@ def decode(job: dict) -> dict:
 
 
 def mt_trainer(job: dict) -> tuple[Any, Callable]:
-    """mt's training step: logits at real target tokens only, its fused label-smoothed loss."""
+    """mt's training step: logits at real target tokens only (their indices found on the host, as
+    mt's batches carry them), its fused label-smoothed loss."""
     import torch
 
     from mt_cli.model import checkpoint
@@ -165,10 +166,10 @@ def mt_trainer(job: dict) -> tuple[Any, Callable]:
     torch.manual_seed(0)
     model = build_model(checkpoint.load(job["model"]).config.model).train()
 
-    def loss(src, tgt_in, tgt_out):
-        keep = tgt_out != job["pad"]
-        h = model.hidden(src, tgt_in, keep)
-        return output_layer_loss(h, model.output_projection.weight, tgt_out[keep], 0.1) / keep.sum()
+    def loss(src, tgt_in, tgt_out, at):
+        h = model.hidden(src, tgt_in, at)
+        gold = tgt_out.flatten().index_select(0, at)
+        return output_layer_loss(h, model.output_projection.weight, gold, 0.1) / at.numel()
 
     return model, loss
 
@@ -189,7 +190,7 @@ def marian_trainer(job: dict) -> tuple[Any, Callable]:
         job["pad"],
     )
 
-    def loss(src, tgt_in, tgt_out):
+    def loss(src, tgt_in, tgt_out, at):
         # mt ids -> Marian ids (every id one down, PAD last: interop.marian.to_marian_id), so both
         # models see the same tokens.
         s, ti, to = ((x - 1) % vocab for x in (src, tgt_in, tgt_out))
@@ -201,22 +202,35 @@ def marian_trainer(job: dict) -> tuple[Any, Callable]:
 
 def train(job: dict) -> dict:
     """Fused AdamW (mt trains with it; Seq2SeqTrainer's default on torch >= 2.8), clipping at 1.0;
-    the first `warmup` steps are not timed. Returns each timed step's seconds."""
+    the first `warmup` steps are not timed. On CUDA (job "device") each timed step ends with a
+    synchronisation. Batches come as lists, or as a file of tensors (`batches_file`, for GPU-sized
+    batches). Returns each timed step's seconds."""
     import torch
 
     torch.set_num_threads(job["threads"])
+    device = torch.device(job.get("device", "cpu"))
     model, loss_of = (mt_trainer if job["family"] == "mt" else marian_trainer)(job)
+    model.to(device)
     optim = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+    if "batches_file" in job:
+        batches = torch.load(job["batches_file"], weights_only=True)
+    else:
+        batches = [tuple(torch.tensor(x) for x in b) for b in job["batches"]]
     seconds = []
-    for i, (src, tgt_in, tgt_out) in enumerate(job["batches"]):
-        src, tgt_in, tgt_out = (torch.tensor(x) for x in (src, tgt_in, tgt_out))
+    for i, (src, tgt_in, tgt_out) in enumerate(batches):
+        at = (tgt_out != job["pad"]).flatten().nonzero().squeeze(1)  # on the host
+        src, tgt_in, tgt_out, at = (x.long().to(device) for x in (src, tgt_in, tgt_out, at))
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
         start = time.perf_counter()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=job["precision"] == "bf16"):
-            loss = loss_of(src, tgt_in, tgt_out)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=job["precision"] == "bf16"):
+            loss = loss_of(src, tgt_in, tgt_out, at)
         optim.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optim.step()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
         if i >= job["warmup"]:
             seconds.append(time.perf_counter() - start)
     return {"seconds": seconds}
