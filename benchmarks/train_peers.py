@@ -136,7 +136,7 @@ def main() -> None:
     rows = [
         f"{where}; torch {torch.__version__}; {args.preset} preset, {args.amp}, "
         f"{args.batch_tokens:,}-token batches, {len(sizes) - 3} timed steps, {args.rounds} "
-        f"round(s); MFU against {peak / 1e12:.0f} TFLOP/s ({source}).",
+        f"round(s); MFU against {peak / 1e12:.2f} TFLOP/s ({source}).",
         "",
         "| training | tgt tok/s | MFU | x MarianMTModel |",
         "|---|---|---|---|",
