@@ -60,11 +60,6 @@ print("```\n" + "\n".join((out / "bf16.txt").read_text().splitlines()[-6:]) + "\
 PY
 fi
 
-# The profile and the compile A/B read the tokenizer train_host.py would train; train one here.
-if want compile || want peers || want profile; then
-  [ -d "$OUT/work/tokenizer" ] || python -m mt_cli tokenizer train --src "$DATA/train.de" --tgt "$DATA/train.en" \
-    --vocab-size 8000 --out "$OUT/work/tokenizer" > /dev/null 2>&1
-fi
 if want compile; then
   start=$SECONDS
   python benchmarks/train_compile.py --data "$DATA" --work "$OUT/work" --device cuda --preset base --amp bf16 \

@@ -96,27 +96,11 @@ def main() -> None:
     p.add_argument("--no-append", action="store_true")
     args = p.parse_args()
     args.data, args.work = args.data.resolve(), args.work.resolve()
-    if not (args.work / "tokenizer").is_dir():
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "mt_cli",
-                "tokenizer",
-                "train",
-                "--src",
-                str(args.data / "train.de"),
-                "--tgt",
-                str(args.data / "train.en"),
-                "--vocab-size",
-                "8000",
-                "--out",
-                str(args.work / "tokenizer"),
-            ],
-            check=True,
-        )
     sys.path.insert(0, str(HERE))
     from results import append_section, commit
+    from train_host import tokenizer_in
+
+    tokenizer_in(args.data, args.work)
 
     measured = commit()
     modes = ["eager", "compiled"] + (["trunk"] if args.trunk else [])

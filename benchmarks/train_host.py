@@ -34,6 +34,16 @@ HERE = Path(__file__).resolve().parent
 GPU_BATCH = 235_929  # the base preset's batch under --batch-tokens auto on an H100
 
 
+def tokenizer_in(data: Path, work: Path) -> Path:
+    """WORK/tokenizer: a joint 8k SentencePiece of Multi30k's de-en training pairs, trained once."""
+    out = work / "tokenizer"
+    if not out.is_dir():
+        cmd = [sys.executable, "-m", "mt_cli", "tokenizer", "train", "--vocab-size", "8000"]
+        cmd += ["--src", str(data / "train.de"), "--tgt", str(data / "train.en")]
+        subprocess.run([*cmd, "--out", str(out)], check=True)
+    return out
+
+
 def build_rows(args) -> list[str]:
     """Part 1, in this process: ms per batch each way, best of a few tries each."""
     import numpy as np
@@ -218,25 +228,7 @@ def main() -> None:
     for lang in ("de", "en"):  # validation only ends each run: 100 lines keep it short
         lines = (args.data / f"val.{lang}").read_text(encoding="utf-8").splitlines()[:100]
         (args.work / f"val.{lang}").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    if not (args.work / "tokenizer").is_dir():
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "mt_cli",
-                "tokenizer",
-                "train",
-                "--src",
-                str(args.data / "train.de"),
-                "--tgt",
-                str(args.data / "train.en"),
-                "--vocab-size",
-                "8000",
-                "--out",
-                str(args.work / "tokenizer"),
-            ],
-            check=True,
-        )
+    tokenizer_in(args.data, args.work)
     body = [
         f"{machine()}; torch {__import__('torch').__version__}.",
         "",

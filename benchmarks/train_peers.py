@@ -98,12 +98,11 @@ def main() -> None:
     args = p.parse_args()
     args.data, args.work = args.data.resolve(), args.work.resolve()
     args.work.mkdir(parents=True, exist_ok=True)
-    if not (args.work / "tokenizer").is_dir():
-        cmd = [sys.executable, "-m", "mt_cli", "tokenizer", "train", "--vocab-size", "8000"]
-        cmd += ["--src", str(args.data / "train.de"), "--tgt", str(args.data / "train.en")]
-        subprocess.run([*cmd, "--out", str(args.work / "tokenizer")], check=True)
     sys.path.insert(0, str(HERE))
     from results import append_section, commit
+    from train_host import tokenizer_in
+
+    tokenizer_in(args.data, args.work)
 
     from mt_cli.data.tokenizer import PAD
     from mt_cli.train.throughput import peak_flops

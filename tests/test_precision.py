@@ -12,8 +12,12 @@ from mt_cli.decode.engine import Engine
 from mt_cli.decode.precision import Packed, quantize
 from mt_cli.model.transformer import build_model
 
+# Without VNNI (AVX2, or AVX-512 before it), oneDNN's int8 kernels add pairs of int8 products in
+# int16 with saturation (vpmaddubsw): not the exact sums these tests compare. mt packs weights only
+# on CPUs with AMX (precision.packs_weights), which all have VNNI.
 needs_onednn = pytest.mark.skipif(
-    not torch.backends.mkldnn.is_available(), reason="PyTorch built without oneDNN"
+    not torch.backends.mkldnn.is_available() or not torch.cpu._is_vnni_supported(),
+    reason="oneDNN's exact int8 products need VNNI (or PyTorch was built without oneDNN)",
 )
 
 

@@ -326,9 +326,9 @@ def resolve_compile(
     starts (rank 0 decides for all) and kept in last.pt; on other devices eager, where the
     compiled step measured slower (benchmarks/RESULTS.md, "torch.compile for training")."""
     t, d = ctx.cfg.train, ctx.dist
-    compiled = CompiledOrEager(objective, ctx.log) if t.compile != "false" else None
-    if compiled is None or t.compile == "true":
-        return compiled or objective
+    if t.compile != "auto":
+        return CompiledOrEager(objective, ctx.log) if t.compile == "true" else objective
+    compiled = CompiledOrEager(objective, ctx.log)  # compiles lazily, at its first batch
     if state.compiled:
         ctx.log(f"compile auto: {state.compiled}, as chosen when the run started")
     elif ctx.device.type != "cuda" or t.deterministic:
