@@ -196,3 +196,20 @@ def scripted(script: dict[tuple[int, ...], dict[int, float]], vocab: int = 6) ->
     from mt_cli.data.tokenizer import EOS
 
     return ScriptedModel(lambda prefix: script.get(prefix, {EOS: 0.98, 4: 0.01, 5: 0.01}), vocab)
+
+
+def prepared_run(corpus_files, folder: Path, **train):
+    """A tiny run on the test corpus, prepared as `mt train` prepares it (train/setup.py), on the
+    CPU: its model, optimizer, data and state, for tests that drive the step themselves."""
+    from mt_cli.train import distributed as ddp
+    from mt_cli.train.context import RunContext, TrainPaths
+    from mt_cli.train.setup import prepare
+
+    f = corpus_files
+    spec = DataSpec.text_files(f["train_src"], f["train_tgt"], f["valid_src"], f["valid_tgt"])
+    options = {"batch_tokens": 300, "device": "cpu", "doctor": False, **train}
+    cfg = build_config("tiny", options={"tokenizer": {"vocab_size": 100}, "train": options})
+    ctx = RunContext(
+        TrainPaths(folder / "run"), spec, cfg, lambda m: None, ddp.Dist(), torch.device("cpu")
+    )
+    return prepare(ctx)

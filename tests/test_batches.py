@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from conftest import prepared_run
 from mt_cli.config import build_config
 from mt_cli.data.cache import TokenCorpus, build_cache
 from mt_cli.data.collate import collate
@@ -16,13 +17,10 @@ from mt_cli.data.pairs import limit_length
 from mt_cli.data.ragged import Ragged
 from mt_cli.data.sources import TextPair
 from mt_cli.data.tokenizer import EOS, PAD
-from mt_cli.train import distributed as ddp
 from mt_cli.train.batches import Layout, Prefetcher
-from mt_cli.train.context import RunContext, TrainPaths
 from mt_cli.train.epochs import Epochs
 from mt_cli.train.inputs import DataSpec
 from mt_cli.train.loop import train
-from mt_cli.train.setup import prepare
 from mt_cli.train.step import train_step
 
 
@@ -61,21 +59,10 @@ def test_the_cache_truncates_long_pairs_as_limit_length_does(tmp_path, corpus_fi
     assert [len(s) for s in got_src] == cut.src_lens.tolist()
 
 
-def _run(corpus_files, tmp_path, **train):
-    f = corpus_files
-    spec = DataSpec.text_files(f["train_src"], f["train_tgt"], f["valid_src"], f["valid_tgt"])
-    options = {"batch_tokens": 300, "device": "cpu", "doctor": False, **train}
-    cfg = build_config("tiny", options={"tokenizer": {"vocab_size": 100}, "train": options})
-    ctx = RunContext(
-        TrainPaths(tmp_path / "run"), spec, cfg, lambda m: None, ddp.Dist(), torch.device("cpu")
-    )
-    return prepare(ctx)
-
-
 def test_prefetched_batches_follow_the_epochs_order_across_an_epoch_from_mid_epoch(
     corpus_files, tmp_path
 ):
-    run = _run(corpus_files, tmp_path, accumulate=2)
+    run = prepared_run(corpus_files, tmp_path, accumulate=2)
     layout = Layout.of(run)
     epochs = Epochs(run.train_data, 300, seed=5)
     n = len(epochs.of(0))
@@ -97,7 +84,7 @@ def test_prefetched_batches_follow_the_epochs_order_across_an_epoch_from_mid_epo
 
 
 def test_an_error_while_building_a_batch_is_raised_in_the_training_thread(corpus_files, tmp_path):
-    run = _run(corpus_files, tmp_path)
+    run = prepared_run(corpus_files, tmp_path)
 
     class Broken:
         src_lens, tgt_lens = run.train_data.src_lens, run.train_data.tgt_lens
@@ -115,7 +102,7 @@ READS = ["item", "tolist", "cpu", "numpy", "__float__", "__int__", "__bool__"]
 
 
 def test_a_training_step_reads_nothing_back_from_the_device(corpus_files, tmp_path, monkeypatch):
-    run = _run(corpus_files, tmp_path, ema_decay=0.99)
+    run = prepared_run(corpus_files, tmp_path, ema_decay=0.99)
     batches = [Layout.of(run).batch(b) for b in Epochs(run.train_data, 300, seed=0).of(0)[:3]]
     reads: list[str] = []
     for name in READS:
@@ -135,7 +122,7 @@ def test_a_training_step_reads_nothing_back_from_the_device(corpus_files, tmp_pa
 def test_a_non_finite_step_is_skipped_on_the_device_weights_and_ema_untouched(
     corpus_files, tmp_path
 ):
-    run = _run(corpus_files, tmp_path, ema_decay=0.9)
+    run = prepared_run(corpus_files, tmp_path, ema_decay=0.9)
     batch = Layout.of(run).batch(Epochs(run.train_data, 300, seed=0).of(0)[0])
     train_step(run, batch)  # one real update, so that the EMA differs from the model
     weights = [p.detach().clone() for p in run.model.parameters()]

@@ -8,7 +8,7 @@ import torch
 import torch._dynamo
 from torch._dynamo.testing import CompileCounter
 
-from conftest import tiny_config
+from conftest import prepared_run, tiny_config
 from mt_cli.data.collate import collate
 from mt_cli.model.loss import TranslationLoss
 from mt_cli.model.transformer import build_model
@@ -98,27 +98,10 @@ def test_given_the_real_tokens_the_compiled_objective_is_one_graph_with_the_eage
         torch.testing.assert_close(b.grad, a.grad, rtol=1e-4, atol=1e-6, msg=name)
 
 
-def _run(corpus_files, tmp_path, compile: str):
-    from mt_cli.config import build_config
-    from mt_cli.train import distributed as ddp
-    from mt_cli.train.context import RunContext, TrainPaths
-    from mt_cli.train.inputs import DataSpec
-    from mt_cli.train.setup import prepare
-
-    f = corpus_files
-    spec = DataSpec.text_files(f["train_src"], f["train_tgt"], f["valid_src"], f["valid_tgt"])
-    train = {"batch_tokens": 300, "device": "cpu", "doctor": False, "compile": compile}
-    cfg = build_config("tiny", options={"tokenizer": {"vocab_size": 100}, "train": train})
-    ctx = RunContext(
-        TrainPaths(tmp_path / "run"), spec, cfg, lambda m: None, ddp.Dist(), torch.device("cpu")
-    )
-    return prepare(ctx)
-
-
 def test_compile_auto_trains_eagerly_on_a_cpu_and_true_compiles(corpus_files, tmp_path):
-    auto = _run(corpus_files, tmp_path / "a", "auto")
+    auto = prepared_run(corpus_files, tmp_path / "a", compile="auto")
     assert not isinstance(auto.objective, CompiledOrEager) and auto.state.compiled == "false"
-    forced = _run(corpus_files, tmp_path / "b", "true")
+    forced = prepared_run(corpus_files, tmp_path / "b", compile="true")
     assert isinstance(forced.objective, CompiledOrEager)
 
 
@@ -130,7 +113,7 @@ def test_compile_auto_on_cuda_keeps_the_faster_and_a_resumed_run_keeps_its_choic
     import mt_cli.train.hardware as hardware
     from mt_cli.train.state import TrainState
 
-    run = _run(corpus_files, tmp_path, "false")
+    run = prepared_run(corpus_files, tmp_path, compile="false")
     ctx = dataclasses.replace(
         run.ctx,
         device=torch.device("cuda"),

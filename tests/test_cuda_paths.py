@@ -12,33 +12,21 @@ import numpy as np
 import pytest
 import torch
 
+from conftest import prepared_run
 from mt_cli.config import build_config
 from mt_cli.device import amp_dtype
 from mt_cli.errors import MtError
 from mt_cli.train import distributed as ddp
 from mt_cli.train.batches import Layout
-from mt_cli.train.context import RunContext, TrainPaths
 from mt_cli.train.hardware import _fits_on, batch_rate, fastest, largest_fitting
 from mt_cli.train.inputs import DataSpec
-from mt_cli.train.setup import prepare
 from mt_cli.train.step import train_step
-
-
-def _run(corpus_files, tmp_path):
-    f = corpus_files
-    spec = DataSpec.text_files(f["train_src"], f["train_tgt"], f["valid_src"], f["valid_tgt"])
-    train = {"batch_tokens": 300, "device": "cpu", "doctor": False}
-    cfg = build_config("tiny", options={"tokenizer": {"vocab_size": 100}, "train": train})
-    ctx = RunContext(
-        TrainPaths(tmp_path / "run"), spec, cfg, lambda m: None, ddp.Dist(), torch.device("cpu")
-    )
-    return prepare(ctx)
 
 
 def test_an_fp16_step_with_a_non_finite_loss_updates_the_scaler_so_the_next_step_runs(
     corpus_files, tmp_path
 ):
-    run = _run(corpus_files, tmp_path)
+    run = prepared_run(corpus_files, tmp_path)
     # fp16's scaler, enabled, on the CPU
     run.scaler = torch.amp.GradScaler("cpu", init_scale=2.0**8)
     real = run.objective.forward
@@ -111,7 +99,7 @@ def test_batch_tokens_auto_takes_the_size_that_trains_fastest_not_the_largest(
 ):
     import mt_cli.train.hardware as hardware
 
-    run = _run(corpus_files, tmp_path)
+    run = prepared_run(corpus_files, tmp_path)
     timed = []
 
     def rate(objective, device, amp, data, tokens, seed):
@@ -132,7 +120,7 @@ def test_batch_tokens_auto_takes_the_size_that_trains_fastest_not_the_largest(
 def test_a_batch_rate_is_timed_on_the_datas_own_batches_and_leaves_the_rng_alone(
     corpus_files, tmp_path
 ):
-    run = _run(corpus_files, tmp_path)
+    run = prepared_run(corpus_files, tmp_path)
     before = torch.get_rng_state()
     rate = batch_rate(run.objective, torch.device("cpu"), None, run.train_data, 300, seed=0)
     assert rate > 0 and torch.equal(torch.get_rng_state(), before)
