@@ -167,7 +167,9 @@ class ServeConfig:
     max_queue_lines: int = option(
         4000, "Lines that may wait; past this requests get 503 with Retry-After.", cli=True
     )
-    shutdown_s: float = option(8.0, "On SIGTERM: seconds the requests in flight get to finish.")
+    shutdown_s: float = option(
+        8.0, "On SIGTERM: seconds the requests in flight get to finish.", cli=True
+    )
     source_lang: str = language(
         "source",
         "for a checkpoint that records none, what /languages offers; for one told its source "
