@@ -163,7 +163,8 @@ def test_an_imported_model_translates_100_sentences_as_transformers_generate_doe
     folder, out = imported
     hf = transformers.MarianMTModel.from_pretrained(folder).eval()
     tok = transformers.MarianTokenizer.from_pretrained(folder)
-    tr = Translator.load(out, device="cpu", beam=1, precision="fp32")  # transformers' arithmetic
+    tr = Translator.load(out, device="cpu", beam=1)  # as imported: fp32, transformers' arithmetic
+    assert tr.cfg.precision == "fp32"
     lines = LINES + make_pairs(95, seed=5)[0]
     ours = tr.translate(lines)
     for line, mine in zip(lines, ours):
@@ -292,7 +293,7 @@ def test_separate_vocabularies_import_and_translate_as_transformers_does(tmp_pat
     assert tok.src_vocab_size != tok.tgt_vocab_size and not tok.joint
     hf = transformers.MarianMTModel.from_pretrained(folder).eval()
     hf_tok = transformers.MarianTokenizer.from_pretrained(folder)
-    ours = Translator.load(out, device="cpu", beam=1, precision="fp32").translate(LINES)
+    ours = Translator.load(out, device="cpu", beam=1).translate(LINES)  # fp32, as imported
     for line, mine in zip(LINES, ours):
         ids = hf_tok([line], return_tensors="pt").input_ids
         with torch.no_grad():
@@ -368,9 +369,11 @@ def test_an_mt_model_exported_and_imported_back_has_its_weights_bitwise_and_tran
         "output_projection.bias"
     ].any()  # the exported bias: zeros (and -inf at <pad>)
     lines = make_pairs(40, seed=4)[0]
-    for beam in (1, 4):
-        original = Translator.from_checkpoint(ckpt, "cpu", beam=beam).translate(lines)
-        assert Translator.from_checkpoint(back, "cpu", beam=beam).translate(lines) == original
+    assert back.config.decode.precision == "fp32"  # an import decodes in fp32 until checked
+    for beam, precision in ((1, "fp32"), (4, "fp32"), (4, "int8")):
+        given = {"beam": beam, "precision": precision}
+        original = Translator.from_checkpoint(ckpt, "cpu", **given).translate(lines)
+        assert Translator.from_checkpoint(back, "cpu", **given).translate(lines) == original
 
 
 def test_fine_tuning_starts_at_the_initial_models_loss_and_falls(trained, tmp_path, corpus_files):

@@ -134,9 +134,9 @@ def test_prefix_glossary_and_score_go_through_as_on_the_command_line(server, tra
     assert body["translations"] == [h[0].text for h in tr.search(with_terms, constraints=terms)]
     targets = translator.translate(lines[:3])
     status, _, body = call(server.url, "POST", "/score", {"source": lines[:3], "target": targets})
-    assert status == 200 and body["scores"] == [
-        h.score for h in translator.score(lines[:3], targets)
-    ]
+    scorer = translator.for_scoring()  # scores are measured in fp32 (decode.score_precision)
+    assert scorer.cfg.precision == "fp32"
+    assert status == 200 and body["scores"] == [h.score for h in scorer.score(lines[:3], targets)]
 
 
 @pytest.mark.parametrize(

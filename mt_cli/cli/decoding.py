@@ -1,4 +1,5 @@
-"""Decoding commands: translate, score, evaluate, tune-decoding, shortlist."""
+"""Decoding commands: translate, compile, score, evaluate, tune-decoding, tune-precision,
+shortlist."""
 
 import json
 from pathlib import Path
@@ -117,7 +118,9 @@ def compile_step(
 
 @app.command(rich_help_panel=DECODE)
 @friendly
-@config_options(DecodeConfig, OutputConfig, only=("batch_size", "format"))
+@config_options(
+    DecodeConfig, OutputConfig, only=("batch_size", "batch_tokens", "score_precision", "format")
+)
 def score(
     checkpoint: Annotated[Path, typer.Option(help="A checkpoint written by `mt train` (best.pt).")],
     src: Annotated[Path, typer.Option(help="Source sentences, one per line.")],
@@ -132,7 +135,7 @@ def score(
     options: Given = NOTHING_GIVEN,
 ) -> None:
     """Forced decoding: the log-probability the model gives each TGT line as the translation of its
-    SRC line (natural log, summed over the target's tokens and EOS)."""
+    SRC line (natural log, summed over the target's tokens and EOS), in fp32 unless --precision."""
     from mt_cli.tools.translate_files import score_file
 
     fmt = options.build(OutputConfig).format
@@ -222,6 +225,32 @@ def tune_decoding(
         typer.echo(f"{r['beam']:>4}  {r['length_penalty']:>14}  {r['bleu']:.2f}")
     if out is not None:
         err(f"wrote {out} with beam {rows[0]['beam']}, length penalty {rows[0]['length_penalty']}")
+
+
+@app.command("tune-precision", rich_help_panel=DECODE)
+@friendly
+@config_options(TrainConfig, only=("int8_tolerance",))
+def tune_precision(
+    checkpoint: Annotated[Path, typer.Option(help="The checkpoint to check (mt's or imported).")],
+    src: Annotated[Path, typer.Option(help="Dev or validation source (never the test set).")],
+    ref: Annotated[Path, typer.Option(help="Its reference translations.")],
+    out: Annotated[
+        Path | None,
+        typer.Option(help="Write the checkpoint with the verdict: a new file, or --checkpoint."),
+    ] = None,
+    source_lang: SourceLang = None,
+    target_lang: TargetLang = None,
+    options: Given = NOTHING_GIVEN,
+) -> None:
+    """Translate a dev set in int8 and in fp32 on the CPU: int8 (faster) is kept as the default
+    where it loses at most --int8-tolerance BLEU, else fp32."""
+    from mt_cli.decode.tuning import precision_verdict, tune_precision_file
+
+    tolerance = options.build(TrainConfig).int8_tolerance
+    row = tune_precision_file(checkpoint, src, ref, tolerance, out, (source_lang, target_lang))
+    typer.echo(precision_verdict(row, str(out or checkpoint), str(src)))
+    if out is None:
+        err(f"nothing written; give --out to record it in a checkpoint (--out {checkpoint})")
 
 
 @app.command("shortlist", rich_help_panel=DECODE)

@@ -5,7 +5,18 @@ from typing import Annotated
 
 import typer
 
-from mt_cli.cli.app import INSPECT, INTEROP, app, err, friendly
+from mt_cli.cli.app import (
+    INSPECT,
+    INTEROP,
+    NOTHING_GIVEN,
+    Given,
+    app,
+    config_options,
+    err,
+    friendly,
+)
+from mt_cli.cli.decoding import SourceLang, TargetLang
+from mt_cli.config import TrainConfig
 
 
 @app.command(rich_help_panel=INSPECT)
@@ -78,6 +89,7 @@ def export_model(
 
 @app.command("import", rich_help_panel=INTEROP)
 @friendly
+@config_options(TrainConfig, only=("int8_tolerance",))
 def import_model(
     folder: Annotated[
         Path,
@@ -89,13 +101,27 @@ def import_model(
     ],
     out: Annotated[Path, typer.Option(help="The mt checkpoint to write, e.g. opus-de-en.pt.")],
     format_: Annotated[str, typer.Option("--format", help="hf: a Hugging Face folder.")] = "hf",
+    dev_src: Annotated[
+        Path | None,
+        typer.Option(help="Dev source lines: int8 decoding is checked on them against fp32."),
+    ] = None,
+    dev_ref: Annotated[Path | None, typer.Option(help="Their reference translations.")] = None,
+    source_lang: SourceLang = None,
+    target_lang: TargetLang = None,
+    options: Given = NOTHING_GIVEN,
 ) -> None:
     """Import a pretrained model (Hugging Face Marian / OPUS-MT, M2M100, NLLB-200, a Firefox
     Translations student) as an mt checkpoint: translate, score, fine-tune (`mt train --init`) and
-    serve it like any other."""
+    serve it like any other. It decodes in fp32, or in int8 on a CPU where a dev set shows int8
+    within --int8-tolerance BLEU of fp32."""
     from mt_cli.errors import MtError
     from mt_cli.interop import import_folder
 
     if format_ != "hf":
         raise MtError(f"--format {format_!r}: the one import format is hf (a Hugging Face folder)")
-    err(f"wrote {import_folder(folder, out, log=err)}")
+    if (dev_src is None) != (dev_ref is None):
+        raise MtError("a dev set is two files: give both --dev-src and --dev-ref, or neither")
+    dev = (dev_src, dev_ref) if dev_src is not None and dev_ref is not None else None
+    tolerance = options.build(TrainConfig).int8_tolerance
+    languages = (source_lang, target_lang)
+    err(f"wrote {import_folder(folder, out, err, dev, tolerance, languages)}")

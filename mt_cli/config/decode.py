@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 from mt_cli.config.fields import check as _check
 from mt_cli.config.fields import option
+from mt_cli.errors import MtError
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,15 @@ class DecodeConfig:
         "int8 on a CPU, bf16 on a GPU that has it, else fp32. mt train checks int8 against fp32 "
         "on the validation set and records fp32 where int8 loses quality (train.tune_precision).",
         cli=True,
+    )
+    # Forced scores are a measurement: compared across tools, thresholded to filter corpora. int8
+    # moves a score by up to a few hundredths, so they are measured in fp32 unless asked.
+    score_precision: str = option(
+        "fp32",
+        "The precision forced scores are measured in (mt score, the server's /score, mt clean's "
+        "score filter): fp32, so they match other tools'; auto, bf16 or int8 (as decode.precision) "
+        "for speed.",
+        flag="--precision",
     )
     engine: str = option(
         "auto",
@@ -98,6 +110,10 @@ class DecodeConfig:
             f"decode.precision must be fp32, bf16, int8 or auto, not {self.precision!r}",
         )
         _check(
+            self.score_precision in ("fp32", "bf16", "int8", "auto"),
+            f"decode.score_precision must be fp32, bf16, int8 or auto, not {self.score_precision}",
+        )
+        _check(
             self.engine in ("auto", "eager", "compiled", "step"),
             f"decode.engine must be auto, eager or compiled, not {self.engine!r}",
         )
@@ -114,3 +130,23 @@ class DecodeConfig:
         if self.method == "sample":
             return "sample"
         return "greedy" if self.method == "greedy" or self.beam == 1 else "beam"
+
+
+# Options that, given without a method, ask for sampling.
+SAMPLING = ("sampling_topk", "sampling_topp", "temperature")
+
+
+def decode_options(
+    base: DecodeConfig, overrides: dict[str, Any], scoring: bool = False
+) -> DecodeConfig:
+    """`base` with the given fields replaced (None means "keep"); unknown names are refused.
+    `scoring`: for forced scores, whose precision is decode.score_precision."""
+    known = {f.name for f in dataclasses.fields(DecodeConfig)}
+    unknown = sorted(set(overrides) - known)
+    if unknown:
+        raise MtError(f"unknown decoding option(s) {unknown}; known: {sorted(known)}")
+    if any(overrides.get(k) is not None for k in SAMPLING) and overrides.get("method") is None:
+        # A sampling option asks for sampling, which has no beam: the checkpoint's beam is not kept.
+        overrides = {**overrides, "method": "sample", "beam": overrides.get("beam") or 1}
+    cfg = dataclasses.replace(base, **{k: v for k, v in overrides.items() if v is not None})
+    return dataclasses.replace(cfg, precision=cfg.score_precision) if scoring else cfg

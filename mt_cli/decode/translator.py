@@ -25,6 +25,7 @@ from typing import Any, cast
 import torch
 
 from mt_cli.config import DEVICE, DecodeConfig
+from mt_cli.config.decode import decode_options
 from mt_cli.data.tokenizer import Tokenizer
 from mt_cli.decode.alignment import translate_aligned, translate_document, with_alignment
 from mt_cli.decode.direction import Direction
@@ -44,21 +45,6 @@ from mt_cli.documents.aligned import Aligned
 from mt_cli.errors import MtError
 from mt_cli.model import checkpoint
 from mt_cli.model.transformer import Transformer
-
-# Options that, given without a method, ask for sampling.
-SAMPLING = ("sampling_topk", "sampling_topp", "temperature")
-
-
-def decode_options(base: DecodeConfig, overrides: dict[str, Any]) -> DecodeConfig:
-    """`base` with the given fields replaced (None means "keep"); unknown names are refused."""
-    known = {f.name for f in dataclasses.fields(DecodeConfig)}
-    unknown = sorted(set(overrides) - known)
-    if unknown:
-        raise MtError(f"unknown decoding option(s) {unknown}; known: {sorted(known)}")
-    if any(overrides.get(k) is not None for k in SAMPLING) and overrides.get("method") is None:
-        # A sampling option asks for sampling, which has no beam: the checkpoint's beam is not kept.
-        overrides = {**overrides, "method": "sample", "beam": overrides.get("beam") or 1}
-    return dataclasses.replace(base, **{k: v for k, v in overrides.items() if v is not None})
 
 
 class Translator:
@@ -106,22 +92,28 @@ class Translator:
 
     @classmethod
     def load(
-        cls, path: Path | str | Sequence[Path | str], device: str = DEVICE, **overrides: Any
+        cls,
+        path: Path | str | Sequence[Path | str],
+        device: str = DEVICE,
+        *,
+        scoring: bool = False,
+        **overrides: Any,
     ) -> Translator:
         """From a checkpoint file, with the checkpoint's decoding settings under the given ones;
-        from several, an ensemble (the first one's decoding settings)."""
+        from several, an ensemble (the first one's decoding settings). `scoring`: loaded to measure
+        forced scores (score), in decode.score_precision rather than decode.precision."""
         paths = [Path(path)] if isinstance(path, (str, Path)) else [Path(p) for p in path]
         keep_freed_memory()  # a process that loads a model to decode: large buffers are reused
         ckpts = [checkpoint.load(p) for p in paths]
         for p, ckpt in zip(paths[1:], ckpts[1:]):
             _check_same_vocabulary(paths[0], ckpts[0].tokenizer, p, ckpt.tokenizer)
         if len(paths) == 1:
-            return cls.from_checkpoint(ckpts[0], device, paths[0], **overrides)
+            return cls.from_checkpoint(ckpts[0], device, paths[0], scoring=scoring, **overrides)
         dev = resolve_device(device)
         models = [ckpt.build_model(dev) for ckpt in ckpts]
         # The first model's shortlist, where every member has one (they share both vocabularies).
         lexicon = _lexicon(ckpts[0]) if all(c.shortlist is not None for c in ckpts) else None
-        cfg = decode_options(ckpts[0].config.decode, overrides)
+        cfg = decode_options(ckpts[0].config.decode, overrides, scoring)
         return cls(
             ForcedEnsemble(models),
             ckpts[0].tokenizer,
@@ -137,11 +129,14 @@ class Translator:
         ckpt: checkpoint.Checkpoint,
         device: str = DEVICE,
         source: Path | None = None,
+        *,
+        scoring: bool = False,
         **overrides: Any,
     ) -> Translator:
-        """`source`: the file `ckpt` came from, where compiled decoder steps are kept beside it."""
+        """`source`: the file `ckpt` came from, where compiled decoder steps are kept beside it;
+        `scoring`: as load's."""
         model = ckpt.build_model(resolve_device(device))
-        cfg = decode_options(ckpt.config.decode, overrides)
+        cfg = decode_options(ckpt.config.decode, overrides, scoring)
         return cls(
             model, ckpt.tokenizer, cfg, shortlist=_lexicon(ckpt), sources=[source], quantize=True
         )
@@ -177,6 +172,30 @@ class Translator:
         tr = self.with_options()
         tr.direction = self.direction.but(source, target)
         return tr
+
+    def for_scoring(self) -> Translator:
+        """A translator whose forced scores are measured in decode.score_precision (fp32 unless
+        told): this one where it decodes in that precision; else its checkpoints loaded again (a
+        model quantized to int8 as it loaded holds no fp32 weights), in its direction."""
+        wanted = decode_precision(self.cfg.score_precision, self.device)
+        if wanted == self.cfg.precision:
+            return self
+        if not self.quantized:
+            return self.with_options(precision=wanted)
+        if None in self.sources:
+            raise MtError(
+                f"decode.score_precision {wanted}: this int8 model was loaded from memory, not "
+                "a file; load it with decode.precision fp32 to score it in fp32"
+            )
+        again = Translator.load(
+            [p for p in self.sources if p is not None],
+            str(self.device),
+            scoring=True,
+            score_precision=self.cfg.score_precision,
+            batch_size=self.cfg.batch_size,
+            batch_tokens=self.cfg.batch_tokens,
+        )
+        return again.for_languages(self.direction.source or None, self.direction.target or None)
 
     def yielding(self, before: Callable[[], None]) -> Translator:
         """This translator calling `before()` ahead of each encoder call and decoder step of its
@@ -290,7 +309,8 @@ class Translator:
 
     def score(self, src_lines: list[str], tgt_lines: list[str]) -> list[Hypothesis]:
         """Forced decoding: each target's tokens with their log-probabilities given its source; the
-        score is their plain sum, EOS included (decode/scoring.py)."""
+        score is their plain sum, EOS included (decode/scoring.py). In this translator's precision:
+        load(scoring=True) or for_scoring() gives one in decode.score_precision."""
         if len(src_lines) != len(tgt_lines):
             raise MtError(
                 f"{len(src_lines)} sources but {len(tgt_lines)} targets: give one target per source"

@@ -6,27 +6,52 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from mt_cli.config import ModelConfig
+from mt_cli.config import ModelConfig, TrainConfig
 from mt_cli.errors import MtError
 from mt_cli.model.checkpoint import Checkpoint
 
 
-def import_folder(folder: Path, out: Path, log: Callable[[str], None] = lambda _: None) -> Path:
+def import_folder(
+    folder: Path,
+    out: Path,
+    log: Callable[[str], None] = lambda _: None,
+    dev: tuple[Path, Path] | None = None,
+    tolerance: float = TrainConfig.int8_tolerance,
+    languages: tuple[str | None, str | None] = (None, None),
+) -> Path:
     """`mt import`: a Hugging Face folder (MarianMTModel, M2M100, NLLB-200) or hub id, or a Marian
     folder as Bergamot / Firefox Translations ship their students, written as a checkpoint at `out`.
-    A student's decoder step is compiled for this CPU as it imports (about 20 s, as `mt compile`):
-    one line at a time, the eager step's Python is most of its latency."""
-    if folder.is_dir() and not (folder / "config.json").is_file() and any(folder.glob("*.yml")):
-        from mt_cli.decode.compiled import compile_or_say
+    It decodes in fp32 unless `dev` (source and reference files, translated in `languages`) shows
+    int8 within `tolerance` BLEU of it. A student's decoder step is compiled for this CPU as it
+    imports (about 20 s, as `mt compile`): one line at a time, the eager step's Python is most of
+    its latency."""
+    student = (
+        folder.is_dir() and not (folder / "config.json").is_file() and any(folder.glob("*.yml"))
+    )
+    if student:
         from mt_cli.interop.marian_folder import read_folder
         from mt_cli.model import checkpoint
 
         checkpoint.save(out, read_folder(folder))
-        compile_or_say(out, "its", log)
-        return out
-    from mt_cli.interop.hf_import import import_hf
+    else:
+        from mt_cli.interop.hf_import import import_hf
 
-    return import_hf(folder, out)
+        import_hf(folder, out)
+    if dev is None:
+        log(
+            f"{out} decodes in fp32; int8, faster on a CPU, is unchecked: `mt tune-precision "
+            f"--checkpoint {out} --src DEV.src --ref DEV.ref --out {out}` checks it on your data"
+        )
+    else:
+        from mt_cli.decode.tuning import precision_verdict, tune_precision_file
+
+        row = tune_precision_file(out, *dev, tolerance, out, languages)
+        log(precision_verdict(row, str(out), str(dev[0])))
+    if student:
+        from mt_cli.decode.compiled import compile_or_say
+
+        compile_or_say(out, "its", log)
+    return out
 
 
 def export_refusal(model: ModelConfig, fmt: str) -> str | None:

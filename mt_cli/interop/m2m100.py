@@ -156,7 +156,7 @@ def import_m2m100(
     cfg = Config(
         model=model_cfg,
         tokenizer=TokenizerConfig(vocab_size=model_cfg.tgt_vocab_size),
-        decode=DecodeConfig(beam=beam),
+        decode=DecodeConfig(beam=beam, precision="fp32"),  # until int8 is checked, as Marian's
     )
     return Checkpoint(cfg, tok, mt_state_dict(weights, tok, model_cfg), None)
 

@@ -11,6 +11,7 @@ one search, and no line is tokenized twice.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
@@ -187,9 +188,15 @@ class Service:
                 )
         return out
 
+    @functools.cached_property
+    def scorer(self) -> Translator:
+        """What /score measures with: the translator in decode.score_precision (fp32 unless told),
+        loaded a second time at the first /score where it decodes in int8."""
+        return self.translator.for_scoring()
+
     def _score(self, job: Scoring) -> list[Any]:
-        found = self.translator.score(job.sources, job.targets)
-        pieces = self.translator.tokenizer.tgt_pieces
+        found = self.scorer.score(job.sources, job.targets)
+        pieces = self.scorer.tokenizer.tgt_pieces
         objects = [score_object(h, job.normalize, pieces) for h in found]
         return objects if job.full else [o["score"] for o in objects]
 

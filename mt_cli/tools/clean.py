@@ -199,7 +199,7 @@ class _Judges:
             from mt_cli.decode.translator import Translator
 
             paths = [cfg.score_checkpoint, cfg.score_reverse_checkpoint]
-            self.scorers = [Translator.load(Path(p), device) for p in paths if p]
+            self.scorers = [Translator.load(Path(p), device, scoring=True) for p in paths if p]
             log(
                 f"scoring with {' and '.join(p for p in paths if p)}: cross-entropy per token over "
                 f"{cfg.max_cross_entropy:g} removes a pair"

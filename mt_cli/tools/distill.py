@@ -73,9 +73,7 @@ def distill(
         )
     src_lang = main.source_lang or suffix_language(source.src) or ""
     tgt_lang = main.target_lang or suffix_language(source.tgt) or ""
-    tr = Translator.load(
-        teachers, device, **({"beam": dcfg.teacher_beam} if dcfg.teacher_beam else {})
-    )
+    tr = Translator.load(teachers, device, beam=dcfg.teacher_beam or None)  # None: the teacher's
     log(
         f"teacher{'s' if len(teachers) > 1 else ''} {', '.join(map(str, teachers))} translating "
         f"{source.src} (beam {tr.cfg.beam}, {dcfg.nbest} best kept)"

@@ -12,7 +12,7 @@ import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from mt_cli.config import DEVICE, DocumentConfig, OutputConfig
 from mt_cli.decode.hypothesis import Hypothesis, as_object, pair_score, score_object
@@ -83,7 +83,7 @@ def translate_file(
     output: OutputConfig = OutputConfig(),
     inputs: LineInputs = LineInputs(),
     document: DocumentConfig = DocumentConfig(),
-    **decoding: object,
+    **decoding: Any,
 ) -> int | None:
     """`mt translate`: load the checkpoint (several: an ensemble) with any decoding settings
     (DecodeConfig's fields), then translate INPUT (stdin when None) to OUTPUT (stdout when None):
@@ -209,7 +209,7 @@ def score_file(
     fmt: str = "text",
     normalize: bool = False,
     languages: tuple[str | None, str | None] = (None, None),
-    **decoding: object,
+    **decoding: Any,
 ) -> int:
     """`mt score`: the log-probability of each line of TGT as a translation of the same line of SRC,
     a chunk of lines at a time; OUTPUT (stdout when None) appears only when complete. `languages`:
@@ -221,7 +221,8 @@ def score_file(
                 f"{output_path}: also an input ({given}); the scores would replace it: give "
                 "another output"
             )
-    tr = Translator.load(checkpoint_path, device, **decoding).for_languages(*languages)
+    tr = Translator.load(checkpoint_path, device, scoring=True, **decoding)
+    tr = tr.for_languages(*languages)
     pairs = itertools.zip_longest(input_lines(src_path), input_lines(tgt_path))
     pieces, count = tr.tokenizer.tgt_pieces, 0
     with contextlib.ExitStack() as stack:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from mt_cli.decode.compiled import compile_or_say
 from mt_cli.decode.translator import Translator
-from mt_cli.decode.tuning import tune_grid, tune_precision, with_decoding
+from mt_cli.decode.tuning import precision_verdict, tune_grid, tune_precision, with_decoding
 from mt_cli.model import checkpoint
 from mt_cli.train.inputs import Log
 from mt_cli.train.progress import Record
@@ -105,15 +105,7 @@ def check_int8(run: Run, record: Record, log: Log) -> None:
     ckpt.config = with_decoding(ckpt.config, precision=row["precision"])
     checkpoint.save(run.paths.best, ckpt)
     record({"step": run.state.step, "int8_checked": row})
-    verdict = (
-        "int8 on a CPU (decode.precision auto)"
-        if row["precision"] == "auto"
-        else "fp32: int8 lost quality"
-    )
-    log(
-        f"int8 decoding: valid BLEU {row['int8']:.2f} against fp32's {row['fp32']:.2f}; best.pt "
-        f"decodes in {verdict}"
-    )
+    log(precision_verdict(row, "best.pt", "valid"))
 
 
 def compile_best(run: Run, log: Log) -> None:
