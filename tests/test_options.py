@@ -46,9 +46,13 @@ def test_docs_configuration_is_generated_from_the_fields_and_current():
 
 
 def test_every_decoding_field_is_an_option_of_translate_serve_and_evaluate():
-    flags = {"--" + f.name.replace("_", "-") for f in dataclasses.fields(DecodeConfig)}
+    # all but the precision forced scores are measured in: mt score's --precision
+    searching = [f for f in dataclasses.fields(DecodeConfig) if f.name != "score_precision"]
+    assert all(f.metadata["cli"] for f in searching)
+    flags = {"--" + f.name.replace("_", "-") for f in searching}
     for command in ("translate", "serve", "evaluate"):
         assert flags <= _options(command), (command, sorted(flags - _options(command)))
+    assert {"--precision", "--batch-size", "--batch-tokens"} <= _options("score")
     serve_flags = {
         "--" + f.name.replace("_", "-")
         for f in dataclasses.fields(ServeConfig)
