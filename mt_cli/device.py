@@ -66,12 +66,13 @@ def amp_dtype(amp: str, device: torch.device) -> torch.dtype | None:
 
 
 def decode_precision(precision: str, device: torch.device) -> str:
-    """decode.precision as it runs on `device`: `auto` picks int8 on a CPU (the fastest path
-    measured on every CPU tried, BLEU within 0.15 of fp32), bf16 on a GPU that has it, else fp32. A
-    forced bf16 on a CPU without bf16 arithmetic runs, emulated, and says so in one line."""
+    """decode.precision as it runs on `device`: `auto` picks int8 on a CPU that multiplies int8 fast
+    (VNNI or AMX: the fastest path measured there, BLEU within 0.15 of fp32), else fp32; bf16 on a
+    GPU that has it, else fp32. A forced bf16 or int8 on a CPU without the arithmetic runs,
+    emulated, and says so in one line."""
     if precision == "auto":
         if device.type == "cpu":
-            return "int8"
+            return "int8" if cpu_has_int8() else "fp32"
         bf16 = device.type == "cuda" and torch.cuda.is_bf16_supported()
         return "bf16" if bf16 else "fp32"
     if precision == "bf16" and device.type == "cpu" and not cpu_has_bf16():
@@ -80,7 +81,20 @@ def decode_precision(precision: str, device: torch.device) -> str:
             "so bf16 runs emulated, many times slower than fp32; int8 or fp32 are faster here",
             torch.backends.cpu.get_cpu_capability(),
         )
+    if precision == "int8" and device.type == "cpu" and not cpu_has_int8():
+        log.warning(
+            "decode.precision int8: this CPU (%s) has no int8 arithmetic (VNNI or AMX), so int8 "
+            "products run 19-55x slower than fp32's; fp32 is faster here",
+            torch.backends.cpu.get_cpu_capability(),
+        )
     return precision
+
+
+def cpu_has_int8() -> bool:
+    """Whether this CPU multiplies int8 in hardware (VNNI or AMX). Without it (an AVX2 AMD EPYC,
+    measured by benchmarks/int8_cpu.py) torch's int8 product ran 19-55x slower than fp32's, and
+    `mt translate` 10x slower in int8 than in fp32."""
+    return bool(torch.cpu._is_vnni_supported() or torch.cpu._is_amx_tile_supported())
 
 
 def cpu_has_bf16() -> bool:

@@ -179,7 +179,8 @@ def test_the_plan_is_resolved_once_and_a_new_precision_gets_its_own_engine():
     assert Translator.load(FIXTURE, device="cpu", engine="step").cfg.engine == "eager"
 
 
-def test_precision_auto_runs_int8_on_a_cpu():
+def test_precision_auto_runs_int8_on_a_cpu_with_int8_arithmetic_else_fp32(monkeypatch):
+    monkeypatch.setattr(device, "cpu_has_int8", lambda: True)
     tr = Translator.load(FIXTURE, device="cpu", precision="auto")
     assert tr.cfg.precision == "int8"
     # the model was quantized as it loaded
@@ -187,6 +188,19 @@ def test_precision_auto_runs_int8_on_a_cpu():
     assert tr.translate(LINES[:5]) == Translator.load(
         FIXTURE, device="cpu", precision="int8"
     ).translate(LINES[:5])
+    # without VNNI or AMX, int8 products are a plain loop, many times slower than fp32's
+    monkeypatch.setattr(device, "cpu_has_int8", lambda: False)
+    tr = Translator.load(FIXTURE, device="cpu", precision="auto")
+    assert tr.cfg.precision == "fp32" and not tr.quantized
+
+
+def test_forced_int8_on_a_cpu_without_int8_arithmetic_says_so_in_one_line(monkeypatch, caplog):
+    monkeypatch.setattr(device, "cpu_has_int8", lambda: False)
+    monkeypatch.setattr(logging.getLogger("mt_cli"), "propagate", True)
+    with caplog.at_level(logging.INFO, logger="mt_cli"):
+        assert Translator.load(FIXTURE, device="cpu", precision="int8").quantized
+    said = [r.getMessage() for r in caplog.records if "int8" in r.getMessage()]
+    assert len(said) == 1 and "no int8 arithmetic (VNNI or AMX)" in said[0], said
 
 
 def test_forced_bf16_on_a_cpu_without_bf16_arithmetic_says_so_in_one_line(monkeypatch, caplog):

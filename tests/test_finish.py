@@ -20,7 +20,7 @@ from mt_cli.train.loop import train
 from mt_cli.train.validation import Validation
 
 
-def _run(files, out: Path, **train_fields) -> list[dict]:
+def _run(files, out: Path, log=lambda m: None, **train_fields) -> list[dict]:
     cfg = build_config(
         "tiny",
         options={
@@ -38,7 +38,7 @@ def _run(files, out: Path, **train_fields) -> list[dict]:
     spec = DataSpec.text_files(
         files["train_src"], files["train_tgt"], files["valid_src"], files["valid_tgt"]
     )
-    train(spec, out, cfg, log=lambda m: None)
+    train(spec, out, cfg, log=log)
     return [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
 
 
@@ -116,8 +116,9 @@ def test_training_tunes_beam_and_length_penalty_on_validation_into_best_pt(corpu
 
 
 def test_training_checks_int8_on_validation_and_best_pt_decodes_in_the_precision_it_kept(
-    corpus_files, tmp_path
+    corpus_files, tmp_path, monkeypatch
 ):
+    monkeypatch.setattr(finish, "cpu_has_int8", lambda: True)  # checked on any CPU, for the test
     out = tmp_path / "run"
     log = _run(corpus_files, out, max_steps=40)
     row = _last(log, "int8_checked")
@@ -141,6 +142,20 @@ def test_training_checks_int8_on_validation_and_best_pt_decodes_in_the_precision
     assert (
         "int8 decoding checked on validation"
         in write_report(out, tmp_path / "report.md").read_text()
+    )
+
+
+def test_on_a_cpu_without_int8_arithmetic_the_check_is_skipped_and_fp32_recorded(
+    corpus_files, tmp_path, monkeypatch
+):
+    monkeypatch.setattr(finish, "cpu_has_int8", lambda: False)
+    lines: list[str] = []
+    out = tmp_path / "run"
+    log = _run(corpus_files, out, lines.append, max_steps=20)
+    assert checkpoint.load(out / "best.pt").config.decode.precision == "fp32"
+    assert not any("int8_checked" in e for e in log)
+    assert any(
+        line.startswith("int8 not checked: this CPU has no int8 arithmetic") for line in lines
     )
 
 

@@ -45,9 +45,9 @@ def transformers_scores(folder, sources, targets) -> list[float]:
 
 
 def decoding_in_int8(path, out):
-    """A copy of the checkpoint at `path` that decodes in int8 on a CPU (decode.precision auto)."""
+    """A copy of the checkpoint at `path` that decodes in int8."""
     ckpt = checkpoint.load(path)
-    ckpt.config = with_decoding(ckpt.config, precision="auto")
+    ckpt.config = with_decoding(ckpt.config, precision="int8")
     checkpoint.save(out, ckpt)
     return out
 

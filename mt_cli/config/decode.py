@@ -45,8 +45,9 @@ class DecodeConfig:
         "fp32 (the reference), bf16 (weights cast to bf16 once; on a CPU only with bf16 "
         "arithmetic, AVX512-BF16 or AMX), int8 (int8 products, each input row scaled on its own "
         "so batching changes no translation; CPU only), or auto: picked when the model loads, "
-        "int8 on a CPU, bf16 on a GPU that has it, else fp32. mt train checks int8 against fp32 "
-        "on the validation set and records fp32 where int8 loses quality (train.tune_precision).",
+        "int8 on a CPU with VNNI or AMX, bf16 on a GPU that has it, else fp32. mt train checks "
+        "int8 against fp32 on the validation set and records fp32 where int8 loses quality "
+        "(train.tune_precision).",
         cli=True,
     )
     # Forced scores are a measurement: compared across tools, thresholded to filter corpora. int8

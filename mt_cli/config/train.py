@@ -87,8 +87,9 @@ class TrainConfig:
     tune_precision: bool = option(
         True,
         "After training, translate the validation set on the CPU in int8 and in fp32: best.pt "
-        "keeps decode.precision auto (int8 on a CPU, the fastest path) only where int8 loses at "
-        "most int8_tolerance BLEU, and records fp32 otherwise.",
+        "keeps decode.precision auto (int8 on a CPU with VNNI or AMX, the fastest path there) "
+        "only where int8 loses at most int8_tolerance BLEU, and records fp32 otherwise (and on a "
+        "CPU without int8 arithmetic, unchecked).",
     )
     int8_tolerance: float = option(
         0.1, "Validation BLEU int8 decoding may lose against fp32 (tune_precision)."

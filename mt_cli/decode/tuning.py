@@ -70,8 +70,8 @@ def tune_precision(
     ckpt: Checkpoint, sets: Sequence[HeldOut] | HeldOutText, tolerance: float
 ) -> dict[str, Any]:
     """The held-out BLEU of int8 and fp32 decoding on the CPU, each loaded from `ckpt` as a user's
-    `mt translate` loads it, and the precision to record: auto (int8 on a CPU) where int8 loses at
-    most `tolerance` BLEU, else fp32."""
+    `mt translate` loads it, and the precision to record: auto (int8 on a CPU with VNNI or AMX)
+    where int8 loses at most `tolerance` BLEU, else fp32."""
     bleu = {}
     for p in ("fp32", "int8"):
         translator = Translator.from_checkpoint(ckpt, "cpu", precision=p)
@@ -111,7 +111,7 @@ def precision_verdict(row: dict[str, Any], what: str, held_out: str) -> str:
     """One line on tune_precision's `row`: both BLEUs on `held_out` and what `what` (a checkpoint's
     name) decodes in now."""
     verdict = (
-        "int8 on a CPU (decode.precision auto)"
+        "int8 on a CPU with VNNI or AMX (decode.precision auto)"
         if row["precision"] == "auto"
         else "fp32: int8 lost quality"
     )
