@@ -43,6 +43,19 @@ def summary(run: Path) -> dict[str, Any]:
     }
 
 
+def shown(key: str, value: Any) -> Any:
+    """A field's value for the change column: a corpus list as its directions (de-en, fr-en),
+    each with its weight where it is not 1, and a star where the pair is validated."""
+    if key != "data.pairs":
+        return value
+    names = []
+    for pair in value:
+        name = f"{Path(pair['src']).suffix[1:]}-{Path(pair['tgt']).suffix[1:]}"
+        name += "*" if pair.get("valid_src") else ""
+        names.append(name + (f" x{pair['weight']:g}" if pair.get("weight", 1) != 1 else ""))
+    return "[" + ", ".join(names) + "]"
+
+
 def table(runs: list[Path]) -> str:
     configs = [flat(yaml.safe_load((r / "config.yaml").read_text(encoding="utf-8"))) for r in runs]
     base = configs[0]
@@ -52,7 +65,9 @@ def table(runs: list[Path]) -> str:
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for run, cfg in zip(runs, configs):
-        diff = [f"{k}={cfg[k]}" for k in cfg if k not in IGNORED and cfg[k] != base.get(k)]
+        diff = [
+            f"{k}={shown(k, cfg[k])}" for k in cfg if k not in IGNORED and cfg[k] != base.get(k)
+        ]
         s = summary(run)
         avg = f"{s['averaged']:.2f}" if s["averaged"] is not None else "-"
         cells = [

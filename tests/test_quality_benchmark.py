@@ -190,3 +190,25 @@ def test_new_quality_rows_join_their_table_above_sections_other_scripts_appended
     text = results.read_text()
     assert text.index("| t2 |") < text.index("## Speed") and text.endswith("| mt | 5 |\n")
     assert [r["test"] for r in quality.read_results(results)] == ["t1", "t2"]
+
+
+def test_en_de_rows_also_carry_lowercased_bleu_which_ignores_case_only(tmp_path):
+    hyp, ref = tmp_path / "hyp.de", tmp_path / "ref.de"
+    write_lines(hyp, ["Ein Hund läuft über die Wiese .", "Zwei Männer spielen Fußball ."])
+    write_lines(ref, ["ein hund läuft über die wiese .", "zwei Männer spielen Fussball ."])
+    bleu, chrf, signature = quality.lowercased_bleu(hyp, ref)
+    cased = sacrebleu.corpus_bleu(hyp.read_text().splitlines(), [ref.read_text().splitlines()])
+    assert cased.score < bleu < 100  # the case no longer counts; the spelling still does
+    assert "case:lc" in signature and "tok:13a" in signature and chrf == "-"
+    assert ("en", "de") in quality.LOWERCASED and ("de", "en") not in quality.LOWERCASED
+
+
+def test_trials_table_names_a_run_of_several_corpora_by_their_directions():
+    import trials
+
+    pairs = [
+        {"src": "/d/train.de", "tgt": "/d/train.en", "valid_src": "/d/val.de", "weight": 2.0},
+        {"src": "/d/train.fr", "tgt": "/d/train.en", "valid_src": "", "weight": 1.0},
+    ]
+    assert trials.shown("data.pairs", pairs) == "[de-en* x2, fr-en]"
+    assert trials.shown("train.lr", 0.002) == 0.002
