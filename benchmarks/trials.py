@@ -16,6 +16,8 @@ from typing import Any
 
 import yaml
 
+from mt_cli.config import Config, to_dict
+
 # Filled in from the tokenizer, or bookkeeping: never a choice worth a column.
 IGNORED = {"model.src_vocab_size", "model.tgt_vocab_size", "model.shared_vocab"}
 
@@ -57,7 +59,12 @@ def shown(key: str, value: Any) -> Any:
 
 
 def table(runs: list[Path]) -> str:
-    configs = [flat(yaml.safe_load((r / "config.yaml").read_text(encoding="utf-8"))) for r in runs]
+    # A run saved before a field existed trained with its default: today's default fills it in.
+    defaults = flat(to_dict(Config()))
+    configs = [
+        {**defaults, **flat(yaml.safe_load((r / "config.yaml").read_text(encoding="utf-8")))}
+        for r in runs
+    ]
     base = configs[0]
     lines = [
         "| run | change (vs first) | steps | train min | tok/s | valid NLL (last) | valid BLEU "

@@ -30,9 +30,9 @@ def _batch(
     return collate(src, tgt, 0)
 
 
-def _objective(tokenizer) -> TranslationLoss:
+def _objective(tokenizer, rdrop: float = 0.0) -> TranslationLoss:
     torch.manual_seed(0)
-    return TranslationLoss(build_model(tiny_config(tokenizer)).train(), 0.1)
+    return TranslationLoss(build_model(tiny_config(tokenizer)).train(), 0.1, rdrop)
 
 
 def test_the_compiled_training_objective_has_no_graph_breaks(tokenizer):
@@ -79,10 +79,13 @@ def test_the_compiled_objective_gives_the_loss_and_gradients_of_the_eager_one(to
         torch.testing.assert_close(b.grad, a.grad, rtol=1e-4, atol=1e-6, msg=name)
 
 
-def test_given_the_real_tokens_the_compiled_objective_is_one_graph_with_the_eager_loss(tokenizer):
+@pytest.mark.parametrize("rdrop", [0.0, 5.0], ids=["plain", "rdrop"])
+def test_given_the_real_tokens_the_compiled_objective_is_one_graph_with_the_eager_loss(
+    tokenizer, rdrop
+):
     """Training passes the real target tokens' indices: the compiled loss forms logits at those
-    only, still one graph, and gives the eager loss and gradients."""
-    eager, traced = _objective(tokenizer), _objective(tokenizer)
+    only, still one graph, and gives the eager loss and gradients (R-Drop's doubled batch too)."""
+    eager, traced = _objective(tokenizer, rdrop), _objective(tokenizer, rdrop)
     src, tgt_in, tgt_out = _batch(4, 8, 7, True, tokenizer.tgt_vocab_size)
     at = (tgt_out != 0).flatten().nonzero().squeeze(1)
     torch._dynamo.reset()

@@ -177,6 +177,12 @@ def test_trials_table_names_what_each_run_changed_and_its_validation_bleu(tmp_pa
     assert rows[1] == (
         "| b | model.dropout=0.3, train.lr=0.002 | 200 | 1.0 | 1000 | 2.000 | 11.00 | 12.00 | - |"
     )
+    # a run saved before a field existed (here train.rdrop) trained with its default: no change
+    older = (tmp_path / "a" / "config.yaml").read_text().replace("  rdrop: 0.0\n", "")
+    assert "rdrop" not in older
+    (tmp_path / "a" / "config.yaml").write_text(older)
+    rows = trials.table([tmp_path / "a", tmp_path / "b"]).splitlines()[2:]
+    assert rows[1].startswith("| b | model.dropout=0.3, train.lr=0.002 |")
 
 
 def test_new_quality_rows_join_their_table_above_sections_other_scripts_appended(tmp_path):

@@ -11,6 +11,7 @@ from typing import Any
 
 from mt_cli.config.data import DataConfig
 from mt_cli.config.decode import DecodeConfig
+from mt_cli.config.fields import check
 from mt_cli.config.model import ModelConfig, TokenizerConfig
 from mt_cli.config.train import TrainConfig
 from mt_cli.config.yaml_files import build_section, load_yaml, merge, parse_set
@@ -24,6 +25,14 @@ class Config:
     train: TrainConfig = field(default_factory=TrainConfig)
     decode: DecodeConfig = field(default_factory=DecodeConfig)
     data: DataConfig = field(default_factory=DataConfig)
+
+    def __post_init__(self) -> None:
+        m = self.model
+        check(
+            self.train.rdrop == 0 or max(m.dropout, m.attention_dropout, m.activation_dropout) > 0,
+            "train.rdrop compares two dropout masks, and the model has no dropout: set "
+            "model.dropout (e.g. 0.1) or train.rdrop=0",
+        )
 
 
 # Presets override ModelConfig defaults only; everything else keeps its one default above.

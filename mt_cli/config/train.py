@@ -44,6 +44,12 @@ class TrainConfig:
     )
     lr_cooldown: float = option(0.2, "wsd: the fraction of the budget spent falling to 0.")
     label_smoothing: float = option(0.1, "Probability mass spread over the vocabulary in the loss.")
+    rdrop: float = option(
+        0.0,
+        "R-Drop's alpha (0: off): each batch runs twice, under two dropout masks, and the loss "
+        "adds alpha/4 times the symmetric KL between the two predictions (e.g. 5); an update costs "
+        "about twice the compute.",
+    )
     clip_norm: float = option(1.0, "Clip the gradient's norm to this (0: no clipping).")
     weight_decay: float = option(0.0, "AdamW weight decay.")
     ema_decay: float = option(
@@ -227,6 +233,7 @@ class TrainConfig:
         )
         _check(0.0 < self.lr_cooldown <= 1.0, "train.lr_cooldown must be in (0, 1]")
         _check(0.0 <= self.label_smoothing < 1.0, "train.label_smoothing must be in [0, 1)")
+        _check(self.rdrop >= 0.0, "train.rdrop must be 0 (off) or positive")
         _check(0.0 <= self.ema_decay < 1.0, "train.ema_decay must be in [0, 1)")
 
     def _check_checkpoints(self) -> None:

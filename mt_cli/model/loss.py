@@ -1,4 +1,5 @@
-"""The training loss: label-smoothed cross-entropy, plainly and fused with the output layer."""
+"""The training loss: label-smoothed cross-entropy, plainly and fused with the output layer, and
+R-Drop's consistency term beside it."""
 
 from __future__ import annotations
 
@@ -104,20 +105,98 @@ def output_layer_loss(
     return OutputLayerLoss.apply(h, weight, target, smoothing, chunk)
 
 
+def rdrop_loss(
+    logits: Tensor, other: Tensor, target: Tensor, smoothing: float, alpha: float
+) -> Tensor:
+    """R-Drop (Liang et al. 2021): the same targets predicted twice under two dropout masks,
+    logits and other (N, V), target (N,) without PAD. The paper's loss per pair is
+    CE1 + CE2 + alpha * (KL(P1||P2) + KL(P2||P1)) / 2; halved here (as fairseq's criterion does),
+    so that its cross-entropy part is on the usual loss's scale and the batch's token count still
+    normalises it. Summed over the N targets."""
+    p, q = F.log_softmax(logits.float(), dim=-1), F.log_softmax(other.float(), dim=-1)
+    ce = label_smoothed_loss(logits, target, smoothing)[0]
+    ce = ce + label_smoothed_loss(other, target, smoothing)[0]
+    # KL(P||Q) + KL(Q||P) = sum (p - q) * (log p - log q)
+    kl = ((p.exp() - q.exp()) * (p - q)).sum()
+    return 0.5 * ce + 0.25 * alpha * kl
+
+
+class RDropOutputLayerLoss(torch.autograd.Function):
+    """rdrop_loss(h1 @ weight.T, h2 @ weight.T, target), h = [h1; h2] (2N, D), a chunk of rows at a
+    time, its gradients worked out in the forward pass as OutputLayerLoss does: the two (N, V)
+    logits never exist whole. Not under fp16 autocast (the loss scale is known only later)."""
+
+    @staticmethod
+    def forward(
+        ctx: Any,
+        h: Tensor,
+        weight: Tensor,
+        target: Tensor,
+        smoothing: float,
+        alpha: float,
+        chunk: int,
+    ) -> Tensor:
+        n, device = target.size(0), h.device.type
+        dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else h.dtype
+        loss = torch.zeros((), device=h.device)
+        grad_h, grad_w = torch.empty_like(h), torch.zeros_like(weight)
+        with torch.autocast(device, enabled=False):
+            w, x = weight.to(dtype), h.to(dtype)
+            for i in range(0, n, chunk):
+                j = min(i + chunk, n)
+                gold = target[i:j, None]
+                first, second = x[i:j], x[n + i : n + j]
+                lp = torch.log_softmax((first @ w.t()).float(), dim=-1)  # (c, D) -> (c, V)
+                lq = torch.log_softmax((second @ w.t()).float(), dim=-1)
+                part, g1, g2 = _rdrop_chunk(lp, lq, gold, smoothing, alpha)
+                loss += part
+                grad_h[i:j] = g1.to(dtype) @ w
+                grad_h[n + i : n + j] = g2.to(dtype) @ w
+                grad_w += g1.to(dtype).t() @ first + g2.to(dtype).t() @ second
+        ctx.save_for_backward(grad_h, grad_w)
+        return loss
+
+    @staticmethod
+    def backward(ctx: Any, grad_loss: Tensor) -> tuple[Tensor | None, ...]:
+        grad_h, grad_w = ctx.saved_tensors
+        return grad_h * grad_loss, grad_w * grad_loss, None, None, None, None
+
+
+def _rdrop_chunk(
+    lp: Tensor, lq: Tensor, gold: Tensor, smoothing: float, alpha: float
+) -> tuple[Tensor, Tensor, Tensor]:
+    """One chunk's rdrop_loss and its gradients by the two logits, from their log-probabilities.
+
+    With d = lp - lq and kl = sum p * d per row, d/dz1 of sum (p - q) * d is p * (d - kl) + p - q
+    (the softmax's Jacobian applied to d + 1 - q / p), and the same for z2 with p and q swapped."""
+    p, q, d = lp.exp(), lq.exp(), lp - lq
+    vocab = lp.size(-1)
+    ce = -(lp.gather(1, gold).sum() + lq.gather(1, gold).sum()) * (1.0 - smoothing)
+    ce = ce - smoothing * (lp.sum() + lq.sum()) / vocab
+    loss = 0.5 * ce + 0.25 * alpha * ((p - q) * d).sum()
+    kl_pq, kl_qp = (p * d).sum(-1, keepdim=True), (-q * d).sum(-1, keepdim=True)
+    g1 = 0.25 * alpha * (p * (d - kl_pq) + p - q) + 0.5 * _logit_grads(lp.clone(), gold, smoothing)
+    g2 = 0.25 * alpha * (q * (-d - kl_qp) + q - p) + 0.5 * _logit_grads(lq.clone(), gold, smoothing)
+    return loss, g1, g2
+
+
 class TranslationLoss(torch.nn.Module):
     """The training objective as one module: DistributedDataParallel wraps it, so that the
     encoder, decoder and the fused output layer all run inside the one forward it watches."""
 
-    def __init__(self, model: Transformer, smoothing: float) -> None:
+    def __init__(self, model: Transformer, smoothing: float, rdrop: float = 0.0) -> None:
         super().__init__()
         self.model = model
         self.smoothing = smoothing
+        self.rdrop = rdrop  # R-Drop's alpha; 0: off
 
     def forward(
         self, src: Tensor, tgt_in: Tensor, tgt_out: Tensor, at: Tensor | None = None
     ) -> Tensor:
         """Summed label-smoothed loss over the real (non-PAD) target tokens; `at`: their flat
         indices into tgt_out, when the caller has them (training's batches do)."""
+        if self.rdrop > 0 and self.training:
+            return self._rdrop(src, tgt_in, tgt_out, at)
         if torch.compiler.is_compiling():
             # The fused loss loops over chunks of a data-dependent count, which would break the
             # graph; inductor fuses the softmax over the vocabulary by itself. With the real
@@ -129,10 +208,33 @@ class TranslationLoss(torch.nn.Module):
             gold = tgt_out.flatten().index_select(0, at)
             return label_smoothed_loss(logits, gold, self.smoothing)[0]
         if at is None:
-            at = (tgt_out != PAD).flatten().nonzero().squeeze(1)
+            at = _real_tokens(tgt_out)
         h = self.model.hidden(src, tgt_in, at)  # (N, D), real target tokens only
         gold = tgt_out.flatten().index_select(0, at)
         # an imported model's output bias: not fused
         if self.model.output_projection.bias is not None:
             return label_smoothed_loss(self.model.output_projection(h), gold, self.smoothing)[0]
         return output_layer_loss(h, self.model.output_projection.weight, gold, self.smoothing)
+
+    def _rdrop(self, src: Tensor, tgt_in: Tensor, tgt_out: Tensor, at: Tensor | None) -> Tensor:
+        """The batch twice in one pass (B -> 2B rows, each row its own dropout mask), as the
+        paper runs it: one larger batch uses the cores better than two passes. The output layer
+        and the loss run fused, as in the plain loss; compiled (inductor fuses them itself),
+        under fp16 or with an output bias, on whole logits."""
+        if at is None:
+            at = _real_tokens(tgt_out)
+        both = torch.cat([at, at + tgt_out.numel()])  # flat indices into the (2B, T) targets
+        h = self.model.hidden(torch.cat([src, src]), torch.cat([tgt_in, tgt_in]), both)  # (2N, D)
+        gold = tgt_out.flatten().index_select(0, at)
+        device = h.device.type
+        fp16 = torch.is_autocast_enabled(device) and torch.get_autocast_dtype(device) == torch.half
+        output = self.model.output_projection
+        if torch.compiler.is_compiling() or fp16 or output.bias is not None:
+            first, second = output(h).chunk(2)  # (N, V) each
+            return rdrop_loss(first, second, gold, self.smoothing, self.rdrop)
+        return RDropOutputLayerLoss.apply(h, output.weight, gold, self.smoothing, self.rdrop, 256)
+
+
+def _real_tokens(tgt_out: Tensor) -> Tensor:
+    """Flat indices (N,) of tgt_out's (B, T) real, non-PAD, targets."""
+    return (tgt_out != PAD).flatten().nonzero().squeeze(1)

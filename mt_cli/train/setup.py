@@ -176,7 +176,7 @@ def prepare(given: RunContext) -> Run:
         state = resume(last, ctx.cfg, model, optimizer, ema, log, d.rank, d.world, scaler)
     described = {r: s.describe() for r, s in sources.items()}
     state.data = check_data(fingerprints, state.data, described, last)
-    objective: torch.nn.Module = TranslationLoss(model, t.label_smoothing)
+    objective: torch.nn.Module = TranslationLoss(model, t.label_smoothing, t.rdrop)
     ctx = replace(ctx, cfg=resolve_batch_tokens(ctx, state, objective, amp, train_data))
     amp = resolve_amp(ctx, state, objective, amp, train_data, model.start_token)
     if d.main:
