@@ -94,7 +94,12 @@ class OutputLayerLoss(torch.autograd.Function):
 
 def _logit_grads(lprobs: Tensor, gold: Tensor, smoothing: float) -> Tensor:
     """d loss / d logits = softmax - smoothed target, in place of the (c, V) log-probabilities."""
-    g = lprobs.exp_().sub_(smoothing / lprobs.size(-1))
+    return _minus_smoothed_target(lprobs.exp_(), gold, smoothing)
+
+
+def _minus_smoothed_target(probs: Tensor, gold: Tensor, smoothing: float) -> Tensor:
+    """probs - the smoothed target (1 - eps on the gold piece, eps spread over all), in place."""
+    g = probs.sub_(smoothing / probs.size(-1))
     return g.scatter_add_(1, gold, torch.full(gold.shape, smoothing - 1.0, device=g.device))
 
 
@@ -175,8 +180,11 @@ def _rdrop_chunk(
     ce = ce - smoothing * (lp.sum() + lq.sum()) / vocab
     loss = 0.5 * ce + 0.25 * alpha * ((p - q) * d).sum()
     kl_pq, kl_qp = (p * d).sum(-1, keepdim=True), (-q * d).sum(-1, keepdim=True)
-    g1 = 0.25 * alpha * (p * (d - kl_pq) + p - q) + 0.5 * _logit_grads(lp.clone(), gold, smoothing)
-    g2 = 0.25 * alpha * (q * (-d - kl_qp) + q - p) + 0.5 * _logit_grads(lq.clone(), gold, smoothing)
+    g1 = (p * (d - kl_pq) + p - q).mul_(0.25 * alpha)
+    g2 = (q * (-d - kl_qp) + q - p).mul_(0.25 * alpha)
+    # the cross-entropy's share last: it turns p and q into their gradients in place
+    g1.add_(_minus_smoothed_target(p, gold, smoothing), alpha=0.5)
+    g2.add_(_minus_smoothed_target(q, gold, smoothing), alpha=0.5)
     return loss, g1, g2
 
 
