@@ -54,9 +54,9 @@ class TrainConfig:
     weight_decay: float = option(0.0, "AdamW weight decay.")
     ema_decay: float = option(
         0.0,
-        "0: off. Otherwise validation, best.pt and step<N>.pt use an exponential moving average of "
-        "the"
-        " weights, ema <- decay * ema + (1 - decay) * weights after every update (e.g. 0.999).",
+        "0: off. Otherwise validation, best.pt and step<N>.pt use an exponential moving "
+        "average of the weights, ema <- decay * ema + (1 - decay) * weights after every update "
+        "(e.g. 0.999).",
     )
     adam_betas: tuple[float, float] = option((0.9, 0.98), "Adam's beta1 and beta2.")
     adam_eps: float = option(1e-9, "Adam's epsilon.")

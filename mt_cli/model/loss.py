@@ -46,7 +46,7 @@ class OutputLayerLoss(torch.autograd.Function):
     def forward(
         ctx: Any, h: Tensor, weight: Tensor, target: Tensor, smoothing: float, chunk: int
     ) -> Tensor:
-        vocab, device = weight.size(0), h.device.type
+        device = h.device.type
         # Under autocast the products run in its dtype: cast the (V, D) weight once here, not per
         # chunk and product, as autocast would inside this function (its weight cache is off here).
         dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else h.dtype
@@ -63,8 +63,7 @@ class OutputLayerLoss(torch.autograd.Function):
             for i in range(0, h.size(0), chunk):
                 rows, gold = x[i : i + chunk], target[i : i + chunk, None]
                 lprobs = torch.log_softmax((rows @ w.t()).float(), dim=-1)  # (c, D) -> (c, V)
-                nll = -lprobs.gather(1, gold).sum()
-                loss += (1.0 - smoothing) * nll - smoothing * lprobs.sum() / vocab
+                loss += _chunk_loss(lprobs, gold, smoothing)
                 if not ctx.deferred:
                     g = _logit_grads(lprobs, gold, smoothing).to(dtype)
                     grad_h[i : i + chunk] = g @ w
@@ -90,6 +89,12 @@ class OutputLayerLoss(torch.autograd.Function):
                 grad_h[i : i + ctx.chunk] = g @ w
                 grad_w += g.t() @ rows
         return grad_h, grad_w, None, None, None
+
+
+def _chunk_loss(lprobs: Tensor, gold: Tensor, smoothing: float) -> Tensor:
+    """A chunk's summed label-smoothed loss from its (c, V) log-probabilities; no PAD targets."""
+    nll = -lprobs.gather(1, gold).sum()
+    return (1.0 - smoothing) * nll - smoothing * lprobs.sum() / lprobs.size(-1)
 
 
 def _logit_grads(lprobs: Tensor, gold: Tensor, smoothing: float) -> Tensor:
@@ -119,8 +124,8 @@ def rdrop_loss(
     so that its cross-entropy part is on the usual loss's scale and the batch's token count still
     normalises it. Summed over the N targets."""
     p, q = F.log_softmax(logits.float(), dim=-1), F.log_softmax(other.float(), dim=-1)
-    ce = label_smoothed_loss(logits, target, smoothing)[0]
-    ce = ce + label_smoothed_loss(other, target, smoothing)[0]
+    gold = target[:, None]
+    ce = _chunk_loss(p, gold, smoothing) + _chunk_loss(q, gold, smoothing)
     # KL(P||Q) + KL(Q||P) = sum (p - q) * (log p - log q)
     kl = ((p.exp() - q.exp()) * (p - q)).sum()
     return 0.5 * ce + 0.25 * alpha * kl
@@ -175,11 +180,9 @@ def _rdrop_chunk(
     With d = lp - lq and kl = sum p * d per row, d/dz1 of sum (p - q) * d is p * (d - kl) + p - q
     (the softmax's Jacobian applied to d + 1 - q / p), and the same for z2 with p and q swapped."""
     p, q, d = lp.exp(), lq.exp(), lp - lq
-    vocab = lp.size(-1)
-    ce = -(lp.gather(1, gold).sum() + lq.gather(1, gold).sum()) * (1.0 - smoothing)
-    ce = ce - smoothing * (lp.sum() + lq.sum()) / vocab
-    loss = 0.5 * ce + 0.25 * alpha * ((p - q) * d).sum()
     kl_pq, kl_qp = (p * d).sum(-1, keepdim=True), (-q * d).sum(-1, keepdim=True)
+    ce = _chunk_loss(lp, gold, smoothing) + _chunk_loss(lq, gold, smoothing)
+    loss = 0.5 * ce + 0.25 * alpha * (kl_pq.sum() + kl_qp.sum())
     g1 = (p * (d - kl_pq) + p - q).mul_(0.25 * alpha)
     g2 = (q * (-d - kl_qp) + q - p).mul_(0.25 * alpha)
     # the cross-entropy's share last: it turns p and q into their gradients in place
