@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import platform
 import re
 import sys
 import time
@@ -25,6 +24,7 @@ from pathlib import Path
 
 import torch
 from results import PAGES, RESULTS, ROOT, append_section, commit, replace_section  # noqa: F401 (re-exported)
+from speed import machine  # the CPU and its flags, as every table names them
 
 from mt_cli.config import Config, build_config
 from mt_cli.files import atomic_write_text
@@ -79,6 +79,7 @@ def run_recipe(args: argparse.Namespace) -> list[dict[str, str]]:
     state = train(spec, out, cfg, log=lambda m: print(m, file=sys.stderr))
     ckpt = out / "best.pt"
     described = describe(ckpt, state.best_step, cfg)
+    cpu = machine()
     rows = []
     for test in tests:
         hyp = out / f"{test}.hyp.{args.tgt}"
@@ -101,10 +102,7 @@ def run_recipe(args: argparse.Namespace) -> list[dict[str, str]]:
                 "steps": str(state.step),
                 "train min": f"{state.elapsed_s / 60:.1f}",
                 "wall min": f"{(time.time() - started) / 60:.1f}",
-                "machine": (
-                    f"{platform.machine()} {torch.get_num_threads()} threads, torch "
-                    f"{torch.__version__}"
-                ),
+                "machine": f"{cpu}, {torch.get_num_threads()} threads, torch {torch.__version__}",
                 # Markdown tables split cells on "|", so the signature's bars are escaped.
                 "signature": "`" + signature.replace("|", "\\|") + "`",
             }
