@@ -178,7 +178,15 @@ def docs_table(rows: list[dict[str, str]]) -> str:
         latest[(row["recipe"], row["pair"], row["test"])] = row
     names = ["recipe", "pair", "test", "BLEU", "chrF", "checkpoint", "steps", "train min", "date"]
     lines = ["| " + " | ".join(names) + " |", "|" + "---|" * len(names)]
-    for r in latest.values():
+    # a lowercased score right under the cased one of its test set
+    order = {key: n for n, key in enumerate(latest)}
+
+    def place(key: tuple[str, str, str]) -> tuple[int, bool]:
+        cased = (*key[:2], key[2].removesuffix(" lowercased"))
+        return order.get(cased, order[key]), cased != key
+
+    for key in sorted(latest, key=place):
+        r = latest[key]
         lines.append("| " + " | ".join(r[n] for n in names) + " |")
     if not latest:
         lines.append("| (no runs recorded yet) |" + " |" * (len(names) - 1))

@@ -89,6 +89,34 @@ def test_docs_table_shows_the_newest_row_of_each_recipe_pair_and_test(tmp_path):
     assert quality.QUALITY_PAGE == ROOT / "docs" / "quality.md"
 
 
+def test_docs_table_puts_a_lowercased_score_under_the_cased_score_of_its_test_set(tmp_path):
+    results = tmp_path / "RESULTS.md"
+    row = dict.fromkeys(quality.COLUMNS, "x")
+    for pair in ("en-de", "de-en"):
+        quality.append_results(
+            [
+                {**row, "pair": pair, "test": test}
+                for test in ("t1", "t1 lowercased", "t2", "t2 lowercased")
+                if pair == "en-de" or "lowercased" not in test
+            ],
+            results,
+        )
+    # a later run of the first pair: its rows keep their places, cased before lowercased
+    quality.append_results(
+        [{**row, "pair": "en-de", "test": t} for t in ("t1", "t1 lowercased")], results
+    )
+    lines = quality.docs_table(quality.read_results(results)).splitlines()[2:]
+    shown = [(line.split(" | ")[1], line.split(" | ")[2]) for line in lines]
+    assert shown == [
+        ("en-de", "t1"),
+        ("en-de", "t1 lowercased"),
+        ("en-de", "t2"),
+        ("en-de", "t2 lowercased"),
+        ("de-en", "t1"),
+        ("de-en", "t2"),
+    ]
+
+
 def test_each_generated_table_has_its_markers_in_the_docs_page_its_script_writes():
     import results as results_module
 
