@@ -31,7 +31,7 @@ def translator() -> Translator:
 
 
 def start(translator: Translator, **options) -> Running:
-    cfg = ServeConfig(source_lang="de", target_lang="en", max_wait_ms=5, **options)
+    cfg = ServeConfig(source_lang="de", target_lang="en", **{"max_wait_ms": 5, **options})
     return Running(create_app(lambda: translator, "model.pt", cfg))
 
 
@@ -66,6 +66,27 @@ def test_the_official_client_translates_texts_lists_and_html(server, translator)
     assert whole.text == translator.translate_document(lines, "text")
     kept = dl.translate_text("rot hund", target_lang="EN-GB", preserve_formatting=True)
     assert kept.text == _preserved("rot hund", translator.translate_document("rot hund", "text"))
+
+
+def test_concurrent_clients_texts_share_batches_and_translate_as_each_alone(translator):
+    from concurrent.futures import ThreadPoolExecutor
+
+    texts = [" ".join(DE[i % 3 :] + DE[: i % 3]) for i in range(16)]
+    running = start(translator, max_wait_ms=300, batch_gap_ms=200)
+    try:
+        dl = client(running)
+        with ThreadPoolExecutor(16) as pool:
+            found = list(
+                pool.map(
+                    lambda t: dl.translate_text(t, source_lang="DE", target_lang="EN-GB"), texts
+                )
+            )
+        metrics = requests.get(f"{running.url}/metrics", timeout=30).text.splitlines()
+    finally:
+        running.stop()
+    assert [r.text for r in found] == [translator.translate_document(t, "text") for t in texts]
+    batches = next(float(x.split()[-1]) for x in metrics if x.startswith("mt_batch_requests_count"))
+    assert batches < 16  # 16 requests went through fewer searches than 16
 
 
 def test_languages_usage_and_refusals_come_as_deepl_gives_them(server):

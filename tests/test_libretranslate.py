@@ -31,14 +31,8 @@ def translator() -> Translator:
 
 
 def start(translator: Translator, **options) -> Running:
-    cfg = ServeConfig(
-        source_lang="de",
-        target_lang="en",
-        max_wait_ms=5,
-        max_chars=300,
-        max_request_lines=20,
-        **options,
-    )
+    given = {"max_wait_ms": 5, "max_chars": 300, "max_request_lines": 20, **options}
+    cfg = ServeConfig(source_lang="de", target_lang="en", **given)
     return Running(create_app(lambda: translator, "model.pt", cfg))
 
 
@@ -66,6 +60,55 @@ def test_libretranslatepy_translates_lists_languages_and_detects_unchanged(serve
     assert lt.detect("Der Mann sieht ein rotes Haus.") == [{"confidence": 100.0, "language": "de"}]
     # One source language: lingua still checks that the text can be it.
     assert lt.detect("Привет, как дела?") == [{"confidence": 0.0, "language": "de"}]
+
+
+def batches_and_requests(url: str) -> tuple[float, float]:
+    metrics = requests.get(f"{url}/metrics", timeout=30).text.splitlines()
+
+    def value(name: str) -> float:
+        return next(float(x.split()[-1]) for x in metrics if x.startswith(name))
+
+    return value("mt_batch_requests_count"), value("mt_batch_requests_sum")
+
+
+@pytest.mark.parametrize("kind", ["text", "html"])
+def test_concurrent_libretranslate_texts_share_batches_and_translate_as_each_alone(
+    translator, kind
+):
+    from concurrent.futures import ThreadPoolExecutor
+
+    paragraphs = [" ".join(DE[i % 3 :] + DE[: i % 3]) for i in range(16)]
+    if kind == "html":
+        paragraphs = [f"<p>{p.replace('hund', '<b>hund</b>')}</p>" for p in paragraphs]
+    running = start(translator, max_wait_ms=300, batch_gap_ms=200)
+    try:
+        with ThreadPoolExecutor(16) as pool:
+            answers = list(
+                pool.map(
+                    lambda q: requests.post(
+                        f"{running.url}/translate",
+                        json={"q": q, "source": "de", "target": "en", "format": kind},
+                        timeout=60,
+                    ),
+                    paragraphs,
+                )
+            )
+        batches, jobs = batches_and_requests(running.url)
+        # the same 16 clients through the JSON API, one line each
+        with ThreadPoolExecutor(16) as pool:
+            list(
+                pool.map(
+                    lambda q: call(running.url, "POST", "/translate", {"text": q}), (DE * 6)[:16]
+                )
+            )
+        native = batches_and_requests(running.url)[0] - batches
+    finally:
+        running.stop()
+    assert [a.json()["translatedText"] for a in answers] == [
+        document(translator, p, kind) for p in paragraphs
+    ]
+    assert jobs == 16 and batches < 16  # 16 requests went through fewer searches than 16
+    assert batches <= native
 
 
 def test_weblate_requests_a_form_and_a_json_list_and_gets_translated_text(server, translator):

@@ -100,6 +100,18 @@ def test_a_cancelled_request_drops_its_slices_not_yet_decoded():
     assert runner.batches == [["big0"]]
 
 
+def test_an_exception_returned_for_one_job_fails_that_job_only():
+    def run(key: object, jobs: list[Job]) -> list[object]:
+        return [ValueError(job.payload) if job.payload == "bad" else job.payload for job in jobs]
+
+    batcher = Batcher(run, max_batch_tokens=100, max_wait_s=0.2, gap_s=0.2, max_queue_lines=100)
+    good, bad = batcher.submit("k", 1, 1, "good"), batcher.submit("k", 1, 1, "bad")
+    assert good.result(10) == "good"
+    with pytest.raises(ValueError, match="bad"):
+        bad.result(10)
+    batcher.close(10)
+
+
 @pytest.fixture(scope="module")
 def translator() -> Translator:
     return Translator.load(FIXTURE / "model.pt", device="cpu")

@@ -16,7 +16,8 @@ Nobody: `quiet` also tells whether the express lane decoded meanwhile, whose req
 one step of this lane's search (decoding_thread.py), a long step in a full batch.
 
 A job whose client has gone (its future cancelled while it waited) is dropped before decoding.
-An exception in `run` fails only that batch's jobs. When more lines wait than `max_queue_lines`,
+An exception in `run` fails only that batch's jobs; an exception `run` returns as a job's result
+fails only that job. When more lines wait than `max_queue_lines`,
 `submit` refuses at once with the seconds the queue needs to drain, instead of letting requests
 time out.
 """
@@ -214,7 +215,10 @@ class Batcher:
                 continue
             seconds = time.monotonic() - started
             for job, result in zip(live, results):
-                job.future.set_result(result)
+                if isinstance(result, Exception):  # that job's own failure (one bad document)
+                    job.future.set_exception(result)
+                else:
+                    job.future.set_result(result)
             lines = sum(job.lines for job in live)
             if seconds > 0:
                 self._rate = (

@@ -1,9 +1,12 @@
 """LibreTranslate's texts and files, translated as documents (Translator.translate_document) in the
 decoding thread, and the translated files kept for download.
 
-Each request is one batcher job that never shares a batch: a document is split into sentences as
-it is translated, and all of its sentences go to the model as one search there. Queued with the
-JSON API's jobs, it waits its turn like them, and the model is only ever used by that one thread.
+Each request is one batcher job. Texts (text, html, markdown, ...) of one kind, direction and
+glossary share a batch: the batch's documents are read once to learn their sentences, the
+sentences of all of them go to the model as one search, and each document is put together from
+its own (Tasks._together). An office file, or a request for alternatives, is a batch alone.
+Queued with the JSON API's jobs, a job waits its turn like them, and the model is only ever used
+by that one thread.
 """
 
 from __future__ import annotations
@@ -18,8 +21,9 @@ from typing import Any
 
 from mt_cli.config import DocumentConfig
 from mt_cli.data.languages import short_code
+from mt_cli.decode import alignment as aligning
 from mt_cli.decode.glossary import Glossary
-from mt_cli.decode.hypothesis import Hypothesis
+from mt_cli.decode.hypothesis import Hypothesis, Request
 from mt_cli.decode.translator import Translator
 from mt_cli.documents import translate_document
 from mt_cli.documents.aligned import Aligned
@@ -55,15 +59,27 @@ class Tasks:
     def run(self, key: Hashable, jobs: list[Job]) -> list[Any]:
         if not isinstance(jobs[0].payload, Documents):
             return self.service.run(key, jobs)
-        return [self._translate(job.payload) for job in jobs]
+        first: Documents = jobs[0].payload
+        if len(jobs) == 1 or first.alternatives or self._sampled:
+            return [self._translate(job.payload) for job in jobs]
+        return self._together([job.payload for job in jobs])
 
-    def _translate(self, job: Documents) -> list[Translated]:
+    @property
+    def _sampled(self) -> bool:
+        """Sampling draws depend on the batch: sampled documents are translated one by one."""
+        return self.service.translator.cfg.search_method == "sample"
+
+    def _translator(self, job: Documents) -> Translator:
         tr = self.service.translator
         direction = (job.source if job.source_told else None, job.target or None)
         if direction != (None, None):
             if direction not in self._directions:
                 self._directions[direction] = tr.for_languages(*direction)
             tr = self._directions[direction]
+        return tr
+
+    def _translate(self, job: Documents) -> list[Translated]:
+        tr = self._translator(job)
         lang = short_code(job.source)  # the sentence splitter's rules are by language only
         if not job.alternatives:
             return [
@@ -71,6 +87,101 @@ class Tasks:
                 for text in job.texts
             ]
         return [_alternatives(tr, text, job, lang) for text in job.texts]
+
+    def _together(self, jobs: list[Documents]) -> list[Any]:
+        """Jobs that share a batch key (one kind, direction and glossary) as one search: each
+        document is put together twice, first to learn the sentences it asks for, then from their
+        translations, found in one search over all the documents' sentences. A document's
+        sentences do not depend on their translations, and a sentence's translation does not
+        depend on its batch, so each gets what it would alone. A job whose document fails gets
+        its own error (the batcher fails that job only)."""
+        first = jobs[0]
+        deferred = Deferred(self._translator(first))
+        lang = short_code(first.source)
+
+        def each(job: Documents, start: int | None = None) -> Any:
+            deferred.replay_from(start)
+            try:
+                return [
+                    (
+                        deferred.translate_document(text, job.kind, job.glossary, source_lang=lang),
+                        [],
+                    )
+                    for text in job.texts
+                ]
+            except Exception as e:  # noqa: BLE001 - this job's document, not the batch
+                return e
+
+        starts, asked = [], []
+        for job in jobs:  # the sentences noted, placeholders returned
+            starts.append(deferred.noted)
+            asked.append(each(job))
+        deferred.search()
+        return [
+            found if isinstance(found, Exception) else each(job, start)
+            for job, found, start in zip(jobs, asked, starts)
+        ]
+
+
+class Deferred:
+    """A Translator whose searches are put off: while noting, each search is recorded and answered
+    with empty hypotheses; `search` then runs the recorded requests as one search (one per
+    alignment setting), after which the same calls, in the same order, get their real answers."""
+
+    def __init__(self, tr: Translator) -> None:
+        self.tr = tr
+        self._asked: list[tuple[list[Request | None], bool]] = []
+        self._answers: list[list[list[Hypothesis]]] | None = None
+        self._next = 0
+
+    @property
+    def noted(self) -> int:
+        """How many searches were recorded so far."""
+        return len(self._asked)
+
+    def replay_from(self, start: int | None) -> None:
+        """The next search gets the answer of recorded search `start` (None: keep noting, or go
+        on in order)."""
+        if start is not None:
+            self._next = start
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.tr, name)  # tokenizer, direction, requests, ...
+
+    def translate_document(
+        self, text: Any, kind: str, glossary: Glossary | None, **options: Any
+    ) -> Any:
+        return aligning.translate_document(self, text, kind, glossary, **options)  # type: ignore[arg-type]
+
+    def translate_aligned(self, lines: Sequence[str], alignment: bool = False) -> list[Aligned]:
+        return aligning.translate_aligned(self, lines, alignment)  # type: ignore[arg-type]
+
+    def search_requests(
+        self, requests: Sequence[Request | None], nbest: int | None = None, alignment: bool = False
+    ) -> list[list[Hypothesis]]:
+        if self._answers is None:
+            self._asked.append((list(requests), alignment))
+            return [[Hypothesis([], 0.0)] for _ in requests]
+        k = self._next
+        found, asked = (self._answers[k], self._asked[k][0]) if k < len(self._asked) else ([], [])
+        if len(found) != len(requests) or asked != list(requests):
+            # (never expected: the second reading asked for other sentences, so they are searched)
+            found = self.tr.search_requests(requests, nbest=1, alignment=alignment)
+        self._next += 1
+        return found
+
+    def search(self) -> None:
+        """The recorded requests searched together, then handed back call by call."""
+        answers: list[list[list[Hypothesis]]] = [[] for _ in self._asked]
+        for flag in (False, True):
+            mine = [k for k, (_, a) in enumerate(self._asked) if a == flag]
+            everything = [r for k in mine for r in self._asked[k][0]]
+            if not everything:
+                continue
+            found = iter(self.tr.search_requests(everything, nbest=1, alignment=flag))
+            for k in mine:
+                answers[k] = [next(found) for _ in self._asked[k][0]]
+        self._answers = answers
 
 
 class NBest:

@@ -5,9 +5,9 @@ decoding thread and awaited, so that the event loop stays free while the model w
 
 A request's lines (the JSON API's) are checked when they arrive (Service.translation tokenizes
 them and refuses what the model cannot take) and decoded as `mt translate` decodes; documents
-(LibreTranslate's and DeepL's texts) are translated by Translator.translate_document in the
-decoding thread (documents.py). Errors are ApiErrors in the JSON API's statuses, which each API
-answers in its own.
+(LibreTranslate's and DeepL's texts) are translated as documents in the decoding thread, those of
+one kind, direction and glossary in shared batches (documents.py). Errors are ApiErrors in the
+JSON API's statuses, which each API answers in its own.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 
 from mt_cli.config import OutputConfig
 from mt_cli.decode.glossary import Glossary
-from mt_cli.documents import text_sample
+from mt_cli.documents import TEXT_KINDS, text_sample
 from mt_cli.errors import MtError
 from mt_cli.serve.api_request import LINES, TextRequest
 from mt_cli.serve.batcher import Overloaded
@@ -115,11 +115,18 @@ class Pipeline:
                 hop.source is not None,
                 terms,
             )
-            # Its own key, and a full batch's tokens: it shares no batch, so the decoding thread
-            # starts it at once instead of waiting for others to join.
-            key, budget = ("documents", next(self._alone)), self.models.cfg.max_batch_tokens
-            # Its cost guessed from its characters (about 4 a piece) before the thread tokenizes it.
-            cost = sum(len(t) for t in texts) // 4 * max(hop.entry.beam, req.nbest)
+            # Its size guessed from its characters (about 4 a piece) before the thread tokenizes it.
+            pieces = sum(len(t) for t in texts) // 4
+            if req.kind in TEXT_KINDS and job.alternatives == 0:
+                # Texts of one kind, direction and glossary share a batch (documents.Tasks).
+                given = tuple(sorted(req.glossary.items())) if req.glossary and last else None
+                key: Hashable = ("texts", req.kind, hop.lang, hop.target, hop.source, given)
+                budget = max(1, pieces)
+            else:
+                # An office file, or alternatives: its own key and a full batch's tokens, so the
+                # decoding thread starts it at once instead of waiting for others to join.
+                key, budget = ("documents", next(self._alone)), self.models.cfg.max_batch_tokens
+            cost = pieces * max(hop.entry.beam, req.nbest)
             found = await self.run(hop, lambda s: Work(key, [(len(texts), budget, job)], cost))
             return list(found)
         output, glossary, prefixes = (
