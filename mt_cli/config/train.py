@@ -115,15 +115,13 @@ class TrainConfig:
     amp: str = option(
         "auto",
         "Mixed precision: auto (bf16 on CUDA; on a CPU with bf16 arithmetic and d_model >= 256, "
-        "bf16 or fp32, whichever trains the run's batches faster, timed when it starts and kept "
-        "on resume; else fp32, as in a deterministic run), bf16, fp16 (with a gradient scaler) "
-        "or off.",
+        "bf16 or fp32, whichever trains the run's batches faster, timed when it starts and "
+        "kept on resume; else fp32, as in a deterministic run), bf16, fp16 (loss-scaled) or off.",
     )
     threads: int = option(0, "CPU threads (0: PyTorch's default).")
     on_bad_utf8: str = option(
         "error",
-        "Training bytes that are not UTF-8: error (names file and line), skip the pair, or "
-        "replace.",
+        "Training bytes not in UTF-8: error (names file and line), skip the pair, or replace.",
         cli=True,
     )
     max_nonfinite: int = option(
@@ -174,8 +172,7 @@ class TrainConfig:
     )
     shortlist_per_source: int = option(
         10,
-        "Vocabulary shortlist kept in checkpoints: target pieces per source piece (0: no "
-        "shortlist).",
+        "Vocabulary shortlist saved in checkpoints: target pieces per source piece (0: none).",
     )
     shortlist_frequent: int = option(
         100, "Vocabulary shortlist: the most frequent target pieces, always allowed."
