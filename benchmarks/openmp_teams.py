@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from results import append_section
-from serve_load import machine  # asked of a child process: this one imports no torch
+from serve_client import machine  # asked of a child process: this one imports no torch
 
 
 def child(checkpoint: str, src_file: str, lines: int) -> None:

@@ -17,7 +17,7 @@ import argparse
 from pathlib import Path
 
 from results import append_section, commit, newest_run, write_table
-from serve_load import Server, load, machine, pct
+from serve_client import Server, load, machine, pct
 
 
 def passes(server: Server, lines: list[str], clients: int) -> list[dict]:

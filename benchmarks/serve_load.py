@@ -7,10 +7,15 @@ The server is `mt serve` as a user starts it (its own process, 127.0.0.1, a free
 process only sends requests: it imports the standard library alone, so that no torch thread pool
 here competes with the server's. Every load loop is bounded in requests and in time.
 
-- Offline: `Translator.translate` on the same lines, in a process of its own, timed after loading.
-- Throughput: 1, 4, 16 and 64 clients, each on its own keep-alive connection, send single lines
-  (the first --n lines of --src-file, each once) until all are translated; lines/s, p50/p99 latency,
-  and the mean lines per decoding batch, read from the server's /metrics.
+- Offline: `Translator.translate` on the same lines, in a process of its own, timed after loading:
+  all at once (length-sorted batches of the checkpoint's batch size), and in arrival-order chunks
+  of 64 lines and of as many lines as there are clients, one call each (what a server whose
+  batches hold that many lines could reach).
+- Throughput: for each API (--api: LibreTranslate's `/translate` with q, source and target, the
+  JSON API's `/translate`, DeepL's `/v2/translate`) and each beam (--beam; 1 is greedy), 1, 4, 16
+  and 64 clients, each on its own keep-alive connection, send single lines (the first --n lines of
+  --src-file, each once) until all are translated; lines/s, p50/p99 latency, and the mean decoder
+  rows per step of the server's running batches, read from its /metrics.
 - Overload: a server whose queue holds --overload-queue lines, and --overload-clients clients:
   how many requests are refused with 503 and Retry-After, how fast, and that none times out.
 - Soak: --soak-clients clients for --soak-minutes against one server; its resident memory every
@@ -22,22 +27,17 @@ Figures are printed and appended to benchmarks/RESULTS.md, and copied into docs/
 from __future__ import annotations
 
 import argparse
-import http.client
 import json
-import os
-import re
-import socket
-import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from results import append_section, commit, newest_run, write_table  # noqa: E402 (stdlib only: no torch here)
+from serve_client import APIS, Server, load, machine, pct  # noqa: E402
 
 # Offline decoding in a process of its own: all lines in one call (length-sorted batches of the
 # checkpoint's batch size), or in arrival-order chunks of argv[3] lines, one call each, as a server
@@ -47,7 +47,8 @@ import json, sys, time
 from mt_cli import Translator
 lines = json.load(open(sys.argv[2]))
 chunk = int(sys.argv[3]) or len(lines)
-tr = Translator.load(sys.argv[1], device="cpu")
+beam = {"beam": int(sys.argv[4])} if int(sys.argv[4]) else {}
+tr = Translator.load(sys.argv[1], device="cpu", **beam)
 tr.translate(lines[:8])
 start = time.perf_counter()
 for i in range(0, len(lines), chunk):
@@ -56,173 +57,62 @@ print(json.dumps({"seconds": time.perf_counter() - start}))
 """
 
 
-class Server:
-    """`mt serve` in a process of its own, stopped with SIGTERM."""
-
-    options: tuple[str, ...] = ()  # --serve-option: given to every server this run starts
-    env: dict[str, str] = {}  # --serve-env: set in every server's environment
-
-    def __init__(self, checkpoint: Path, *options: str) -> None:
-        mt = str(Path(sys.executable).parent / "mt")
-        # a folder: many models
-        given = [
-            "--models" if checkpoint.is_dir() else "--checkpoint",
-            str(checkpoint),
-        ]
-        cmd = [mt, "serve", *given, "--port", "0", "--device", "cpu", *self.options, *options]
-        env = {**os.environ, **self.env}
-        self.proc = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env
-        )
-        first = self.proc.stdout.readline()  # type: ignore[union-attr]
-        found = re.search(r"http://127\.0\.0\.1:(\d+)", first)
-        if not found:
-            sys.exit(f"mt serve did not start: {first}")
-        self.port = int(found.group(1))
-        deadline = time.monotonic() + 120
-        while request(self.port, "GET", "/health")[0] != 200:
-            if time.monotonic() > deadline or self.proc.poll() is not None:
-                sys.exit("mt serve did not load its model")
-            time.sleep(0.2)
-
-    def rss_mb(self) -> float:
-        status = Path(f"/proc/{self.proc.pid}/status").read_text()
-        return (
-            next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:"))
-            / 1024
-        )
-
-    def batch_lines(self) -> tuple[float, float]:
-        """(sum, count) of the server's lines-per-batch histogram."""
-        text = request(self.port, "GET", "/metrics")[2]
-        value = {
-            m.group(1): float(m.group(2))
-            for m in re.finditer(r"^mt_batch_lines_(sum|count) (\S+)$", text, re.M)
-        }
-        return value.get("sum", 0.0), value.get("count", 0.0)
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(30)
-
-
-def connect(port: int, timeout: float = 60) -> http.client.HTTPConnection:
-    """A keep-alive connection with Nagle's algorithm off, as HTTP clients set it (urllib3 does):
-    http.client sends a request's headers and body in two writes, and with Nagle on the body
-    waits for the server's delayed ACK of the headers, 40 ms a request here."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    conn.connect()
-    conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    return conn
-
-
-def request(
-    port: int,
-    method: str,
-    path: str,
-    body: object = None,
-    conn: http.client.HTTPConnection | None = None,
-    timeout: float = 60,
-) -> tuple[int, dict[str, str], str]:
-    own = conn is None
-    conn = conn or connect(port, timeout)
-    try:
-        data = json.dumps(body) if body is not None else None
-        conn.request(method, path, body=data, headers={"Content-Type": "application/json"})
-        r = conn.getresponse()
-        return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read().decode()
-    finally:
-        if own:
-            conn.close()
-
-
-def load(port: int, lines: list[str], clients: int, max_s: float) -> dict:
-    """`clients` threads on keep-alive connections send single lines until all are sent or max_s
-    passes; each request's status, latency and Retry-After header."""
-    todo, lock, results = iter(lines), threading.Lock(), []
-    stop_at = time.monotonic() + max_s
-
-    def client() -> None:
-        conn = connect(port)
-        while time.monotonic() < stop_at:
-            with lock:
-                line = next(todo, None)
-            if line is None:
-                break
-            start = time.monotonic()
-            try:
-                status, headers, _ = request(port, "POST", "/translate", {"text": line}, conn)
-            except (OSError, http.client.HTTPException):
-                status, headers = -1, {}
-                conn.close()
-                conn = connect(port)
-            with lock:
-                results.append((status, time.monotonic() - start, headers.get("retry-after")))
-        conn.close()
-
-    threads = [threading.Thread(target=client) for _ in range(clients)]
-    start = time.monotonic()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return {"seconds": time.monotonic() - start, "results": results}
-
-
-def pct(values: list[float], q: float) -> float:
-    return (
-        statistics.quantiles(values, n=100)[q - 1]
-        if len(values) > 1
-        else (values[0] if values else 0.0)
-    )
-
-
-def offline_rate(args, lines: list[str], chunk: int = 0) -> float:
+def offline_rate(args, lines: list[str], chunk: int = 0, beam: int = 0) -> float:
+    """Lines/s of offline decoding in arrival-order chunks of `chunk` lines (0: all at once) with
+    `beam` (0: the checkpoint's), the best of --rounds processes."""
     path = args.work / "lines.json"
     path.write_text(json.dumps(lines), encoding="utf-8")
     best = 0.0
     for _ in range(args.rounds):
-        cmd = [sys.executable, "-c", OFFLINE, str(args.checkpoint), str(path), str(chunk)]
+        cmd = [
+            sys.executable,
+            "-c",
+            OFFLINE,
+            str(args.checkpoint),
+            str(path),
+            str(chunk),
+            str(beam),
+        ]
         out = subprocess.run(cmd, capture_output=True, text=True, check=True)
         best = max(best, len(lines) / json.loads(out.stdout.splitlines()[-1])["seconds"])
     return best
 
 
-def throughput_rows(args, lines: list[str], offline: float) -> list[dict]:
-    server = Server(args.checkpoint)
-    rows = []
+def throughput_rows(args, lines: list[str], api: str, beam: int) -> list[dict]:
+    """One row per client count: the best of --rounds loads through `api` on one server started
+    with `beam` (0: the checkpoint's)."""
+    server = Server(args.checkpoint, *(["--beam", str(beam)] if beam else []))
+    pair, rows = (args.source, args.target), []
     try:
-        load(server.port, lines[:20], 4, 60)  # warm-up
+        load(server.port, lines[:20], 4, 60, api, pair)  # warm-up
         for clients in args.clients:
             best = None
             for _ in range(args.rounds):
-                before = server.batch_lines()
-                got = load(server.port, lines, clients, args.max_seconds)
-                after = server.batch_lines()
+                before = server.steps()
+                got = load(server.port, lines, clients, args.max_seconds, api, pair)
+                after = server.steps()
                 ok = [lat for status, lat, _ in got["results"] if status == 200]
                 rate = len(ok) / got["seconds"]
                 if best is None or rate > best["lines/s"]:
-                    batches = (after[0] - before[0]) / max(after[1] - before[1], 1)
+                    steps = after[1] - before[1]
                     best = {
+                        "api": api,
+                        "beam": beam or "stored",
                         "clients": clients,
                         "lines": len(ok),
                         "lines/s": rate,
                         "p50": pct(ok, 50),
                         "p99": pct(ok, 99),
-                        "batch": batches,
+                        "rows": (after[0] - before[0]) / steps if steps else 0.0,
                         "errors": len(got["results"]) - len(ok),
                     }
             rows.append(best)
             print(
-                f"  {clients} clients: {best['lines/s']:.1f} lines/s "
-                f"({best['lines/s'] / offline:.2f}x offline)"
+                f"  {api}, beam {beam or 'stored'}, {clients} clients: "
+                f"{best['lines/s']:.1f} lines/s"
             )
     finally:
         server.stop()
-    for (
-        row
-    ) in rows:  # offline decoding with the batches this server formed: what batching itself costs
-        row["same batches"] = offline_rate(args, lines, max(1, round(row["batch"])))
     return rows
 
 
@@ -269,48 +159,40 @@ def soak_row(args, lines: list[str]) -> dict:
     }
 
 
-def machine() -> str:
-    """The CPU and its flags as speed.py names them, asked of a child process: this one imports no
-    torch."""
-    code = (
-        f"import sys; sys.path.insert(0, {str(HERE)!r}); from speed import machine; "
-        "print(machine())"
-    )
-    return subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    ).stdout.strip()
-
-
-def report(args, offline: float, rows: list[dict], over: dict | None, soak: dict | None) -> str:
+def report(args, offline: dict, rows: list[dict], over: dict | None, soak: dict | None) -> str:
+    """`offline`: lines/s by (beam, chunk), chunk 0 all at once."""
     served = f"{args.checkpoint.parent.name}/{args.checkpoint.name}" + "".join(
         f" {o}" for o in args.serve_option
     )
     env = "".join(f"{kv} " for kv in args.serve_env)
+    alone = ", ".join(
+        f"beam {b or 'stored'} {offline[b, 0]:.1f} lines/s" for b in sorted({b for b, _ in offline})
+    )
     out = [
         f"`benchmarks/serve_load.py`: `{env}mt serve --checkpoint {served}` "
-        f"(its stored decoding settings), single lines of the first {len(args.lines)} of "
-        f"{args.src_file.name}, "
+        f"(its stored decoding settings, or the beam given), single lines of the first "
+        f"{len(args.lines)} of {args.src_file.name} ({args.source}->{args.target}), "
         f"clients on keep-alive connections in another process, {args.rounds} rounds per level, "
         "best kept; "
-        f"offline `Translator.translate` on the same lines in a process of its own: {offline:.1f} "
-        "lines/s; "
+        f"offline `Translator.translate` on the same lines in a process of its own: {alone}; "
         f"{machine()}.\n",
-        "| clients | lines | lines/s | x offline | p50 ms | p99 ms | mean lines per batch "
-        "| offline in such batches, lines/s | x that | errors |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| API | beam | clients | lines | lines/s | x offline | x offline in 64-line batches "
+        "| x offline in batches of as many lines as clients | p50 ms | p99 ms "
+        "| decoder rows per step | errors |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
+        b = 0 if r["beam"] == "stored" else r["beam"]
+        x = [r["lines/s"] / offline[b, c] for c in (0, 64, r["clients"])]
         out.append(
-            f"| {r['clients']} | {r['lines']} | {r['lines/s']:.1f} | {r['lines/s'] / offline:.2f} "
-            f"| {1000 * r['p50']:.0f} | {1000 * r['p99']:.0f} | {r['batch']:.1f} | "
-            f"{r['same batches']:.1f} "
-            f"| {r['lines/s'] / r['same batches']:.2f} | {r['errors']} |"
+            f"| {r['api']} | {r['beam']} | {r['clients']} | {r['lines']} | {r['lines/s']:.1f} "
+            f"| {x[0]:.2f} | {x[1]:.2f} | {x[2]:.2f} "
+            f"| {1000 * r['p50']:.0f} | {1000 * r['p99']:.0f} | {r['rows']:.1f} | {r['errors']} |"
         )
     out.append(
-        '\n"Offline in such batches": `Translator.translate` on the same lines in arrival-order '
-        "chunks of the "
-        "server's mean batch size, one call each: the most a server could reach with batches that "
-        "size."
+        '\n"Offline in N-line batches": `Translator.translate` on the same lines in arrival-order '
+        "chunks of N lines, one call each: what a server whose batches hold N lines could reach. "
+        "Decoder rows per step: sentences x beam in the server's running batches, on average."
     )
     if over:
         out += [
@@ -360,18 +242,35 @@ def main() -> None:
         default=[],
         help="NAME=VALUE in mt serve's environment (repeat)",
     )
+    p.add_argument(
+        "--api", nargs="+", choices=sorted(APIS), default=["libretranslate", "native", "deepl"]
+    )
+    p.add_argument(
+        "--beam", type=int, nargs="+", default=[0], help="beams to serve with (0: the stored one)"
+    )
+    p.add_argument("--source", help="source language code (default: --src-file's suffix)")
+    p.add_argument("--target", default="en", help="target language code")
     p.add_argument("--no-append", action="store_true")
     args = p.parse_args()
     args.checkpoint = args.checkpoint.resolve()
+    args.source = args.source or args.src_file.suffix.lstrip(".")
     Server.options = tuple(args.serve_option)
     Server.env = dict(kv.split("=", 1) for kv in args.serve_env)
     measured = commit()
     args.lines = args.src_file.read_text(encoding="utf-8").splitlines()[: args.n]
     with tempfile.TemporaryDirectory() as tmp:
         args.work = Path(tmp)
-        offline = offline_rate(args, args.lines)
-        print(f"  offline: {offline:.1f} lines/s")
-        rows = throughput_rows(args, args.lines, offline)
+        offline: dict[tuple[int, int], float] = {}
+        rows: list[dict] = []
+        for beam in args.beam:
+            for chunk in sorted({0, 64, *args.clients}):
+                offline[beam, chunk] = offline_rate(args, args.lines, chunk, beam)
+                print(
+                    f"  offline, beam {beam or 'stored'}, chunks of {chunk or 'all'}: "
+                    f"{offline[beam, chunk]:.1f} lines/s"
+                )
+            for api in args.api:
+                rows += throughput_rows(args, args.lines, api, beam)
         over = overload_row(args, args.lines) if args.overload_clients else None
         soak = soak_row(args, args.lines * 1000) if args.soak_minutes > 0 else None
     body = report(args, offline, rows, over, soak)

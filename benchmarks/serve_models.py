@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from results import ROOT, append_section, commit, copy_newest
-from serve_load import Server, connect, machine, request
+from serve_client import Server, connect, machine, request
 
 TITLE = "Many models on one server"
 

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from results import append_section, copy_newest
-from serve_load import Server, connect, load, machine, pct, request
+from serve_client import Server, connect, load, machine, pct, request
 
 TITLE = "Serving beside a heavy neighbour"
 DEFAULT = 1024  # serve.slice_cost's default

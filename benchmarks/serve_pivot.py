@@ -23,7 +23,7 @@ from pathlib import Path
 import sacrebleu
 from multilingual import train
 from results import append_section, commit, newest_run, write_table
-from serve_load import Server, connect, machine, request
+from serve_client import Server, connect, machine, request
 
 CHUNK = 100  # lines per request for the test set
 

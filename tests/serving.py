@@ -70,3 +70,21 @@ def call(
         return status, headers, json.loads(text)
     except json.JSONDecodeError:
         return status, headers, text
+
+
+def assert_close(got: Any, want: Any, tol: float = 1e-5) -> None:
+    """`got` equals `want` (nested lists and dicts), its floats within `tol`: a line decoded in a
+    running batch beside others gets the translation it gets alone, and scores equal up to the
+    rounding of products over another number of rows."""
+    if isinstance(want, float) and isinstance(got, float):
+        assert abs(got - want) <= tol, (got, want)
+    elif isinstance(want, dict) and isinstance(got, dict):
+        assert got.keys() == want.keys(), (got, want)
+        for k in want:
+            assert_close(got[k], want[k], tol)
+    elif isinstance(want, list) and isinstance(got, list):
+        assert len(got) == len(want), (got, want)
+        for a, b in zip(got, want):
+            assert_close(a, b, tol)
+    else:
+        assert got == want

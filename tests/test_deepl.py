@@ -68,11 +68,12 @@ def test_the_official_client_translates_texts_lists_and_html(server, translator)
     assert kept.text == _preserved("rot hund", translator.translate_document("rot hund", "text"))
 
 
-def test_concurrent_clients_texts_share_batches_and_translate_as_each_alone(translator):
+@pytest.mark.parametrize("batches", [False, True], ids=["whole-batches", "running-batches"])
+def test_concurrent_clients_texts_share_batches_and_translate_as_each_alone(translator, batches):
     from concurrent.futures import ThreadPoolExecutor
 
     texts = [" ".join(DE[i % 3 :] + DE[: i % 3]) for i in range(16)]
-    running = start(translator, max_wait_ms=300, batch_gap_ms=200)
+    running = start(translator, max_wait_ms=300, batch_gap_ms=200, running_batches=batches)
     try:
         dl = client(running)
         with ThreadPoolExecutor(16) as pool:

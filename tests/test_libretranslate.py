@@ -71,39 +71,40 @@ def batches_and_requests(url: str) -> tuple[float, float]:
     return value("mt_batch_requests_count"), value("mt_batch_requests_sum")
 
 
+@pytest.mark.parametrize("running", [False, True], ids=["whole-batches", "running-batches"])
 @pytest.mark.parametrize("kind", ["text", "html"])
 def test_concurrent_libretranslate_texts_share_batches_and_translate_as_each_alone(
-    translator, kind
+    translator, kind, running
 ):
     from concurrent.futures import ThreadPoolExecutor
 
     paragraphs = [" ".join(DE[i % 3 :] + DE[: i % 3]) for i in range(16)]
     if kind == "html":
         paragraphs = [f"<p>{p.replace('hund', '<b>hund</b>')}</p>" for p in paragraphs]
-    running = start(translator, max_wait_ms=300, batch_gap_ms=200)
+    server = start(translator, max_wait_ms=300, batch_gap_ms=200, running_batches=running)
     try:
         with ThreadPoolExecutor(16) as pool:
             answers = list(
                 pool.map(
                     lambda q: requests.post(
-                        f"{running.url}/translate",
+                        f"{server.url}/translate",
                         json={"q": q, "source": "de", "target": "en", "format": kind},
                         timeout=60,
                     ),
                     paragraphs,
                 )
             )
-        batches, jobs = batches_and_requests(running.url)
+        batches, jobs = batches_and_requests(server.url)
         # the same 16 clients through the JSON API, one line each
         with ThreadPoolExecutor(16) as pool:
             list(
                 pool.map(
-                    lambda q: call(running.url, "POST", "/translate", {"text": q}), (DE * 6)[:16]
+                    lambda q: call(server.url, "POST", "/translate", {"text": q}), (DE * 6)[:16]
                 )
             )
-        native = batches_and_requests(running.url)[0] - batches
+        native = batches_and_requests(server.url)[0] - batches
     finally:
-        running.stop()
+        server.stop()
     assert [a.json()["translatedText"] for a in answers] == [
         document(translator, p, kind) for p in paragraphs
     ]

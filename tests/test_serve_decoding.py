@@ -85,6 +85,7 @@ def test_every_model_of_a_server_decodes_on_its_one_decoding_thread(
     import shutil
 
     from mt_cli.decode import search
+    from mt_cli.decode.running_batch import RunningBatch
     from mt_cli.serve.server import _entries
     from mt_cli.serve.web_app import create_server
     from serving import Running, call
@@ -99,6 +100,14 @@ def test_every_model_of_a_server_decodes_on_its_one_decoding_thread(
         return beam_search(*args, **kwargs)
 
     monkeypatch.setattr(search, "beam_search", recorded)
+    running_step = RunningBatch.step
+
+    def recorded_step(self):
+        threads.add((threading.current_thread().name, threading.get_ident()))
+        return running_step(self)
+
+    # plain lines and texts decode in running batches; the rest through beam_search
+    monkeypatch.setattr(RunningBatch, "step", recorded_step)
     cfg = ServeConfig(models=str(tmp_path), max_wait_ms=5)
     running = Running(
         create_server(

@@ -155,6 +155,12 @@ class ServeConfig:
     batch_gap_ms: float = option(
         2.0, "A batch starts sooner once no request has come for this long.", cli=True
     )
+    running_batches: bool = option(
+        False,
+        "Requests join a batch being decoded between two decoder steps, each answered as its own "
+        "sentences end (off: a batch is decoded whole, then answered; faster today).",
+        cli=True,
+    )
     max_request_lines: int = option(
         1000, "Lines one request may hold; more is refused with 413.", cli=True
     )

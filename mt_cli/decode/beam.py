@@ -66,7 +66,7 @@ def beam_search(
         at_limit = max_lens[active] <= t + 1  # (n,)
         step = Step(t, at_limit.repeat_interleave(k), history, active.repeat_interleave(k))
         lprobs = step_log_probs(logits, step, processors, allowed)
-        choice = (guide.choose if guide is not None else _choose)(lprobs, scores, k, active)
+        choice = (guide.choose if guide is not None else choose)(lprobs, scores, k, active)
         if vocab is not None:  # columns -> target ids (EOS's column is EOS: shortlist.py)
             choice.tok = vocab[choice.tok]
         _finish(finished, active, history, history_lp, choice.ended, k, (t + 1) ** length_penalty)
@@ -108,7 +108,7 @@ def _by_score(_sentence: int, h: Hypothesis) -> float:
 
 
 class Guide(Protocol):
-    """Chooses each step's candidates in place of `_choose` (constrained search)."""
+    """Chooses each step's candidates in place of `choose` (constrained search)."""
 
     def choose(self, lprobs: Tensor, scores: Tensor, k: int, active: Tensor) -> Choice: ...
 
@@ -117,7 +117,7 @@ class Guide(Protocol):
     def rank(self, sentence: int, h: Hypothesis) -> Any: ...
 
 
-def _choose(lprobs: Tensor, scores: Tensor, k: int, active: Tensor) -> Choice:
+def choose(lprobs: Tensor, scores: Tensor, k: int, active: Tensor) -> Choice:
     """Plain beam search's step: of each sentence's 2K best candidates, the EOS ones among the best
     K end (fairseq's rule) and the best K others go on."""
     n = scores.size(0)

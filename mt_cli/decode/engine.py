@@ -93,17 +93,19 @@ class Step(nn.Module):
         out_scale: Tensor | None,
         out_bias: Tensor | None,
         out_packed: Packed | None = None,
+        self_mask: Tensor | None = None,
     ) -> Tensor:
         """tokens (R,) and their position's sinusoid (D,) -> logits (R, V) in fp32; each layer's
         keys and values (T+1, R, H, D/H) get this position's at T (StepCache.next_step). The output
         layer (V, D), its rows cut to a shortlist where one is used: float, or int8 with a scale per
         row (`out_scale`), given packed for oneDNN as `out_packed` where that is faster (eager
-        only)."""
+        only). Rows that began at different steps (decode/running_batch.py, eager only): each its
+        own position's sinusoid (R, D), and `self_mask` (R, 1, 1, T+1) the positions it has."""
         # PAD, the start, embeds as zeros
         x = self.embed[tokens].masked_fill((tokens == PAD)[:, None], 0.0)
         x = x * self.embed_scale + position  # (R, D)
         for i, layer in enumerate(self.layers):
-            x = layer(x, keys[i], values[i], cross_k[i], cross_v[i], cross_mask)
+            x = layer(x, keys[i], values[i], cross_k[i], cross_v[i], cross_mask, self_mask)
         if self.final_norm is not None:
             x = self.final_norm(x)
         if out_scale is not None:
@@ -186,8 +188,14 @@ class Engine(nn.Module):
             return self.model.encode(src, src_mask)
 
     def new_cache(
-        self, memory: Tensor, src_mask: Tensor, rows: int, vocab: Tensor | None
+        self,
+        memory: Tensor,
+        src_mask: Tensor,
+        rows: int,
+        vocab: Tensor | None,
+        kind: type[StepCache] = StepCache,
     ) -> StepCache:
+        """A cache of `kind` for `rows` rows of the sentences in memory (B, S, D)."""
         memory = memory.to(self.dtype)
         cross = [
             layer.cross_keys_values(memory)
@@ -195,13 +203,14 @@ class Engine(nn.Module):
         ]
         output = self.output.rows(vocab)
         mask = key_mask(src_mask)
-        if mask is None and self.compiled is not None:  # the compiled step takes a mask always
+        # the compiled step takes a mask always, and so does a running batch, whose sources grow
+        if mask is None and (self.compiled is not None or kind is not StepCache):
             mask = src_mask[:, None, None, :]
         recurrent = [
             layer.ssru is not None for layer in cast("list[StepLayer]", self.step_fn.layers)
         ]
         keys, values = [k for k, _ in cross], [v for _, v in cross]
-        return StepCache(len(cross), rows, self.cfg.n_heads, keys, values, mask, output, recurrent)
+        return kind(len(cross), rows, self.cfg.n_heads, keys, values, mask, output, recurrent)
 
     def decode(
         self,

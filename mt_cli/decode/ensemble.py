@@ -42,7 +42,7 @@ def _common_cfg(models: Sequence[nn.Module]) -> ModelConfig:
     return dataclasses.replace(cfgs[0], max_positions=min(c.max_positions for c in cfgs))
 
 
-def _mean_log_probs(logits: list[Tensor]) -> Tensor:
+def mean_log_probs(logits: list[Tensor]) -> Tensor:
     out = []
     for x in logits:
         x = x.float()
@@ -98,7 +98,7 @@ class Ensemble(_Members):
             )
             logits.append(x)
             caches.append(c)
-        return _mean_log_probs(logits), EnsembleCache(caches)
+        return mean_log_probs(logits), EnsembleCache(caches)
 
 
 class ForcedEnsemble(_Members):
@@ -111,7 +111,7 @@ class ForcedEnsemble(_Members):
         """tgt_in (B, T) from the start token -> the models' mean log-probabilities (B, T, V)."""
         models = self.models()
         starts = [_starting_with(tgt_in, self.start_token, m.start_token) for m in models]
-        return _mean_log_probs(
+        return mean_log_probs(
             [m.decode(ids, mem, src_mask) for m, ids, mem in zip(models, starts, memory)]
         )
 

@@ -40,6 +40,12 @@ class Shortlist(Lexicon):
     def for_batch(self, src: Tensor) -> tuple[Tensor, Tensor]:
         """src (B, S) padded source ids -> the target ids any sentence allows (V_s,), sorted,
         specials first, and which of them each sentence allows (B, V_s)."""
+        allowed = self.allowed(src)
+        vocab = allowed.any(dim=0).nonzero().squeeze(1)
+        return vocab, allowed.index_select(1, vocab)
+
+    def allowed(self, src: Tensor) -> Tensor:
+        """src (B, S) padded source ids -> which target ids each sentence allows (B, V)."""
         b, dev = src.size(0), src.device
         allowed = torch.zeros(b, self.tgt_vocab_size, dtype=torch.bool, device=dev)
         allowed[:, :SPECIALS] = True
@@ -50,8 +56,7 @@ class Shortlist(Lexicon):
         real = (cand >= 0) & (src != PAD).repeat_interleave(self.table.size(1), dim=1)
         sentence = torch.arange(b, device=dev)[:, None].expand_as(cand)
         allowed[sentence[real], cand[real].long()] = True
-        vocab = allowed.any(dim=0).nonzero().squeeze(1)
-        return vocab, allowed.index_select(1, vocab)
+        return allowed
 
     def to_state(self) -> dict[str, Tensor | int]:
         return {

@@ -82,12 +82,15 @@ class StepLayer(nn.Module):
         cross_k: Tensor,
         cross_v: Tensor,
         cross_mask: Tensor | None,
+        self_mask: Tensor | None = None,
     ) -> Tensor:
         """x (R, D) -> the layer's output at the new position. keys, values (T+1, R, H, D/H): the
         positions so far and, at the last, room where this one's are written; cross_k, cross_v
-        (B, H, S, D/H) and cross_mask (B, 1, 1, S): the encoder side of the B sentences."""
+        (B, H, S, D/H) and cross_mask (B, 1, 1, S): the encoder side of the B sentences.
+        self_mask (R, 1, 1, T+1), where rows began at different positions (decode/running_batch.py):
+        the positions each row has (None: all)."""
         if self.ssru is None:
-            x = self._sublayer(0, x, lambda h: self._self_attention(h, keys, values))
+            x = self._sublayer(0, x, lambda h: self._self_attention(h, keys, values, self_mask))
         else:
             x = self._sublayer(0, x, lambda h: self._recurrence(h, keys))
         x = self._sublayer(1, x, lambda h: self._cross_attention(h, cross_k, cross_v, cross_mask))
@@ -107,13 +110,15 @@ class StepLayer(nn.Module):
         c.copy_(new)
         return torch.relu(new)
 
-    def _self_attention(self, h: Tensor, keys: Tensor, values: Tensor) -> Tensor:
+    def _self_attention(
+        self, h: Tensor, keys: Tensor, values: Tensor, mask: Tensor | None
+    ) -> Tensor:
         r, d = h.shape
         # (R, H, D/H) each
         q, k, v = cast(nn.Module, self.qkv)(h).view(r, 3, self.n_heads, d // self.n_heads).unbind(1)
         keys[-1], values[-1] = k, v
         # (T+1, R, H, D/H) -> (R, H, T+1, D/H), a strided view: attention reads the cache in place.
-        out = _attend(q[:, :, None], keys.permute(1, 2, 0, 3), values.permute(1, 2, 0, 3), None)
+        out = _attend(q[:, :, None], keys.permute(1, 2, 0, 3), values.permute(1, 2, 0, 3), mask)
         return cast(nn.Module, self.self_out)(out.reshape(r, d))  # (R, H, 1, D/H) -> (R, D)
 
     def _cross_attention(

@@ -36,6 +36,7 @@ from mt_cli.decode.plan import resolve
 from mt_cli.decode.precision import quantize_int8
 from mt_cli.decode.processors import DEFAULT_PROCESSORS, Processor
 from mt_cli.decode.request import Requests, check_nbest, source_ids
+from mt_cli.decode.running_batch import RunningBatch, running_batch
 from mt_cli.decode.scoring import Forced, force
 from mt_cli.decode.search import Search
 from mt_cli.decode.shortlist import Shortlist
@@ -254,15 +255,7 @@ class Translator:
             check_nbest(nbest, self.cfg)
         samples = (nbest or 1) if self.cfg.search_method == "sample" else 1
         live = [cast(Request, requests[i]) for i in todo]
-        found = self._search(live, samples, progress) if live else []
-        texts = iter(self.tokenizer.decode_tgt([h.tokens for hyps in found for h in hyps]))
-        # One line per hypothesis: no stray newline or tab may break line alignment.
-        found = [
-            [dataclasses.replace(h, text=" ".join(next(texts).split())) for h in hyps]
-            for hyps in found
-        ]
-        if nbest is not None:
-            found = [hyps[:nbest] for hyps in found]
+        found = self.with_text(self._search(live, samples, progress) if live else [], nbest)
         if alignment:
             found = with_alignment(self.model, self.cfg, [list(r.src) for r in live], found)
         out: list[list[Hypothesis]] = [[Hypothesis([], 0.0)] for _ in requests]
@@ -271,6 +264,23 @@ class Translator:
         if progress is not None:
             progress(len(requests) - len(todo))  # the blank lines, done without search
         return out
+
+    def with_text(
+        self, found: list[list[Hypothesis]], nbest: int | None = None
+    ) -> list[list[Hypothesis]]:
+        """Each line's hypotheses with their text, the `nbest` best (None: all)."""
+        found = [hyps[:nbest] for hyps in found]
+        texts = iter(self.tokenizer.decode_tgt([h.tokens for hyps in found for h in hyps]))
+        # One line per hypothesis: no stray newline or tab may break line alignment.
+        return [
+            [dataclasses.replace(h, text=" ".join(next(texts).split())) for h in hyps]
+            for hyps in found
+        ]
+
+    def running_batch(self) -> RunningBatch | None:
+        """A running batch that searches as this translator does (decode/running_batch.py), where
+        its search allows one (beam or greedy, the default processors); else None."""
+        return running_batch(self.engine, self.cfg, self.processors, self.plan.shortlist)
 
     def _glue(self) -> torch.Tensor:
         """Target pieces that continue a word: no word-start mark, and a letter or digit first

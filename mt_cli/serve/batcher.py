@@ -15,6 +15,12 @@ as many of its slices as the batch budget holds: slicing costs it little while n
 Nobody: `quiet` also tells whether the express lane decoded meanwhile, whose requests wait for
 one step of this lane's search (decoding_thread.py), a long step in a full batch.
 
+A batch's search may go on while new jobs with its key come (a running batch:
+decode/running_batch.py): between two of its steps it takes them (`Feed.more`, within the token
+budget the sentences still running leave) and answers each job as soon as its lines have ended
+(`Feed.answer`). It takes none while `busy()` says another batch waits for the decoding thread,
+so that it ends and lets that one run, nor while the express lane decodes between its steps.
+
 A job whose client has gone (its future cancelled while it waited) is dropped before decoding.
 An exception in `run` fails only that batch's jobs; an exception `run` returns as a job's result
 fails only that job. When more lines wait than `max_queue_lines`,
@@ -54,6 +60,30 @@ class Job:
     future: Future = field(default_factory=Future)
     queued: float = field(default_factory=time.monotonic)
     turn: int = 0  # the request it is a slice of: the queue takes requests in turn
+    feed: Feed | None = None  # while it is decoded: its batch's way to more jobs (Feed)
+    started: float = 0.0  # when its decoding began
+
+
+class Feed:
+    """What a runner may do between two steps of a batch's search: take the jobs with the batch's
+    key queued since (`more`), and answer a job as soon as it is done (`answer`)."""
+
+    def __init__(self, batcher: Batcher, key: Hashable) -> None:
+        self.batcher, self.key = batcher, key
+        self.taken: list[Job] = []  # the jobs `more` gave
+
+    def more(self, tokens: int) -> list[Job]:
+        """Jobs with the batch's key queued now, in turn, of at most `tokens` source tokens in all
+        (none while another batch waits to run)."""
+        jobs = self.batcher.more(self.key, tokens)
+        for job in jobs:
+            job.feed = self
+        self.taken += jobs
+        return jobs
+
+    def answer(self, job: Job, result: Any) -> None:
+        """`job`'s result (an Exception fails that job alone), sent now."""
+        _settle(job, result)
 
 
 # run(key, jobs) -> one result per job, in order
@@ -72,10 +102,13 @@ class Batcher:
         max_queue_lines: int,
         observe: Observer | None = None,
         quiet: Callable[[], bool] | None = None,
+        busy: Callable[[], bool] | None = None,
     ) -> None:
         """`quiet`: whether the rest of the server (an express lane) decoded nothing since it was
-        last asked; a large request takes full batches only while it is (see _take)."""
-        self.run, self.observe, self.quiet = run, observe, quiet
+        last asked; a large request takes full batches only while it is (see _take). `busy`:
+        whether another batch waits for the decoding thread (a running batch then takes no more
+        jobs)."""
+        self.run, self.observe, self.quiet, self.busy = run, observe, quiet, busy
         self.max_batch_tokens, self.max_wait_s, self.gap_s = max_batch_tokens, max_wait_s, gap_s
         self.max_queue_lines = max_queue_lines
         # requests in turn, each its slices still to decode
@@ -184,6 +217,32 @@ class Batcher:
             self._queued_lines -= sum(job.lines for job in batch)
             return batch
 
+    def more(self, key: Hashable, tokens: int) -> list[Job]:
+        """The first slice of each queued request with `key`, in turn, of at most `tokens` source
+        tokens in all, taken from the queue (Feed.more). A job whose client has gone is dropped."""
+        if self.busy is not None and self.busy():
+            return []
+        # While light requests are decoded between its steps, a batch does not grow: each of its
+        # steps is one they may wait for (as _take keeps such a batch to one slice).
+        if self.quiet is not None and not self.quiet():
+            return []
+        with self._cond:
+            batch: list[Job] = []
+            for turn in self._turns:
+                job = turn[0]
+                if job.key == key and job.tokens <= tokens:
+                    batch.append(job)
+                    tokens -= job.tokens
+            if not batch:
+                return []
+            self._advance(batch)
+            self._queued_lines -= sum(job.lines for job in batch)
+        now = time.monotonic()
+        live = [job for job in batch if job.future.set_running_or_notify_cancel()]
+        for job in live:
+            job.started = now
+        return live
+
     def _advance(self, batch: list[Job]) -> None:
         """The batch's slices leave the queue; a request served with slices left goes to the
         back."""
@@ -207,26 +266,45 @@ class Batcher:
             live = [job for job in batch if job.future.set_running_or_notify_cancel()]
             if not live:
                 continue
+            feed = Feed(self, live[0].key)
+            for job in live:
+                job.feed, job.started = feed, started
             try:
                 results = self.run(live[0].key, live)
             except Exception as e:  # noqa: BLE001 - fails this batch's requests, not the server
-                for job in live:
-                    job.future.set_exception(e)
+                for job in live + feed.taken:
+                    if not job.future.done():
+                        job.future.set_exception(e)
                 continue
             seconds = time.monotonic() - started
             for job, result in zip(live, results):
-                if isinstance(result, Exception):  # that job's own failure (one bad document)
-                    job.future.set_exception(result)
-                else:
-                    job.future.set_result(result)
+                _settle(job, result)
+            for job in live + feed.taken:
+                if not job.future.done():  # a runner's mistake, said rather than hung on
+                    job.future.set_exception(RuntimeError("the batch ended without this job"))
+            # After a running batch, which took every job that came while it ran, the next batch
+            # waits for nobody in particular (see _take).
+            answered = 0 if feed.taken else len(live)
+            live += feed.taken
             lines = sum(job.lines for job in live)
             if seconds > 0:
                 self._rate = (
                     lines / seconds if self._rate == 0 else 0.8 * self._rate + 0.2 * lines / seconds
                 )
             if self.observe is not None:
-                self.observe(live, [started - job.queued for job in live], seconds)
-            self._free_since, self._last_jobs = time.monotonic(), len(live)
+                self.observe(live, [job.started - job.queued for job in live], seconds)
+            self._free_since, self._last_jobs = time.monotonic(), answered
+
+
+def _settle(job: Job, result: Any) -> None:
+    """`job`'s future gets `result`, or fails with it where it is an Exception (that job's own
+    failure: one bad document)."""
+    if job.future.done():
+        return
+    if isinstance(result, Exception):
+        job.future.set_exception(result)
+    else:
+        job.future.set_result(result)
 
 
 def _joined(jobs: list[Job]) -> Future:

@@ -35,6 +35,7 @@ class Decoding:
         self._bulk: deque[Work] = deque()
         self._express: deque[Work] = deque()
         self._in_express = False  # an express batch runs now (one never makes room for another)
+        self._bulk_running = False  # a bulk batch runs now
         self._express_runs = 0  # express batches run so far
         self._closed = False
         self._thread = threading.Thread(target=self._loop, name="mt-decoding", daemon=True)
@@ -64,6 +65,14 @@ class Decoding:
             return was == seen[0]
 
         return asked
+
+    def busy(self, express: bool) -> Callable[[], bool]:
+        """For a lane's batcher: whether a running batch of that lane should take no more jobs. A
+        bulk batch stops taking them while another bulk batch waits (another model's: they take
+        turns); an express batch while a bulk batch waits or is between two of its steps."""
+        if express:
+            return lambda: bool(self._bulk) or self._bulk_running
+        return lambda: bool(self._bulk)
 
     def step(self) -> None:
         """Before a search's step: on the decoding thread, in a bulk batch, run the express batches
@@ -100,7 +109,11 @@ class Decoding:
             if work is None:
                 self._run_express()
             else:
-                _run(work)
+                self._bulk_running = True
+                try:
+                    _run(work)
+                finally:
+                    self._bulk_running = False
 
     def close(self, timeout: float | None = None) -> None:
         """Run what waits, then stop the thread."""

@@ -4,7 +4,9 @@ decoding thread, and the translated files kept for download.
 Each request is one batcher job. Texts (text, html, markdown, ...) of one kind, direction and
 glossary share a batch: the batch's documents are read once to learn their sentences, the
 sentences of all of them go to the model as one search, and each document is put together from
-its own (Tasks._together). An office file, or a request for alternatives, is a batch alone.
+its own (Tasks._together). Without a glossary the batch is a running batch (running.py): a text
+that comes while it runs joins it between two steps, and each is answered once its own sentences
+have ended. An office file, or a request for alternatives, is a batch alone.
 Queued with the JSON API's jobs, a job waits its turn like them, and the model is only ever used
 by that one thread.
 """
@@ -17,7 +19,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from mt_cli.config import DocumentConfig
 from mt_cli.data.languages import short_code
@@ -25,9 +27,10 @@ from mt_cli.decode import alignment as aligning
 from mt_cli.decode.glossary import Glossary
 from mt_cli.decode.hypothesis import Hypothesis, Request
 from mt_cli.decode.translator import Translator
-from mt_cli.documents import translate_document
+from mt_cli.documents import TEXT_KINDS, translate_document
 from mt_cli.documents.aligned import Aligned
 from mt_cli.serve.batcher import Job
+from mt_cli.serve.running import Prepared, Running
 from mt_cli.serve.service import Service
 
 
@@ -60,9 +63,45 @@ class Tasks:
         if not isinstance(jobs[0].payload, Documents):
             return self.service.run(key, jobs)
         first: Documents = jobs[0].payload
-        if len(jobs) == 1 or first.alternatives or self._sampled:
+        if first.alternatives or self._sampled or first.kind not in TEXT_KINDS:
             return [self._translate(job.payload) for job in jobs]
+        feed = jobs[0].feed
+        together = self.service.running and first.glossary is None
+        running = self.service.translator.running_batch() if together else None
+        if feed is not None and running is not None:
+            budget = self.service.batch_tokens
+            telemetry = self.service.telemetry
+            return Running(running, feed, budget, self._prepared, telemetry).run(jobs)
+        if len(jobs) == 1:
+            return [self._translate(first)]
         return self._together([job.payload for job in jobs])
+
+    def _prepared(self, job: Job) -> Prepared:
+        """A document as a running batch takes it: the sentences it asks for, noted by putting it
+        together once, and its translation, put together again from their hypotheses."""
+        doc: Documents = job.payload
+        deferred = Deferred(self._translator(doc))
+        noted = self._each(deferred, doc)
+        if isinstance(noted, Exception):
+            raise noted
+
+        def finish(found: list[list[Hypothesis]]) -> Any:
+            deferred.answer(found)
+            return self._each(deferred, doc)
+
+        return deferred.recorded, finish
+
+    @staticmethod
+    def _each(deferred: Deferred, job: Documents) -> Any:
+        """Each of a job's texts through `deferred`, or the job's own error."""
+        lang = short_code(job.source)
+        try:
+            return [
+                (deferred.translate_document(text, job.kind, job.glossary, source_lang=lang), [])
+                for text in job.texts
+            ]
+        except Exception as e:  # noqa: BLE001 - this job's document, not the batch
+            return e
 
     @property
     def _sampled(self) -> bool:
@@ -95,22 +134,11 @@ class Tasks:
         sentences do not depend on their translations, and a sentence's translation does not
         depend on its batch, so each gets what it would alone. A job whose document fails gets
         its own error (the batcher fails that job only)."""
-        first = jobs[0]
-        deferred = Deferred(self._translator(first))
-        lang = short_code(first.source)
+        deferred = Deferred(self._translator(jobs[0]))
 
         def each(job: Documents, start: int | None = None) -> Any:
             deferred.replay_from(start)
-            try:
-                return [
-                    (
-                        deferred.translate_document(text, job.kind, job.glossary, source_lang=lang),
-                        [],
-                    )
-                    for text in job.texts
-                ]
-            except Exception as e:  # noqa: BLE001 - this job's document, not the batch
-                return e
+            return self._each(deferred, job)
 
         starts, asked = [], []
         for job in jobs:  # the sentences noted, placeholders returned
@@ -125,8 +153,9 @@ class Tasks:
 
 class Deferred:
     """A Translator whose searches are put off: while noting, each search is recorded and answered
-    with empty hypotheses; `search` then runs the recorded requests as one search (one per
-    alignment setting), after which the same calls, in the same order, get their real answers."""
+    with empty hypotheses; `search` then runs the recorded requests as one search (or a running
+    batch finds them, and `answer` hands them in), after which the same calls, in the same order,
+    get their real answers."""
 
     def __init__(self, tr: Translator) -> None:
         self.tr = tr
@@ -170,18 +199,32 @@ class Deferred:
         self._next += 1
         return found
 
+    @property
+    def recorded(self) -> list[Request | None]:
+        """Every recorded search's requests, in order."""
+        return [r for asked, _ in self._asked for r in asked]
+
     def search(self) -> None:
         """The recorded requests searched together, then handed back call by call."""
-        answers: list[list[list[Hypothesis]]] = [[] for _ in self._asked]
-        for flag in (False, True):
-            mine = [k for k, (_, a) in enumerate(self._asked) if a == flag]
-            everything = [r for k in mine for r in self._asked[k][0]]
-            if not everything:
-                continue
-            found = iter(self.tr.search_requests(everything, nbest=1, alignment=flag))
-            for k in mine:
-                answers[k] = [next(found) for _ in self._asked[k][0]]
-        self._answers = answers
+        self.answer(self.tr.search_requests(self.recorded, nbest=1))
+
+    def answer(self, found: list[list[Hypothesis]]) -> None:
+        """The hypotheses found for `recorded` (their text made here, and their alignment where a
+        search asked for it), handed back call by call from the first."""
+        found = self.tr.with_text(found, 1)
+        answers: list[list[list[Hypothesis]]] = []
+        for asked, alignment in self._asked:
+            mine, found = found[: len(asked)], found[len(asked) :]
+            live = [i for i, r in enumerate(asked) if r is not None]
+            if alignment and live:
+                srcs = [list(cast(Request, asked[i]).src) for i in live]
+                aligned = aligning.with_alignment(
+                    self.tr.model, self.tr.cfg, srcs, [mine[i] for i in live]
+                )
+                for i, hyps in zip(live, aligned):
+                    mine[i] = hyps
+            answers.append(mine)
+        self._answers, self._next = answers, 0
 
 
 class NBest:

@@ -56,7 +56,11 @@ class Model:
         self.languages, self.express_cost = languages, cfg.express_cost
         # A bulk batch's searches make room for the express batches between their steps.
         self.service = Service(
-            translator.yielding(decoding.step), telemetry, cfg.max_batch_tokens, cfg.slice_cost
+            translator.yielding(decoding.step),
+            telemetry,
+            cfg.max_batch_tokens,
+            cfg.slice_cost,
+            cfg.running_batches,
         )
         run = Tasks(self.service).run
         wait, gap = cfg.max_wait_ms / 1000, cfg.batch_gap_ms / 1000
@@ -69,6 +73,7 @@ class Model:
             cfg.max_queue_lines,
             telemetry.batch,
             decoding.quiet(),
+            decoding.busy(express=False),
         )
         self.express = (
             Batcher(
@@ -78,6 +83,7 @@ class Model:
                 gap,
                 cfg.max_queue_lines,
                 telemetry.batch,
+                busy=decoding.busy(express=True),
             )
             if cfg.express_cost
             else None

@@ -13,18 +13,19 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from mt_cli.config import OutputConfig
 from mt_cli.decode.attention_maps import record_attention
 from mt_cli.decode.glossary import Glossary
-from mt_cli.decode.hypothesis import Request, as_object, score_object
+from mt_cli.decode.hypothesis import Hypothesis, Request, as_object, score_object
 from mt_cli.decode.request import check_nbest
 from mt_cli.decode.translator import Translator
 from mt_cli.errors import MtError
 from mt_cli.serve.batcher import Job
+from mt_cli.serve.running import Prepared, Running
 from mt_cli.serve.telemetry import Telemetry
 
 
@@ -73,10 +74,15 @@ class Service:
         telemetry: Telemetry | None = None,
         batch_tokens: int = 0,
         slice_cost: int = 0,
+        running: bool = False,
     ) -> None:
+        """`running`: batches of plain lines and texts run as running batches (running.py) where
+        the translator allows one."""
         if batch_tokens:  # the batcher's budget: a batch it hands over is decoded as one search
             translator = translator.with_options(batch_tokens=batch_tokens, batch_size=1 << 30)
         self.translator, self.telemetry = translator, telemetry
+        self.batch_tokens = batch_tokens  # source tokens a batch holds (0: no limit)
+        self.running = running
         # source tokens x beam per slice of a large request (0: no slicing)
         self.slice_cost = slice_cost
         self._beams: dict[int, Translator] = {}
@@ -122,7 +128,14 @@ class Service:
             terms = [found.terms_for(line) for line in lines]
         # raises on what this model cannot take, naming the line
         requests = tr.requests(lines, prefixes, terms)
-        key = ("translate", tr.cfg.beam, bool(terms and any(terms)), output.alignment)
+        # Batches that use none of terms, alignment or prefixes run as running batches (run).
+        key = (
+            "translate",
+            tr.cfg.beam,
+            bool(terms and any(terms)),
+            output.alignment,
+            any(r is not None and r.prefix for r in requests),
+        )
         parts = [
             (j - i, tokens, Translation(tr.cfg.beam, requests[i:j], output))
             for i, j, tokens in self._slices(requests, tr.cfg.beam)
@@ -162,10 +175,34 @@ class Service:
         """One batch from the decoding thread: jobs with one key, one result each."""
         first = jobs[0].payload
         if isinstance(first, Translation):
-            return self._translate(self.with_beam(first.beam), [job.payload for job in jobs])
+            tr = self.with_beam(first.beam)
+            feed, plain = jobs[0].feed, not any(key[2:])  # type: ignore[index]
+            running = tr.running_batch() if self.running and feed and plain else None
+            if running is not None and feed is not None:
+                return Running(
+                    running, feed, self.batch_tokens, self._prepared(tr), self.telemetry
+                ).run(jobs)
+            return self._translate(tr, [job.payload for job in jobs])
         if isinstance(first, Scoring):
             return [self._score(first)]
         return [self._attention(first)]
+
+    def _prepared(self, tr: Translator) -> Callable[[Job], Prepared]:
+        """A translation job as a running batch takes it: its requests, and how its answer is made
+        from their hypotheses."""
+
+        def prepare(job: Job) -> Prepared:
+            t: Translation = job.payload
+
+            def finish(found: list[list[Hypothesis]]) -> list[Any]:
+                found = tr.with_text(found, t.output.nbest)
+                if self.telemetry is not None:
+                    self.telemetry.out_tokens.inc(sum(len(hyps[0].tokens) for hyps in found))
+                return answers(tr, t, found)
+
+            return t.requests, finish
+
+        return prepare
 
     def _translate(self, tr: Translator, jobs: list[Translation]) -> list[list[Any]]:
         requests = [r for job in jobs for r in job.requests]
@@ -174,18 +211,10 @@ class Service:
         if self.telemetry is not None:
             self.telemetry.out_tokens.inc(sum(len(hyps[0].tokens) for hyps in found))
         out: list[list[Any]] = []
-        at, pieces = 0, tr.tokenizer.tgt_pieces
+        at = 0
         for job in jobs:
             mine, at = found[at : at + len(job.requests)], at + len(job.requests)
-            if job.output.format == "text":
-                out.append([hyps[0].text for hyps in mine])
-            else:
-                out.append(
-                    [
-                        as_object(h, r is None, job.output, pieces, r.source_lang if r else "")
-                        for h, r in zip(mine, job.requests)
-                    ]
-                )
+            out.append(answers(tr, job, mine))
         return out
 
     @functools.cached_property
@@ -215,3 +244,15 @@ class Service:
             "translation": maps.target,
             "layers": layers,
         }
+
+
+def answers(tr: Translator, job: Translation, found: list[list[Hypothesis]]) -> list[Any]:
+    """A translation job's answer from its lines' hypotheses (with their text): each line's best
+    text, or with format "jsonl" its object."""
+    if job.output.format == "text":
+        return [hyps[0].text for hyps in found]
+    pieces = tr.tokenizer.tgt_pieces
+    return [
+        as_object(h, r is None, job.output, pieces, r.source_lang if r else "")
+        for h, r in zip(found, job.requests)
+    ]

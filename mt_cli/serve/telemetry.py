@@ -79,6 +79,21 @@ class Telemetry:
             registry=r,
         )
         self.loaded = Gauge("mt_models_loaded", "Models loaded now", registry=r)
+        # a running batch's steps: mt_decoder_step_rows / mt_decoder_steps is its mean occupancy
+        self.in_flight = Gauge(
+            "mt_rows_in_flight", "Decoder rows (sentences x beam) running now", registry=r
+        )
+        self.steps = Counter("mt_decoder_steps", "Decoder steps of running batches", registry=r)
+        self.step_rows = Counter(
+            "mt_decoder_step_rows", "Decoder rows summed over those steps", registry=r
+        )
+
+    def step(self, rows: int) -> None:
+        """A running batch's report of one decoder step over `rows` rows; 0 when it ends."""
+        self.in_flight.set(rows)
+        if rows:
+            self.steps.inc()
+            self.step_rows.inc(rows)
 
     def batch(self, jobs: list[Job], waited: list[float], seconds: float) -> None:
         """The batcher's report of one decoded batch."""
