@@ -36,16 +36,8 @@ class RunningCache(StepCache):
         cap = cap or self.cap
         return flat[: steps * cap * self.width].view(steps, cap, *self.head_shape)[:, :rows]
 
-    def _grow(self) -> None:
-        """Twice the room in every buffer, the positions so far kept."""
-        used = self.length * self.cap * self.width
-        self.room *= 2
-        for store in (self.self_k, self.self_v, self.spare_k, self.spare_v):
-            for i, old in enumerate(store):
-                if self.recurrent[i]:  # a cell is one position: it never grows
-                    continue
-                store[i] = old.new_empty(self.room * self.cap * self.width)
-                store[i][:used] = old[:used]
+    def _rows_held(self) -> int:
+        return self.cap
 
     def positions(self) -> Tensor:
         """Each row's own position at this step (R,)."""

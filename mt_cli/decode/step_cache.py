@@ -70,14 +70,20 @@ class StepCache:
 
     def _grow(self) -> None:
         """Twice the room in every buffer, the positions so far kept."""
-        used = self.length * self.rows * self.width
+        rows = self._rows_held()
+        used = self.length * rows * self.width
         self.room *= 2
         for store in (self.self_k, self.self_v, self.spare_k, self.spare_v):
             for i, old in enumerate(store):
                 if self.recurrent[i]:  # a cell is one position: it never grows
                     continue
-                store[i] = old.new_empty(self.room * self.rows * self.width)
+                store[i] = old.new_empty(self.room * rows * self.width)
                 store[i][:used] = old[:used]
+
+    def _rows_held(self) -> int:
+        """Rows the buffers hold at each position: the rows running (a running batch's keep room
+        for more: running_cache.py)."""
+        return self.rows
 
     def reorder(self, rows: Tensor, sentences: Tensor | None = None) -> None:
         """Keep decoder rows `rows` (surviving beams, in their new order) and, when some sentences
