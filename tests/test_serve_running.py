@@ -130,3 +130,24 @@ def test_an_error_in_a_running_batch_fails_the_requests_it_had_not_answered_and_
     h.batcher.close()
     assert h.done[:3] == ["short", "boom", "long"]  # the long one failed after the short's answer
     assert after == translator.translate(LINES[:2])
+
+
+def test_a_waiting_request_of_another_beam_ends_the_running_batch_and_gets_its_turn(translator):
+    """A request that cannot join (another beam) stops the batch taking more: the long request's
+    next slices wait behind it, rather than the batch running on with them."""
+    h = Harness(translator)
+    h.service.slice_cost = 30  # the long request in slices of a few lines
+    late = []
+
+    def other() -> None:
+        work = h.service.translation([SHORT], 2, OutputConfig("text"), None, None)
+        late.append(h.batcher.submit_group(work.key, list(work.parts)))
+        late[0].add_done_callback(lambda _: h._finished("other beam"))
+
+    h.at[3] = [other]
+    long = h.submit("long", LONG).result(timeout=120)
+    assert late[0].result(timeout=120) == translator.with_options(beam=2).translate([SHORT])
+    h.batcher.close()
+    assert long == [translator.translate([line])[0] for line in LONG]
+    assert h.runs >= 3  # the long request's first batch, the other beam's, then the rest of it
+    assert h.done == ["other beam", "long"]

@@ -19,7 +19,8 @@ A batch's search may go on while new jobs with its key come (a running batch:
 decode/running_batch.py): between two of its steps it takes them (`Feed.more`, within the token
 budget the sentences still running leave) and answers each job as soon as its lines have ended
 (`Feed.answer`). It takes none while `busy()` says another batch waits for the decoding thread,
-so that it ends and lets that one run, nor while the express lane decodes between its steps.
+so that it ends and lets that one run, nor while the express lane decodes between its steps, nor
+while a request that cannot join it (another key: another beam, terms, ...) waits for its turn.
 
 A job whose client has gone (its future cancelled while it waited) is dropped before decoding.
 An exception in `run` fails only that batch's jobs; an exception `run` returns as a job's result
@@ -227,6 +228,10 @@ class Batcher:
         if self.quiet is not None and not self.quiet():
             return []
         with self._cond:
+            # A request that cannot join (another key) waits for this batch to end: it takes no
+            # more, so that the turn passes (as a batch of whole slices ends after one slice each).
+            if any(turn[0].key != key for turn in self._turns):
+                return []
             batch: list[Job] = []
             for turn in self._turns:
                 job = turn[0]
