@@ -49,6 +49,10 @@ def install(point: str, n: int) -> None:
             if os.environ.get("RANK") == "1" and hit():
                 if point == "die":
                     _die()
+                # A rank stuck in a collective never returns to Python, where mt's SIGTERM
+                # handler (save, then stop) would run; torchrun kills it 30 s after its SIGTERM.
+                # Here SIGTERM ends it at once: the test skips that grace period, nothing else.
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
                 while True:
                     time.sleep(60)
             return result

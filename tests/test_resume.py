@@ -97,17 +97,16 @@ def test_sigkill_at_any_moment_then_the_same_command_ends_bitwise_equal_to_an_un
     args = _train_args(corpus_files, run)
     # Saves: last.pt every 3 steps; at 8, 16, 24 best.pt (if better), step<N>.pt, then last.pt.
     kills = [
-        ("log", 1),  # a log line torn in half (step 2), killed at step 4; resumes from step 3
-        ("step", 2),  # updated the weights at step 5, before any save; resumes from step 3 again
-        ("midwrite", 1),  # half of last.pt written at step 6; resumes from step 3 again
-        (
-            "midwrite",
-            2,
-        ),  # last.pt saved at step 6, then half of best.pt written at step 8; resumes from step 6
-        (
-            "replace",
-            3,
-        ),  # last.pt of step 8 written but not renamed over the old one; resumes from step 6
+        # a log line torn in half (step 2), killed at step 4; resumes from step 3
+        ("log", 1),
+        # updated the weights at step 5, before any save; resumes from step 3 again
+        ("step", 2),
+        # half of last.pt written at step 6; resumes from step 3 again
+        ("midwrite", 1),
+        # last.pt saved at step 6, then half of best.pt written at step 8; resumes from step 6
+        ("midwrite", 2),
+        # last.pt of step 8 written but not renamed over the old one; resumes from step 6
+        ("replace", 3),
     ]
     for point, n in kills:
         proc = _killed_at(point, n, args)
