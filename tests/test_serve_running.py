@@ -11,6 +11,7 @@ import pytest
 
 from mt_cli import Translator
 from mt_cli.config import OutputConfig
+from mt_cli.decode.running_batch import RunningBatch
 from mt_cli.serve.batcher import Batcher
 from mt_cli.serve.service import Service
 from mt_cli.serve.telemetry import Telemetry
@@ -31,7 +32,7 @@ def translator() -> Translator:
 class Harness:
     """A Service on a Batcher (no HTTP), whose search calls `during` at a chosen step."""
 
-    def __init__(self, tr: Translator, busy: bool = False) -> None:
+    def __init__(self, tr: Translator, busy: bool = False, join_every: int = 1) -> None:
         self.steps = 0
         self.at: dict[int, list] = {}  # step -> what to do before it
         self.telemetry = Telemetry()
@@ -42,7 +43,9 @@ class Harness:
             for act in self.at.pop(self.steps, []):
                 act()
 
-        self.service = Service(tr.yielding(before), self.telemetry, batch_tokens=2048, running=True)
+        self.service = Service(
+            tr.yielding(before), self.telemetry, 2048, running=True, join_every=join_every
+        )
 
         def run(key, jobs):
             self.runs += 1
@@ -151,3 +154,30 @@ def test_a_waiting_request_of_another_beam_ends_the_running_batch_and_gets_its_t
     assert long == [translator.translate([line])[0] for line in LONG]
     assert h.runs >= 3  # the long request's first batch, the other beam's, then the rest of it
     assert h.done == ["other beam", "long"]
+
+
+def test_requests_queued_within_join_every_steps_join_together_in_one_encoder_call(
+    translator, monkeypatch
+):
+    joins = []  # (the batch's steps so far, sentences joining) at each add
+    real_add = RunningBatch.add
+
+    def add(self, requests, tags):
+        joins.append((self.steps, len(requests)))
+        return real_add(self, requests, tags)
+
+    monkeypatch.setattr(RunningBatch, "add", add)
+    h = Harness(translator, join_every=4)
+    late = []
+    other = next(line for line in LINES if line not in (SHORT, *LONG))
+    # `before` runs once for the first encoder call, then once per step: queued before the
+    # batch's steps 2 and 3
+    h.at[3] = [lambda: late.append(h.submit("a", [SHORT]))]
+    h.at[4] = [lambda: late.append(h.submit("b", [other]))]
+    long = h.submit("long", LONG).result(timeout=120)
+    a, b = (future.result(timeout=120) for future in late)
+    h.batcher.close()
+    assert h.runs == 1
+    assert joins == [(0, len(LONG)), (4, 2)]  # both after step 4, in one call
+    assert long == [translator.translate([line])[0] for line in LONG]
+    assert a == translator.translate([SHORT]) and b == translator.translate([other])

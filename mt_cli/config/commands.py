@@ -161,6 +161,12 @@ class ServeConfig:
         "sentences end (off: a batch is decoded whole, then answered; faster today).",
         cli=True,
     )
+    join_every: int = option(
+        4,
+        "With running_batches: decoder steps between two joins; the requests queued meanwhile "
+        "join together (one encoder call and one copy of the batch's state for all).",
+        cli=True,
+    )
     max_request_lines: int = option(
         1000, "Lines one request may hold; more is refused with 413.", cli=True
     )
@@ -302,6 +308,7 @@ class ServeConfig:
             )
         _check(self.max_wait_ms >= 0, "serve.max_wait_ms must not be negative")
         _check(self.batch_gap_ms >= 0, "serve.batch_gap_ms must not be negative")
+        _check(self.join_every >= 1, "serve.join_every must be 1 (every step) or more")
         _check(self.threads >= 0, "serve.threads must be 0 (PyTorch's default) or more")
         for name in (
             "slice_cost",

@@ -84,7 +84,7 @@ def beam_search(
         tokens = choice.tok[keep].view(-1, 1)
         scores, active = choice.scores[keep], active[keep]
         memory = src_mask = None  # the cache holds the cross-attention keys and values
-    return _ranked(finished, guide.rank if guide is not None else _by_score)
+    return ranked(finished, guide.rank if guide is not None else by_score)
 
 
 def _grown(history: Tensor, rows: Tensor, step: Tensor) -> Tensor:
@@ -92,7 +92,7 @@ def _grown(history: Tensor, rows: Tensor, step: Tensor) -> Tensor:
     return torch.cat([history.index_select(0, rows), step.view(-1, 1)], dim=1)
 
 
-def _ranked(
+def ranked(
     finished: list[list[Hypothesis]], order: Callable[[int, Hypothesis], Any]
 ) -> list[list[Hypothesis]]:
     """Each sentence's hypotheses best first; sorted() is stable, so of equal scores the one
@@ -103,7 +103,7 @@ def _ranked(
     ]
 
 
-def _by_score(_sentence: int, h: Hypothesis) -> float:
+def by_score(_sentence: int, h: Hypothesis) -> float:
     return -h.score
 
 

@@ -27,7 +27,7 @@ from torch import Tensor
 from mt_cli.config import DecodeConfig
 from mt_cli.data.collate import pad
 from mt_cli.data.tokenizer import PAD
-from mt_cli.decode.beam import choose
+from mt_cli.decode.beam import by_score, choose, ranked
 from mt_cli.decode.engine import Engine
 from mt_cli.decode.ensemble import Ensemble, mean_log_probs
 from mt_cli.decode.hypothesis import Hypothesis, Request, Searchable
@@ -262,7 +262,11 @@ class RunningBatch:
         """The rows that go on, their beams in order, each given its next input; the sentences
         that ended leave, with their answers."""
         k, n = self.k, len(self.sentences)
-        answers = [(s.tag, _ranked(s.finished)) for s, d in zip(self.sentences, done.tolist()) if d]
+        answers = [
+            (s.tag, ranked([s.finished], by_score)[0])
+            for s, d in zip(self.sentences, done.tolist())
+            if d
+        ]
         keep = (~done).nonzero().squeeze(1)
         reading_set = set(reading)
         for i, s in enumerate(self.sentences):
@@ -296,12 +300,6 @@ class RunningBatch:
             if self.steps - self.cut_at >= 16:  # now and then, drop the rows nobody asks for
                 self._cut_output()
         return answers
-
-
-def _ranked(finished: list[Hypothesis]) -> list[Hypothesis]:
-    """Best first; sorted() is stable, so of equal scores the one finished first leads (as
-    beam_search ranks). None finished: one empty hypothesis."""
-    return sorted(finished, key=lambda h: -h.score) if finished else [Hypothesis([], float("-inf"))]
 
 
 def _cat(old: Tensor | None, new: Tensor) -> Tensor:

@@ -69,9 +69,15 @@ class Tasks:
         together = self.service.running and first.glossary is None
         running = self.service.translator.running_batch() if together else None
         if feed is not None and running is not None:
-            budget = self.service.batch_tokens
-            telemetry = self.service.telemetry
-            return Running(running, feed, budget, self._prepared, telemetry).run(jobs)
+            service = self.service
+            return Running(
+                running,
+                feed,
+                service.batch_tokens,
+                self._prepared,
+                service.telemetry,
+                service.join_every,
+            ).run(jobs)
         if len(jobs) == 1:
             return [self._translate(first)]
         return self._together([job.payload for job in jobs])

@@ -61,6 +61,7 @@ class Model:
             cfg.max_batch_tokens,
             cfg.slice_cost,
             cfg.running_batches,
+            cfg.join_every,
         )
         run = Tasks(self.service).run
         wait, gap = cfg.max_wait_ms / 1000, cfg.batch_gap_ms / 1000

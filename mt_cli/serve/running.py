@@ -30,11 +30,13 @@ class Running:
         budget: int,
         prepare: Callable[[Job], Prepared],
         telemetry: Telemetry | None = None,
+        join_every: int = 1,
     ) -> None:
         """`budget`: the source tokens the running sentences may hold (0: no limit); a job that
-        joins may take the batch over it."""
+        joins may take the batch over it. `join_every`: steps between two joins."""
         self.batch, self.feed, self.prepare, self.telemetry = batch, feed, prepare, telemetry
         self.budget = budget or 1 << 62
+        self.join_every = join_every
         # by job: the job, how its answer is made, its lines' hypotheses so far, lines left
         self.jobs: dict[int, tuple[Job, Callable[[list[list[Hypothesis]]], Any]]] = {}
         self.found: dict[int, list[list[Hypothesis]]] = {}
@@ -44,6 +46,10 @@ class Running:
         """Decode `jobs` and those that join until none is left, each answered through the feed
         (so none is returned)."""
         self._admit(jobs)
+        # Steps since sentences last joined. Each join costs an encoder call and a copy of the
+        # batch's state, so those queued within a few steps join together; a job that comes
+        # after a quiet spell of that many steps joins at the next one.
+        since = 0
         while len(self.batch):
             if self.telemetry is not None:
                 self.telemetry.step(self.batch.rows)
@@ -53,9 +59,13 @@ class Running:
                 self.left[ident] -= 1
                 if not self.left[ident]:
                     self._answer(ident)
+            since += 1
             room = self.budget - self.batch.source_tokens
-            if room > 0:
-                self._admit(self.feed.more(room))
+            if room > 0 and since >= self.join_every:
+                joining = self.feed.more(room)
+                if joining:
+                    self._admit(joining)
+                    since = 0
         if self.telemetry is not None:
             self.telemetry.step(0)
         return []

@@ -75,14 +75,15 @@ class Service:
         batch_tokens: int = 0,
         slice_cost: int = 0,
         running: bool = False,
+        join_every: int = 1,
     ) -> None:
         """`running`: batches of plain lines and texts run as running batches (running.py) where
-        the translator allows one."""
+        the translator allows one, which sentences join every `join_every` steps."""
         if batch_tokens:  # the batcher's budget: a batch it hands over is decoded as one search
             translator = translator.with_options(batch_tokens=batch_tokens, batch_size=1 << 30)
         self.translator, self.telemetry = translator, telemetry
         self.batch_tokens = batch_tokens  # source tokens a batch holds (0: no limit)
-        self.running = running
+        self.running, self.join_every = running, join_every
         # source tokens x beam per slice of a large request (0: no slicing)
         self.slice_cost = slice_cost
         self._beams: dict[int, Translator] = {}
@@ -179,8 +180,9 @@ class Service:
             feed, plain = jobs[0].feed, not any(key[2:])  # type: ignore[index]
             running = tr.running_batch() if self.running and feed and plain else None
             if running is not None and feed is not None:
+                prepared = self._prepared(tr)
                 return Running(
-                    running, feed, self.batch_tokens, self._prepared(tr), self.telemetry
+                    running, feed, self.batch_tokens, prepared, self.telemetry, self.join_every
                 ).run(jobs)
             return self._translate(tr, [job.payload for job in jobs])
         if isinstance(first, Scoring):
