@@ -89,9 +89,9 @@ class DocumentConfig:
     section = "document"
     input_type: str = option(
         "auto",
-        "auto (by extension: .html/.htm, .md, .srt, .vtt, .po; else lines), lines (one sentence "
-        "per line),"
-        " text (paragraphs at blank lines, split into sentences), html, markdown, srt, vtt or po.",
+        "auto (by extension: .html/.htm, .md, .srt, .vtt, .po; else lines), "
+        "lines (one sentence per line), "
+        "text (paragraphs at blank lines, split into sentences), html, markdown, srt, vtt or po.",
         cli=True,
     )
     protect: bool = option(
@@ -223,14 +223,14 @@ class ServeConfig:
     )
     req_limit: int = option(
         0,
-        "Requests per minute one client (its API key, else its address) may make; more get 429 (0: "
-        "no limit).",
+        "Requests per minute one client (its API key, else its address) may make; "
+        "more get 429 (0: no limit).",
         cli=True,
     )
     char_limit: int = option(
         0,
-        "Characters one request may hold, all its texts together; more is refused with 413 (0: no "
-        "limit).",
+        "Characters one request may hold, all its texts together; "
+        "more is refused with 413 (0: no limit).",
         cli=True,
     )
     api_keys: str = option(
@@ -249,8 +249,8 @@ class ServeConfig:
     )
     max_memory_mb: int = option(
         0,
-        "Megabytes of model files loaded at once; past it the least recently used is unloaded (0: "
-        "no cap).",
+        "Megabytes of model files loaded at once; "
+        "past it the least recently used is unloaded (0: no cap).",
         cli=True,
     )
     pivot_lang: str = option(

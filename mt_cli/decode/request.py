@@ -21,9 +21,9 @@ def check_nbest(nbest: int, cfg: DecodeConfig) -> None:
     found = {"greedy": 1, "beam": cfg.beam}.get(cfg.search_method, nbest)
     if nbest > found:
         raise MtError(
-            f"output.nbest {nbest} is larger than the beam ({found}): beam search finds at most "
-            "beam "
-            f"hypotheses; raise decode.beam to {nbest} or more, or lower output.nbest"
+            f"output.nbest {nbest} is larger than the beam ({found}): "
+            "beam search finds at most beam hypotheses; "
+            f"raise decode.beam to {nbest} or more, or lower output.nbest"
         )
 
 

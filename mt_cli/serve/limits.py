@@ -206,11 +206,9 @@ class Limits:
         if chars * beam > self.cfg.max_request_cost:
             self._over(
                 "cost",
-                f"{chars} characters x beam {beam} = {chars * beam}, more than the server's limit "
-                "of "
-                f"{self.cfg.max_request_cost} per request (serve.max_request_cost); send fewer "
-                "texts or "
-                "ask a smaller beam",
+                f"{chars} characters x beam {beam} = {chars * beam}, "
+                f"more than the server's limit of {self.cfg.max_request_cost} per request "
+                "(serve.max_request_cost); send fewer texts or ask a smaller beam",
                 field,
             )
 

@@ -115,8 +115,8 @@ class Service:
         check_nbest(output.nbest, tr.cfg)
         if prefixes is not None and len(prefixes) != len(lines):
             raise MtError(
-                f"prefix: {len(prefixes)} prefixes for {len(lines)} lines; give one per line (null "
-                "for none)"
+                f"prefix: {len(prefixes)} prefixes for {len(lines)} lines; "
+                "give one per line (null for none)"
             )
         terms = None
         if glossary:
@@ -159,8 +159,8 @@ class Service:
     def scoring(self, sources: list[str], targets: list[str], normalize: bool, full: bool) -> Work:
         if len(sources) != len(targets):
             raise MtError(
-                f"source and target: {len(sources)} sources but {len(targets)} targets; give one "
-                "per source"
+                f"source and target: {len(sources)} sources but {len(targets)} targets; "
+                "give one per source"
             )
         tokens = sum(len(ids) for ids in self.translator.tokenizer.encode_src(sources))
         job = Scoring(sources, targets, normalize, full)
