@@ -30,7 +30,7 @@ from mt_cli.decode.translator import Translator
 from mt_cli.documents import TEXT_KINDS, translate_document
 from mt_cli.documents.aligned import Aligned
 from mt_cli.serve.batcher import Job
-from mt_cli.serve.running import Prepared, Running
+from mt_cli.serve.running import Prepared
 from mt_cli.serve.service import Service
 
 
@@ -69,15 +69,7 @@ class Tasks:
         together = self.service.running and first.glossary is None
         running = self.service.translator.running_batch() if together else None
         if feed is not None and running is not None:
-            service = self.service
-            return Running(
-                running,
-                feed,
-                service.batch_tokens,
-                self._prepared,
-                service.telemetry,
-                service.join_every,
-            ).run(jobs)
+            return self.service.run_running(running, feed, self._prepared, jobs)
         if len(jobs) == 1:
             return [self._translate(first)]
         return self._together([job.payload for job in jobs])

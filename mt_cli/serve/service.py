@@ -22,9 +22,10 @@ from mt_cli.decode.attention_maps import record_attention
 from mt_cli.decode.glossary import Glossary
 from mt_cli.decode.hypothesis import Hypothesis, Request, as_object, score_object
 from mt_cli.decode.request import check_nbest
+from mt_cli.decode.running_batch import RunningBatch
 from mt_cli.decode.translator import Translator
 from mt_cli.errors import MtError
-from mt_cli.serve.batcher import Job
+from mt_cli.serve.batcher import Feed, Job
 from mt_cli.serve.running import Prepared, Running
 from mt_cli.serve.telemetry import Telemetry
 
@@ -180,14 +181,20 @@ class Service:
             feed, plain = jobs[0].feed, not any(key[2:])  # type: ignore[index]
             running = tr.running_batch() if self.running and feed and plain else None
             if running is not None and feed is not None:
-                prepared = self._prepared(tr)
-                return Running(
-                    running, feed, self.batch_tokens, prepared, self.telemetry, self.join_every
-                ).run(jobs)
+                return self.run_running(running, feed, self._prepared(tr), jobs)
             return self._translate(tr, [job.payload for job in jobs])
         if isinstance(first, Scoring):
             return [self._score(first)]
         return [self._attention(first)]
+
+    def run_running(
+        self, batch: RunningBatch, feed: Feed, prepare: Callable[[Job], Prepared], jobs: list[Job]
+    ) -> list[Any]:
+        """`jobs` and those that join them decoded as one running batch (running.py), within the
+        batch's token budget, joining every `join_every` steps."""
+        return Running(
+            batch, feed, self.batch_tokens, prepare, self.telemetry, self.join_every
+        ).run(jobs)
 
     def _prepared(self, tr: Translator) -> Callable[[Job], Prepared]:
         """A translation job as a running batch takes it: its requests, and how its answer is made
