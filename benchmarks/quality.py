@@ -3,13 +3,18 @@
     python benchmarks/quality.py --recipe configs/multi30k.yaml --corpus multi30k --src en --tgt de
     python benchmarks/quality.py --recipe configs/tatoeba-zh-en.yaml --corpus zh-en \\
         --src zh --tgt en
+    python benchmarks/quality.py --recipe configs/multi30k-de-en.yaml --corpus multi30k \\
+        --src de --tgt en --also fr-en --also cs-en   # more directions of the corpus, one model
     python benchmarks/quality.py --docs        # only regenerate docs/quality.md's table
 
 It does what a user does: `mt train` with the recipe (which trains its own tokenizer and, at the
 end, leaves RUN/best.pt as the validated choice, the averaged checkpoint or the best step, with
 the beam size and length penalty tuned on the validation set as its decoding defaults), then
 `mt translate --checkpoint RUN/best.pt` on each test set, scored by sacreBLEU. The test sets take
-part in no choice. Figures are never typed in by hand: this script writes every row of
+part in no choice. `--also` trains more directions of the same corpus into the one model (the
+multilingual run of `data.pairs`, with target tags where the target language varies); the
+checkpoint is still chosen and tuned on the main direction's validation set alone, and only that
+direction is scored. Figures are never typed in by hand: this script writes every row of
 RESULTS.md and docs/quality.md's table is generated from it.
 """
 
@@ -27,11 +32,13 @@ from results import PAGES, RESULTS, ROOT, append_section, commit, replace_sectio
 from speed import machine  # the CPU and its flags, as every table names them
 
 from mt_cli.config import Config, build_config
+from mt_cli.data.sources import TextPair
 from mt_cli.files import atomic_write_text
 from mt_cli.model import checkpoint
 from mt_cli.tools.evaluate import score_files
+from mt_cli.tools.line_inputs import LineInputs
 from mt_cli.tools.translate_files import translate_file
-from mt_cli.train.inputs import DataSpec
+from mt_cli.train.inputs import DataSpec, PairSpec
 from mt_cli.train.loop import train
 
 # corpus -> (folder under the data root, train stem, validation stem, test stems)
@@ -70,12 +77,7 @@ def run_recipe(args: argparse.Namespace) -> list[dict[str, str]]:
     if (out / "last.pt").exists():
         sys.exit(f"{out} already holds a run; choose a new --out")
     started, code = time.time(), commit()  # the code that trains, even if the tree changes later
-    spec = DataSpec.text_files(
-        data / f"{train_stem}.{args.src}",
-        data / f"{train_stem}.{args.tgt}",
-        data / f"{valid_stem}.{args.src}",
-        data / f"{valid_stem}.{args.tgt}",
-    )
+    spec, inputs = data_spec(args, data / train_stem, data / valid_stem)
     state = train(spec, out, cfg, log=lambda m: print(m, file=sys.stderr))
     ckpt = out / "best.pt"
     described = describe(ckpt, state.best_step, cfg)
@@ -84,7 +86,7 @@ def run_recipe(args: argparse.Namespace) -> list[dict[str, str]]:
     for test in tests:
         hyp = out / f"{test}.hyp.{args.tgt}"
         ref = data / f"{test}.{args.tgt}"
-        translate_file(ckpt, data / f"{test}.{args.src}", hyp, cfg.train.device)
+        translate_file(ckpt, data / f"{test}.{args.src}", hyp, cfg.train.device, inputs=inputs)
         result = score_files(hyp, [ref])
         scores = [(test, result["bleu"], f"{result['chrf']:.2f}", result["signature"]["bleu"])]
         if (args.src, args.tgt) in LOWERCASED:
@@ -93,7 +95,7 @@ def run_recipe(args: argparse.Namespace) -> list[dict[str, str]]:
             {
                 "date": datetime.date.today().isoformat(),
                 "commit": code,
-                "recipe": f"{args.recipe.name}{''.join(' ' + s for s in args.set or [])}",
+                "recipe": recipe_name(args),
                 "pair": f"{args.src}-{args.tgt}",
                 "test": name,
                 "BLEU": f"{bleu:.2f}",
@@ -109,6 +111,36 @@ def run_recipe(args: argparse.Namespace) -> list[dict[str, str]]:
             for name, bleu, chrf, signature in scores
         ]
     return rows
+
+
+def data_spec(args: argparse.Namespace, train: Path, valid: Path) -> tuple[DataSpec, LineInputs]:
+    """The run's data: the main direction (train.de, train.en, validated on val.de, val.en), and
+    each --also direction's training files beside it, not validated: the checkpoint is chosen for
+    the main direction. Where the target language varies the model writes the one its tag asks
+    for, so the test sets are translated with the main direction's target named."""
+    main = PairSpec(
+        TextPair(train.with_suffix(f".{args.src}"), train.with_suffix(f".{args.tgt}")),
+        TextPair(valid.with_suffix(f".{args.src}"), valid.with_suffix(f".{args.tgt}")),
+        args.src,
+        args.tgt,
+    )
+    if not args.also:
+        return DataSpec((main,)), LineInputs()
+    extra = []
+    for pair in args.also:
+        src, _, tgt = pair.partition("-")
+        files = [train.with_suffix(f".{lang}") for lang in (src, tgt)]
+        if not all(f.is_file() for f in files):
+            sys.exit(f"--also {pair}: {files[0]} and {files[1]} must both exist")
+        extra.append(PairSpec(TextPair(*files), None, src, tgt))
+    several = len({args.tgt, *(p.target_lang for p in extra)}) > 1
+    return DataSpec.with_extra(main, extra), LineInputs(target_lang=args.tgt if several else None)
+
+
+def recipe_name(args: argparse.Namespace) -> str:
+    """The recipe column: the file and what the run changed (a trial's overrides and directions)."""
+    changes = [*(args.set or []), *(f"+{pair}" for pair in args.also or [])]
+    return args.recipe.name + "".join(" " + c for c in changes)
 
 
 def lowercased_bleu(hyp: Path, ref: Path) -> tuple[float, str, str]:
@@ -219,6 +251,12 @@ def main() -> None:
         "--set",
         action="append",
         help="override a config field, as in `mt train --set` (recorded in the row)",
+    )
+    p.add_argument(
+        "--also",
+        action="append",
+        metavar="SRC-TGT",
+        help="another direction of the corpus trained into the same model (fr-en beside de-en)",
     )
     p.add_argument("--results", type=Path, default=RESULTS)
     p.add_argument(

@@ -101,8 +101,13 @@ def test_given_the_real_tokens_the_compiled_objective_is_one_graph_with_the_eage
         torch.testing.assert_close(b.grad, a.grad, rtol=1e-4, atol=1e-6, msg=name)
 
 
-def test_compile_auto_trains_eagerly_on_a_cpu_and_true_compiles(corpus_files, tmp_path):
-    auto = prepared_run(corpus_files, tmp_path / "a", compile="auto")
+def test_compile_auto_trains_eagerly_on_a_cpu_and_true_compiles(
+    corpus_files, tmp_path, monkeypatch
+):
+    with monkeypatch.context() as m:
+        # not even called: its first call imports the compiler, a large part of a short run's start
+        m.setattr(torch, "compile", lambda *a, **k: pytest.fail("torch.compile called"))
+        auto = prepared_run(corpus_files, tmp_path / "a", compile="auto")
     assert not isinstance(auto.objective, CompiledOrEager) and auto.state.compiled == "false"
     forced = prepared_run(corpus_files, tmp_path / "b", compile="true")
     assert isinstance(forced.objective, CompiledOrEager)

@@ -522,6 +522,10 @@ def test_the_compiled_step_translates_an_imported_model_as_the_eager_one(importe
     from mt_cli.decode import compiled
 
     _, out, src, tgt = imported
+    if src == "de":
+        # One decoder for both flavours; NLLB's run also has rows past its tokenizer. A compile
+        # takes ~15 s, so one flavour is compiled.
+        pytest.skip("compiled for NLLB, whose decoder M2M100 shares")
     path = tmp_path / "model.pt"
     shutil.copy(out, path)
     compiled.compile_checkpoint(path, "fp32")

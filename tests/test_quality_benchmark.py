@@ -2,6 +2,7 @@
 from them, and every table a benchmark script generates has its markers in the docs page it writes.
 """
 
+import argparse
 import re
 import subprocess
 import sys
@@ -246,3 +247,21 @@ def test_trials_table_names_a_run_of_several_corpora_by_their_directions():
     ]
     assert trials.shown("data.pairs", pairs) == "[de-en* x2, fr-en]"
     assert trials.shown("train.lr", 0.002) == 0.002
+
+
+def test_also_adds_directions_of_the_corpus_unvalidated_and_names_the_target_only_where_it_varies(
+    tmp_path,
+):
+    for name in ("train.de", "train.en", "train.fr", "val.de", "val.en"):
+        write_lines(tmp_path / name, ["a line"])
+
+    args = argparse.Namespace(src="de", tgt="en", also=["fr-en"], recipe=Path("r.yaml"), set=None)
+    spec, inputs = quality.data_spec(args, tmp_path / "train", tmp_path / "val")
+    assert [(p.name, p.valid is not None) for p in spec.pairs] == [
+        ("de-en", True),
+        ("fr-en", False),
+    ]
+    assert inputs.target_lang is None  # one target language: no tag to ask for
+    assert quality.recipe_name(args) == "r.yaml +fr-en"
+    both = argparse.Namespace(src="de", tgt="en", also=["en-de"], recipe=Path("r.yaml"), set=None)
+    assert quality.data_spec(both, tmp_path / "train", tmp_path / "val")[1].target_lang == "en"

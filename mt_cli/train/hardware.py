@@ -328,12 +328,16 @@ def resolve_compile(
     t, d = ctx.cfg.train, ctx.dist
     if t.compile != "auto":
         return CompiledOrEager(objective, ctx.log) if t.compile == "true" else objective
-    compiled = CompiledOrEager(objective, ctx.log)  # compiles lazily, at its first batch
     if state.compiled:
         ctx.log(f"compile auto: {state.compiled}, as chosen when the run started")
     elif ctx.device.type != "cuda" or t.deterministic:
         state.compiled = "false"
-    else:
+    if state.compiled == "false":
+        # before torch.compile is called: its first call imports the compiler, a large part of a
+        # short run's start
+        return objective
+    compiled = CompiledOrEager(objective, ctx.log)  # compiles lazily, at its first batch
+    if not state.compiled:
         faster = 0
         if d.main:
             ctx.log("compile auto: timing the run's batches compiled (compiling first) and eager")
