@@ -48,16 +48,14 @@ def amp_dtype(amp: str, device: torch.device) -> torch.dtype | None:
     if amp == "bf16":
         if device.type == "cuda" and not torch.cuda.is_bf16_supported():
             raise MtError(
-                f"train.amp bf16: {torch.cuda.get_device_name(device)} has no bf16; set train.amp "
-                "to fp16 "
-                "(trains with a gradient scaler) or off"
+                f"train.amp bf16: {torch.cuda.get_device_name(device)} has no bf16; "
+                "set train.amp to fp16 (trains with a gradient scaler) or off"
             )
         if device.type == "cpu" and not cpu_has_bf16():
+            cpu = f"this CPU ({torch.backends.cpu.get_cpu_capability()})"
             raise MtError(
-                f"train.amp bf16: this CPU ({torch.backends.cpu.get_cpu_capability()}) has no bf16 "
-                "arithmetic "
-                "(AVX512-BF16 or AMX), so bf16 products run many times slower than fp32; set "
-                "train.amp to off"
+                f"train.amp bf16: {cpu} has no bf16 arithmetic (AVX512-BF16 or AMX), "
+                "so bf16 products run many times slower than fp32; set train.amp to off"
             )
         return torch.bfloat16 if device.type in ("cuda", "cpu") else None
     if amp == "auto" and device.type == "cuda" and torch.cuda.is_bf16_supported():

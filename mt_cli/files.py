@@ -52,8 +52,8 @@ def check_readable(path: Path, what: str) -> None:
         raise MtError(f"{path}: not a regular file (a pipe or a device); give the {what} as a file")
     if not os.access(path, os.R_OK):
         raise MtError(
-            f"{path}: the {what} is not readable (permission denied); chmod u+r it or run as its "
-            "owner"
+            f"{path}: the {what} is not readable (permission denied); "
+            "chmod u+r it or run as its owner"
         )
 
 
@@ -70,8 +70,8 @@ def check_writable(path: Path) -> None:
         raise MtError(f"{path}: cannot write here: {parent} is a file, not a folder")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise MtError(
-            f"{path}: cannot write in {parent} (permission denied); write somewhere else or chmod "
-            "u+w it"
+            f"{path}: cannot write in {parent} (permission denied); "
+            "write somewhere else or chmod u+w it"
         )
 
 

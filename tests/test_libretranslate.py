@@ -6,6 +6,7 @@ languages a checkpoint records: `mt train` from the files' suffixes, `mt import`
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -62,13 +63,19 @@ def test_libretranslatepy_translates_lists_languages_and_detects_unchanged(serve
     assert lt.detect("Привет, как дела?") == [{"confidence": 0.0, "language": "de"}]
 
 
-def batches_and_requests(url: str) -> tuple[float, float]:
-    metrics = requests.get(f"{url}/metrics", timeout=30).text.splitlines()
-
-    def value(name: str) -> float:
-        return next(float(x.split()[-1]) for x in metrics if x.startswith(name))
-
-    return value("mt_batch_requests_count"), value("mt_batch_requests_sum")
+def batches_and_requests(url: str, answered: int) -> tuple[float, ...]:
+    """Batches and requests /metrics counts once `answered` requests are in them: a batch is
+    counted when it ends, and a running batch answers each request as it finishes, before that."""
+    deadline = time.monotonic() + 30
+    while True:
+        metrics = requests.get(f"{url}/metrics", timeout=30).text.splitlines()
+        counted = tuple(
+            next(float(x.split()[-1]) for x in metrics if x.startswith(name))
+            for name in ("mt_batch_requests_count", "mt_batch_requests_sum")
+        )
+        if counted[1] >= answered or time.monotonic() > deadline:
+            return counted
+        time.sleep(0.05)
 
 
 @pytest.mark.parametrize("running", [False, True], ids=["whole-batches", "running-batches"])
@@ -94,7 +101,7 @@ def test_concurrent_libretranslate_texts_share_batches_and_translate_as_each_alo
                     paragraphs,
                 )
             )
-        batches, jobs = batches_and_requests(server.url)
+        batches, jobs = batches_and_requests(server.url, 16)
         # the same 16 clients through the JSON API, one line each
         with ThreadPoolExecutor(16) as pool:
             list(
@@ -102,7 +109,7 @@ def test_concurrent_libretranslate_texts_share_batches_and_translate_as_each_alo
                     lambda q: call(server.url, "POST", "/translate", {"text": q}), (DE * 6)[:16]
                 )
             )
-        native = batches_and_requests(server.url)[0] - batches
+        native = batches_and_requests(server.url, 32)[0] - batches
     finally:
         server.stop()
     assert [a.json()["translatedText"] for a in answers] == [

@@ -36,8 +36,7 @@ ValidSplit = Annotated[str, typer.Option(help="The dataset's validation split.")
 SrcColumn = Annotated[
     str | None,
     typer.Option(
-        help="Source column, or key of a 'translation' column (e.g. de; a language code is "
-        "recorded)."
+        help="Source column, or key of a 'translation' column (de: a language code is recorded)."
     ),
 ]
 TgtColumn = Annotated[

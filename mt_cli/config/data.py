@@ -18,8 +18,8 @@ class PairConfig:
     target_lang: str = language("target", FROM_SUFFIX["target"])
     valid_src: str = option(
         "",
-        "This pair's validation source; its BLEU is logged and averaged (none: the pair is not "
-        "validated).",
+        "This pair's validation source; its BLEU is logged and averaged "
+        "(none: the pair is not validated).",
     )
     valid_tgt: str = option("", "Its references.")
     weight: float = option(

@@ -55,8 +55,8 @@ class DecodeConfig:
     score_precision: str = option(
         "fp32",
         "The precision forced scores are measured in (mt score, the server's /score, mt clean's "
-        "score filter): fp32, so they match other tools'; auto, bf16 or int8 (as decode.precision) "
-        "for speed.",
+        "score filter): fp32, so they match other tools'; "
+        "auto, bf16 or int8 (as decode.precision) for speed.",
         flag="--precision",
     )
     engine: str = option(

@@ -49,13 +49,13 @@ class CleanConfig:
     )
     max_symbol_ratio: float = option(
         0.5,
-        "symbols: the largest share of a side's characters (spaces aside) that are not letters or "
-        "digits.",
+        "symbols: the largest share of a side's characters (spaces aside) "
+        "that are not letters or digits.",
     )
     min_script_ratio: float = option(
         0.5,
-        "script: the smallest share of a side's letters in its language's script (Latin for de, "
-        "Han for zh).",
+        "script: the smallest share of a side's letters in its language's script "
+        "(Latin for de, Han for zh).",
     )
     language_min_letters: int = option(
         20, "language: sides with fewer letters are not identified (too short to tell reliably)."
@@ -81,8 +81,8 @@ class CleanConfig:
     )
     max_cross_entropy: float = option(
         5.0,
-        "score: the largest cross-entropy per target token (nats; mt score --normalize, negated) "
-        "kept.",
+        "score: the largest cross-entropy per target token kept "
+        "(nats; mt score --normalize, negated).",
         cli=True,
     )
     batch_lines: int = option(2000, "Pairs read, checked and scored at a time.")
@@ -124,8 +124,8 @@ class DistillConfig:
     )
     nbest: int = option(
         1,
-        "Translations kept per source line, each a training pair (sequence-level KD keeps the best "
-        "only).",
+        "Translations kept per source line, each a training pair "
+        "(sequence-level KD keeps the best only).",
         cli=True,
     )
     max_cross_entropy: float = option(

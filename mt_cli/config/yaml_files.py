@@ -92,10 +92,8 @@ def _coerce(value: Any, hint: Any, where: str) -> Any:
     # a nested entry (data.pairs' PairConfig)
     if dataclasses.is_dataclass(hint) and isinstance(hint, type):
         if not isinstance(value, dict):
-            raise MtError(
-                f"{where} must be a mapping of {[f.name for f in dataclasses.fields(hint)]}, not "
-                f"{value!r}"
-            )
+            fields = [f.name for f in dataclasses.fields(hint)]
+            raise MtError(f"{where} must be a mapping of {fields}, not {value!r}")
         return build_section(hint, value, where)
     if origin is tuple and len(args) == 2 and args[1] is Ellipsis:  # tuple[int, ...]: any length
         if not isinstance(value, (list, tuple)):

@@ -91,8 +91,8 @@ def _encoded(
     main_file = getattr(sys.modules["__main__"], "__file__", None)
     if workers > 1 and main_file is not None and not os.path.exists(main_file):
         log(
-            "tokenizing in this process: spawned workers cannot re-import a __main__ read from "
-            f"{main_file}"
+            "tokenizing in this process: "
+            f"spawned workers cannot re-import a __main__ read from {main_file}"
         )
         workers = 1
     if workers <= 1:

@@ -71,10 +71,9 @@ class M2MVocab(MarianVocab):
         for given, side in ((source, "source"), (target, "target")):
             if not given:
                 shown = ", ".join(list(self.codes)[:12])
+                langs = f"{len(self.codes)} languages ({shown}, ...)"
                 raise MtError(
-                    f"the model translates between {len(self.codes)} languages ({shown}, ...); "
-                    "name the "
-                    f"{side} language ({side}_lang)"
+                    f"the model translates between {langs}; name the {side} language ({side}_lang)"
                 )
         src = self.codes[resolve_language(source, list(self.codes), "source language")]
         tgt = self.codes[resolve_language(target, list(self.codes), "target language")]

@@ -130,8 +130,8 @@ class TextPair(Source):
                     n_src = n + len(s) + sum(1 for _ in fs)
                     n_tgt = n + len(t) + sum(1 for _ in ft)
                     raise MtError(
-                        f"{src} has {n_src} lines but {tgt} has {n_tgt}; the files must be "
-                        "line-aligned"
+                        f"{src} has {n_src} lines but {tgt} has {n_tgt}; "
+                        "the files must be line-aligned"
                     )
                 if not s:
                     return
@@ -256,8 +256,8 @@ class Table(_Tabular):
         _must_exist(self.path)
         if table_kind(Path(self.path)) is None:
             raise MtError(
-                f"{self.path}: unknown table format; use .tsv, .csv, .jsonl, .json or .parquet (or "
-                ".gz)"
+                f"{self.path}: unknown table format; "
+                "use .tsv, .csv, .jsonl, .json or .parquet (or .gz)"
             )
 
     def describe(self) -> str:

@@ -82,6 +82,6 @@ def check_aligned(path_a: Path, lines_a: list[str], path_b: Path, lines_b: list[
     """Parallel files, or hypotheses and references, must have one line for each other's line."""
     if len(lines_a) != len(lines_b):
         raise MtError(
-            f"{path_a} has {len(lines_a)} lines but {path_b} has {len(lines_b)}; the files must be "
-            "line-aligned"
+            f"{path_a} has {len(lines_a)} lines but {path_b} has {len(lines_b)}; "
+            "the files must be line-aligned"
         )

@@ -90,17 +90,13 @@ class Tokenizer:
         tags = self.target_tags()
         if not target:
             if tags:
-                raise MtError(
-                    f"the model writes {len(tags)} languages ({', '.join(list(tags)[:20])}); name "
-                    "the "
-                    "target language (target_lang)"
-                )
+                langs = f"{len(tags)} languages ({', '.join(list(tags)[:20])})"
+                raise MtError(f"the model writes {langs}; name the target language (target_lang)")
             return LanguageTokens()
         if not tags:
             raise MtError(
-                f"target language {target!r}: the model has no target-language tokens; it writes "
-                "one "
-                "language (give no target_lang)"
+                f"target language {target!r}: the model has no target-language tokens; "
+                "it writes one language (give no target_lang)"
             )
         code = resolve_language(target, list(tags), "target language")
         return LanguageTokens(source=(tags[code],), tags=frozenset(tags.values()))

@@ -112,8 +112,7 @@ def build(engine: Engine, path: Path) -> None:
     if shutil.which(compiler) is None:
         raise MtError(
             f"decode.engine compiled builds C++ with {compiler}, which is not installed here; "
-            "install"
-            " g++ (Debian: apt-get install g++) or set CXX, or use decode.engine eager"
+            "install g++ (Debian: apt-get install g++) or set CXX, or use decode.engine eager"
         )
     import torch._inductor  # the compiler: imported only when building
 

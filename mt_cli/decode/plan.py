@@ -75,8 +75,8 @@ def resolve(
     precision = decode_precision(cfg.precision, device)
     if precision == "int8" and device.type != "cpu":
         raise MtError(
-            "decode.precision int8 runs on the CPU only; use device cpu, or decode.precision bf16 "
-            f"on {device}"
+            "decode.precision int8 runs on the CPU only; "
+            f"use device cpu, or decode.precision bf16 on {device}"
         )
     if cfg.engine == "compiled" and (device.type != "cpu" or None in sources):
         where = f"here: {device.type}" + "".join(f", {s}" for s in sources if s is not None)

@@ -108,8 +108,8 @@ class Requests:
         n = self.cfg.no_repeat_ngram
         if n and len({ids[j : j + n] for j in range(len(ids) - n + 1)}) < len(ids) - n + 1:
             raise MtError(
-                f"line {line}: the prefix itself repeats a {n}-gram, which decode.no_repeat_ngram "
-                f"{n} forbids"
+                f"line {line}: the prefix itself repeats a {n}-gram, "
+                f"which decode.no_repeat_ngram {n} forbids"
             )
         terms = [
             t for t in (self.constraints[i] if self.constraints is not None else ()) if t.strip()
@@ -118,8 +118,8 @@ class Requests:
         for term, pieces in zip(terms, encoded):
             if UNK in pieces:  # it would be met as UNK pieces, never as the text asked for
                 raise MtError(
-                    f"line {line}: the term {term!r} has characters the model's target vocabulary "
-                    "lacks"
+                    f"line {line}: the term {term!r} has characters "
+                    "the model's target vocabulary lacks"
                 )
         detected = self.source_langs[i] if self.source_langs is not None else ""
         return Request(

@@ -154,8 +154,8 @@ class Translator:
             return tr
         if self.quantized and decode_precision(cfg.precision, self.device) != "int8":
             raise MtError(
-                "int8 decoding quantized the model as it loaded; load a new Translator for another "
-                "precision"
+                "int8 decoding quantized the model as it loaded; "
+                "load a new Translator for another precision"
             )
         tr = type(self)(
             self.model, self.tokenizer, cfg, self.processors, self.lexicon, self.sources
@@ -330,8 +330,8 @@ class Translator:
         long = next((i for i, ids in enumerate(tgt_ids) if len(ids) + 1 > limit), None)
         if long is not None:
             raise MtError(
-                f"target line {long + 1}: {len(tgt_ids[long])} pieces, more than the model's "
-                f"{limit - 1}"
+                f"target line {long + 1}: "
+                f"{len(tgt_ids[long])} pieces, more than the model's {limit - 1}"
             )
         with autocast(self.cfg.precision == "bf16", self.device):
             found = force(

@@ -26,8 +26,8 @@ from mt_cli.errors import MtError
 
 # Elements that sit inside running text: their tags are placed by alignment.
 INLINE = frozenset(
-    "a abbr b bdi bdo big cite data del dfn em font i ins label mark q s small span strong sub sup "
-    "time tt u".split()
+    "a abbr b bdi bdo big cite data del dfn em font i ins label mark q s small span strong".split()
+    + "sub sup time tt u".split()
 )
 # Inline elements whose content is never translated: carried whole, as placeholders.
 INLINE_KEPT = frozenset("code kbd samp var svg math".split())

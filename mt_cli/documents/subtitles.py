@@ -160,8 +160,8 @@ def _cues(bodies: list[str], vtt: bool) -> list[Cue]:
     if vtt:
         if not re.match(r"WEBVTT(?:[ \t]|$)", bodies[0]):
             raise MtError(
-                "line 1: a WebVTT file starts with the line WEBVTT; add it, or translate the file "
-                "as srt"
+                "line 1: a WebVTT file starts with the line WEBVTT; "
+                "add it, or translate the file as srt"
             )
         # the header block is first
         blocks = [(a, b) for a, b in blocks[1:] if not VTT_BLOCKS.match(bodies[a])]

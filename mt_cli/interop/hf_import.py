@@ -40,9 +40,8 @@ def import_hf(folder: Path, out: Path) -> Path:
     kind = hf.get("model_type")
     if kind in ("nllb-moe", "nllb_moe"):
         raise MtError(
-            f"{folder / 'config.json'}: {kind} is a mixture-of-experts model, which mt does not "
-            "run; "
-            "import a dense NLLB-200 (nllb-200-distilled-600M, -1.3B, -3.3B)"
+            f"{folder / 'config.json'}: {kind} is a mixture-of-experts model, "
+            "which mt does not run; import a dense NLLB-200 (nllb-200-distilled-600M, -1.3B, -3.3B)"
         )
     if kind == "m2m_100":
         from mt_cli.interop.m2m100 import import_m2m100
@@ -51,8 +50,8 @@ def import_hf(folder: Path, out: Path) -> Path:
         return out
     if kind != "marian":
         raise MtError(
-            f"{folder / 'config.json'}: model_type is {kind!r}; mt imports marian and m2m_100 "
-            "models"
+            f"{folder / 'config.json'}: model_type is {kind!r}; "
+            "mt imports marian and m2m_100 models"
         )
     tokenizer = read_tokenizer(folder, hf)
     src, tgt = languages(name, hf, folder, tokenizer)
@@ -89,8 +88,8 @@ def resolve_folder(name: str) -> Path:
         return Path(name)
     if name.count("/") != 1 or Path(name).exists():
         raise MtError(
-            f"{name}: not a folder; give a folder written by save_pretrained (config.json, ...) or "
-            "a hub id"
+            f"{name}: not a folder; "
+            "give a folder written by save_pretrained (config.json, ...) or a hub id"
         )
     try:
         from huggingface_hub import snapshot_download
@@ -148,9 +147,8 @@ def read_tokenizer(folder: Path, hf: dict[str, Any]) -> MarianVocab:
     for key, piece in (("pad_token_id", specials["pad"]), ("eos_token_id", specials["eos"])):
         if key in hf and tgt[int(hf[key])] != piece:
             raise MtError(
-                f"{folder / 'config.json'}: {key} {hf[key]} is {tgt[int(hf[key])]!r} in the "
-                "vocabulary, "
-                f"not {piece!r} as tokenizer_config.json says"
+                f"{folder / 'config.json'}: {key} {hf[key]} is {tgt[int(hf[key])]!r} "
+                f"in the vocabulary, not {piece!r} as tokenizer_config.json says"
             )
     return tok
 
@@ -217,8 +215,8 @@ def model_config(hf: dict[str, Any], tok: MarianVocab, where: Path) -> ModelConf
     act = ACTIVATIONS.get(str(hf.get("activation_function", "swish")))
     if act is None:
         raise MtError(
-            f"{where}: activation_function {hf.get('activation_function')!r}; mt has relu, gelu, "
-            "swish"
+            f"{where}: activation_function {hf.get('activation_function')!r}; "
+            "mt has relu, gelu, swish"
         )
     if hf.get("decoder_start_token_id", hf.get("pad_token_id")) != hf.get("pad_token_id"):
         raise MtError(

@@ -60,8 +60,8 @@ def read_tokenizer(folder: Path, hf: dict[str, Any], tc: dict[str, Any]) -> M2MV
     size = int(hf["vocab_size"])
     if len(pieces) > size:
         raise MtError(
-            f"{folder}: the tokenizer has {len(pieces)} ids, more than the model's vocab_size "
-            f"{size}"
+            f"{folder}: the tokenizer has {len(pieces)} ids, "
+            f"more than the model's vocab_size {size}"
         )
     # rows the model has and no piece uses
     filler = [f"<unused{i}>" for i in range(size - len(pieces))]
@@ -87,10 +87,8 @@ def _m2m100_vocab(folder: Path, tc: dict[str, Any]) -> tuple[list[str], dict[str
     lists = {"m2m100": M2M100_CODES, "wmt21": WMT21_CODES}
     which = str(tc.get("language_codes", "m2m100"))
     if which not in lists:
-        raise MtError(
-            f"{folder / 'tokenizer_config.json'}: language_codes {which!r}; M2M100 has m2m100 or "
-            "wmt21"
-        )
+        where = folder / "tokenizer_config.json"
+        raise MtError(f"{where}: language_codes {which!r}; M2M100 has m2m100 or wmt21")
     codes = {c: f"__{c}__" for c in lists[which]}
     return pieces + list(codes.values()), codes
 
@@ -101,8 +99,8 @@ def _nllb_vocab(folder: Path) -> tuple[list[str], dict[str, str]]:
     path = folder / "tokenizer.json"
     if not path.is_file():
         raise MtError(
-            f"{path}: not found; save the NLLB tokenizer with transformers 4.x or later, which "
-            "writes it"
+            f"{path}: not found; "
+            "save the NLLB tokenizer with transformers 4.x or later, which writes it"
         )
     data = read_json(path)
     by_id = {int(i): p for p, i in data.get("model", {}).get("vocab", {}).items()}

@@ -78,8 +78,8 @@ def read_npz(path: Path) -> dict[str, Item]:
                 kind = kinds.get(array.dtype)
                 if kind is None or (kind == INT8 and name != "special:model.yml"):
                     raise MtError(
-                        f"{path}: array {name} is {array.dtype}; mt reads float32 and float16 "
-                        "models"
+                        f"{path}: array {name} is {array.dtype}; "
+                        "mt reads float32 and float16 models"
                     )
                 items[name] = Item(
                     name, tuple(array.shape), kind, np.ascontiguousarray(array).tobytes()
@@ -149,8 +149,8 @@ def integers(item: Item, path: Path) -> tuple[torch.Tensor, float]:
     width = values.itemsize * item.elements
     if len(item.data) < width + 4:
         raise MtError(
-            f"{path}: item {item.name} has no quantization multiplier after its values; the file "
-            "is damaged"
+            f"{path}: item {item.name} has no quantization multiplier after its values; "
+            "the file is damaged"
         )
     (multiplier,) = struct.unpack_from("<f", item.data, width)
     flat = torch.from_numpy(values.copy())
@@ -174,8 +174,8 @@ def _values(item: Item, path: Path) -> np.ndarray:
     width = np.dtype(kind).itemsize * item.elements
     if len(item.data) < width:
         raise MtError(
-            f"{path}: item {item.name} holds {len(item.data)} bytes, its shape {item.shape} needs "
-            f"{width}"
+            f"{path}: item {item.name} holds {len(item.data)} bytes, "
+            f"its shape {item.shape} needs {width}"
         )
     return np.frombuffer(item.data, dtype=kind, count=item.elements)
 

@@ -51,8 +51,8 @@ def read_folder(folder: Path) -> Checkpoint:
     path = models[0]
     if path.suffix not in (".bin", ".npz"):
         raise MtError(
-            f"{path}: mt reads Marian's binary (.bin) and numpy (.npz) models; convert it with "
-            "marian-conv"
+            f"{path}: mt reads Marian's binary (.bin) and numpy (.npz) models; "
+            "convert it with marian-conv"
         )
     items = read_model(path)
     marian = model_config(items, path)
@@ -90,11 +90,10 @@ def _check_vocabulary(items: dict[str, Item], path: Path, tok: MarianVocab, voca
     """One line where the vocabulary is not the one the embeddings were trained with."""
     pieces = len(tok.src_vocab) - 1  # less the <pad> mt adds
     if "Wemb" in items and items["Wemb"].shape[0] != pieces:
+        rows = f"the model's embeddings ({path.name}) have {items['Wemb'].shape[0]:,} rows"
         raise MtError(
-            f"{vocab}: {pieces:,} pieces, but the model's embeddings ({path.name}) have "
-            f"{items['Wemb'].shape[0]:,}"
-            " rows; the folder mixes two models' files: use the vocabulary the model was trained "
-            "with"
+            f"{vocab}: {pieces:,} pieces, but {rows}; "
+            "the folder mixes two models' files: use the vocabulary the model was trained with"
         )
 
 
@@ -183,8 +182,8 @@ def _model_config(m: dict[str, Any], tok: MarianVocab, path: Path) -> ModelConfi
     dim_ffn = int(m["transformer-dim-ffn"])
     if int(m.get("transformer-decoder-dim-ffn") or dim_ffn) != dim_ffn:
         raise MtError(
-            f"{path}: the decoder's feed-forward width differs from the encoder's, which mt does "
-            "not hold"
+            f"{path}: the decoder's feed-forward width differs from the encoder's, "
+            "which mt does not hold"
         )
     return ModelConfig(
         d_model=int(m["dim-emb"]),
@@ -239,8 +238,8 @@ def state_dict(
     def get(name: str) -> torch.Tensor:
         if name not in items:
             raise MtError(
-                f"{path}: no item {name}, which a model of its config has; the file is not a whole "
-                "model"
+                f"{path}: no item {name}, which a model of its config has; "
+                "the file is not a whole model"
             )
         return floats(items[name], path)
 

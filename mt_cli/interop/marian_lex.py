@@ -63,8 +63,8 @@ def read_lex(path: Path, check: bool = True) -> MarianLex:
         np.any(np.diff(offsets.astype(np.int64)) < 0) or (n_offsets and offsets[-1] > n_targets)
     ):
         raise MtError(
-            f"{path}: its offsets run backwards or past its {n_targets:,} targets; the file is "
-            "damaged"
+            f"{path}: its offsets run backwards or past its {n_targets:,} targets; "
+            "the file is damaged"
         )
     return MarianLex(first, best, offsets, targets)
 

@@ -76,8 +76,8 @@ def load(path: Path) -> Checkpoint:
         payload = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except pickle.UnpicklingError:
         raise MtError(
-            f"{path}: refused: the file holds Python objects, not only weights (an mt checkpoint "
-            "never does)"
+            f"{path}: refused: "
+            "the file holds Python objects, not only weights (an mt checkpoint never does)"
         ) from None
     except (RuntimeError, EOFError, zipfile.BadZipFile, OSError, ValueError) as e:
         reason = str(e).splitlines()[0] if str(e) else type(e).__name__
@@ -120,8 +120,8 @@ def average(paths: list[Path]) -> Checkpoint:
             or ckpt.tokenizer.to_state() != first.tokenizer.to_state()
         ):
             raise MtError(
-                f"{path}: a different model or tokenizer than {paths[0]}; only checkpoints of one "
-                "run average"
+                f"{path}: a different model or tokenizer than {paths[0]}; "
+                "only checkpoints of one run average"
             )
         for k, v in ckpt.model_state.items():
             total[k] += v.double()

@@ -117,8 +117,8 @@ class DeepL:
             raise _bad(f"formality: {formality!r} is not one of {', '.join(FORMALITIES)}")
         if formality in ("more", "less"):
             raise _bad(
-                f"formality: {target} does not support formality; send default, prefer_more or "
-                "prefer_less"
+                f"formality: {target} does not support formality; "
+                "send default, prefer_more or prefer_less"
             )
         glossary = self._glossary(body.get("glossary_id"))
         tags = body.get("tag_handling")

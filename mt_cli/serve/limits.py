@@ -88,8 +88,8 @@ def read_keys(path: str) -> dict[str, int] | None:
             continue
         if len(fields) > 2 or (len(fields) == 2 and not fields[1].isdigit()):
             raise MtError(
-                f"serve.api_keys {path}: line {n}: write a key, or a key and its requests per "
-                "minute"
+                f"serve.api_keys {path}: line {n}: "
+                "write a key, or a key and its requests per minute"
             )
         keys[fields[0]] = int(fields[1]) if len(fields) == 2 else 0
     if not keys:

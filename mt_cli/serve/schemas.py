@@ -228,8 +228,8 @@ class DeepLRequest(BaseModel):
     split_sentences: Literal["0", "1", "nonewlines"] = Field(
         "1",
         description=(
-            "1: at line breaks and sentence ends; nonewlines: sentence ends only; 0: each "
-            "line is one"
+            "1: at line breaks and sentence ends; nonewlines: sentence ends only; "
+            "0: each line is one"
         ),
     )
     preserve_formatting: bool = Field(

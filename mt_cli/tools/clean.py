@@ -77,8 +77,8 @@ def clean_corpus(
     for out in outputs:
         if out.exists() and any(out.samefile(p) for p in (src, tgt)):
             raise MtError(
-                f"{out}: also an input; mt clean never writes over its inputs: give another output "
-                "prefix"
+                f"{out}: also an input; "
+                "mt clean never writes over its inputs: give another output prefix"
             )
     judges = _Judges(cfg, src_lang, tgt_lang, device, log)
     buckets = max(1, min(MAX_BUCKETS, (src.stat().st_size + tgt.stat().st_size) // BUCKET_BYTES))
@@ -111,8 +111,8 @@ def _pairs(src: Path, tgt: Path) -> Iterator[tuple[bytes, bytes]]:
             if x is None or y is None:
                 short, long = (src, tgt) if x is None else (tgt, src)
                 raise MtError(
-                    f"{short} ends after {n - 1} lines but {long} goes on: the files must be "
-                    "line-aligned"
+                    f"{short} ends after {n - 1} lines but {long} goes on: "
+                    "the files must be line-aligned"
                 )
             yield x, y
 

@@ -62,14 +62,14 @@ def distill(
     main = data.pairs[0]
     if len(data.pairs) != 1 or not isinstance(main.train, TextPair):
         raise MtError(
-            "mt distill reads its training pairs from one pair of text files (data.pairs: one "
-            "{src, tgt})"
+            "mt distill reads its training pairs from one pair of text files "
+            "(data.pairs: one {src, tgt})"
         )
     source = main.train
     if main.label == MONOLINGUAL and dcfg.original_weight:
         raise MtError(
-            f"{source.src} is monolingual: distill.original_weight needs the sources' own "
-            "translations"
+            f"{source.src} is monolingual: "
+            "distill.original_weight needs the sources' own translations"
         )
     src_lang = main.source_lang or suffix_language(source.src) or ""
     tgt_lang = main.target_lang or suffix_language(source.tgt) or ""
@@ -133,8 +133,8 @@ def _write_pairs(
                     pairs += 1
     if not pairs:
         raise MtError(
-            f"no teacher translation was kept from {src}: raise distill.max_cross_entropy (or set "
-            "it to 0)"
+            f"no teacher translation was kept from {src}: "
+            "raise distill.max_cross_entropy (or set it to 0)"
         )
     return pairs
 

@@ -37,8 +37,8 @@ def significance(
     baseline), by paired bootstrap resampling (metrics.paired_bootstrap)."""
     if len(hyp_paths) < 2:
         raise MtError(
-            "a significance test compares systems: give a baseline's translations and one system's "
-            "(or more)"
+            "a significance test compares systems: "
+            "give a baseline's translations and one system's (or more)"
         )
     hyps = [read_lines(p) for p in hyp_paths]
     refs = [read_lines(p) for p in ref_paths]

@@ -28,10 +28,8 @@ def _scores(entries: list[dict[str, Any]]) -> list[str]:
     if averaged:
         a = averaged[-1]
         where = "`best.pt`" if taken else "`averaged.pt`; best.pt kept the single step"
-        lines.append(
-            f"- average of {', '.join(a['averaged'])}: validation BLEU {a['valid_bleu']:.2f} "
-            f"({where})"
-        )
+        what = f"- average of {', '.join(a['averaged'])}"
+        lines.append(f"{what}: validation BLEU {a['valid_bleu']:.2f} ({where})")
     tuned = [e["tuned"] for e in entries if "tuned" in e]
     if tuned:
         top = tuned[-1][0]
@@ -56,20 +54,18 @@ def _training(entries: list[dict[str, Any]]) -> list[str]:
     if not train:
         return ["No training steps logged yet."]
     last = train[-1]
+    minutes, step = last["elapsed_s"] / 60, last["step"]
+    rate = statistics.median(e["tokens_per_s"] for e in train)
     lines = [
         f"- steps: {max(e['step'] for e in entries)}, epochs begun: {last['epoch']}",
-        f"- training time: {last['elapsed_s'] / 60:.1f} min to step {last['step']} (validation "
-        "excluded)",
-        f"- throughput: median {statistics.median(e['tokens_per_s'] for e in train):,.0f} target "
-        "tokens/s",
-        f"- last logged training loss {last['loss']:.3f}, learning rate {last['lr']:.2e} (step "
-        f"{last['step']})",
+        f"- training time: {minutes:.1f} min to step {step} (validation excluded)",
+        f"- throughput: median {rate:,.0f} target tokens/s",
+        f"- last logged training loss {last['loss']:.3f}, learning rate {last['lr']:.2e} "
+        f"(step {step})",
     ]
     if all("mfu" in e for e in train):
-        lines.append(
-            "- model FLOPs utilisation: median "
-            f"{100 * statistics.median(e['mfu'] for e in train):.1f}%"
-        )
+        mfu = 100 * statistics.median(e["mfu"] for e in train)
+        lines.append(f"- model FLOPs utilisation: median {mfu:.1f}%")
     skipped = sum(1 for e in entries if "skipped" in e)
     if skipped:
         lines.append(f"- {skipped} steps skipped (loss or gradient not finite)")

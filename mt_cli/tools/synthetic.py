@@ -116,9 +116,8 @@ def _check_manifest(
         changed = sorted(k for k in manifest if old.get(k) != json.loads(json.dumps(manifest[k])))
         if changed:
             raise MtError(
-                f"{work}: translated before with other {', '.join(changed)}; give another output "
-                "folder,"
-                " or remove this one to start over"
+                f"{work}: translated before with other {', '.join(changed)}; "
+                "give another output folder, or remove this one to start over"
             )
         return
     work.mkdir(parents=True, exist_ok=True)

@@ -125,8 +125,8 @@ def _output_target(
             )
         if output_path is not None and not _same_file(input_path, output_path):
             raise MtError(
-                f"{output_path}: not the input {input_path}, which output.in_place writes over; "
-                "drop one"
+                f"{output_path}: not the input {input_path}, "
+                "which output.in_place writes over; drop one"
             )
         output_path = input_path.resolve()
     elif output_path is not None:

@@ -43,9 +43,8 @@ def pair_tokens(tokenizer: Tokenizer, pair: PairSpec) -> LanguageTokens:
     tag = tokenizer.src.piece_to_id(pair.tag)
     if tag == tokenizer.src.unk_id():
         raise MtError(
-            f"data.pairs: the tag {pair.tag} of {pair.name} is not a piece of the tokenizer; train "
-            "one with"
-            " the run (give no tokenizer), which learns every pair's tag as a piece"
+            f"data.pairs: the tag {pair.tag} of {pair.name} is not a piece of the tokenizer; "
+            "train one with the run (give no tokenizer), which learns every pair's tag as a piece"
         )
     return replace(languages, source=(*languages.source, tag))
 

@@ -85,10 +85,8 @@ def tune_best(run: Run, record: Record, log: Log) -> None:
     top = ", ".join(
         f"beam {r['beam']} lp {r['length_penalty']:g}: {r['bleu']:.2f}" for r in rows[:3]
     )
-    log(
-        f"tuned decoding on the validation set ({len(rows)} settings): {top}; best.pt decodes with "
-        "the first"
-    )
+    settings = f"{len(rows)} settings"
+    log(f"tuned decoding on the validation set ({settings}): {top}; best.pt decodes with the first")
 
 
 def check_int8(run: Run, record: Record, log: Log) -> None:

@@ -235,10 +235,8 @@ class CompiledOrEager(torch.nn.Module):
         if self.compiled is None:
             return False
         self.compiled = None
-        self.log(
-            f"torch.compile failed ({type(e).__name__}: {str(e).splitlines()[0][:200]}); training "
-            "without it"
-        )
+        why = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+        self.log(f"torch.compile failed ({why}); training without it")
         return True
 
     def forward(self, *args: Any) -> Any:
@@ -307,10 +305,8 @@ def resolve_amp(
             ]
             use_bf16 = int(faster_amp(objective, batches) is not None)
         state.amp = "bf16" if broadcast(use_bf16, d) else "off"
-        ctx.log(
-            f"amp auto: {state.amp} ({'bf16 autocast' if state.amp == 'bf16' else 'fp32'} trained "
-            "faster here)"
-        )
+        how = "bf16 autocast" if state.amp == "bf16" else "fp32"
+        ctx.log(f"amp auto: {state.amp} ({how} trained faster here)")
     return torch.bfloat16 if state.amp == "bf16" else None
 
 

@@ -88,10 +88,8 @@ class DataSpec:
             ]
             for lang, field in zip(langs, ("source_lang", "target_lang")):
                 if not lang:
-                    raise MtError(
-                        f"data.pairs[{i}]: its files' names ({p.src}, {p.tgt}) name no language; "
-                        f"set {field}"
-                    )
+                    files = f"its files' names ({p.src}, {p.tgt})"
+                    raise MtError(f"data.pairs[{i}]: {files} name no language; set {field}")
             train = TextPair(Path(p.src), Path(p.tgt))
             valid = TextPair(Path(p.valid_src), Path(p.valid_tgt)) if p.valid_src else None
             pairs.append(PairSpec(train, valid, langs[0], langs[1], p.weight, p.tag))
@@ -141,10 +139,8 @@ def named(pairs: list[PairSpec]) -> tuple[PairSpec, ...]:
             )
             p = replace(p, label=f"{p.name}.{mark}")
         if p.name in {q.name for q in out}:
-            raise MtError(
-                f"data.pairs: two corpora of {p.name} with one tag; give them different tags, or "
-                "join them"
-            )
+            what = f"data.pairs: two corpora of {p.name} with one tag"
+            raise MtError(f"{what}; give them different tags, or join them")
         out.append(p)
     if all(p.valid is None for p in out):
         raise MtError("data.pairs: no pair is validated; give one valid_src and valid_tgt")

@@ -65,10 +65,8 @@ def train(data: DataSpec, out: Path, cfg: Config, log: Log = print) -> TrainStat
                     if (last := run.resumable()) is not None:
                         checkpoint.save(paths.last, last)
                     why = stop.requested or "a signal to another process"
-                    raise MtError(
-                        f"{why} at step {state.step}: {paths.last} saved; rerun the same command "
-                        "to resume"
-                    )
+                    saved = f"{why} at step {state.step}: {paths.last} saved"
+                    raise MtError(f"{saved}; rerun the same command to resume")
             if out_of_patience(state, t):
                 log(f"early stop: no better validation BLEU in {t.patience} validations")
             log(

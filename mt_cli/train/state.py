@@ -134,9 +134,8 @@ def resume(
         optimizer.load_state_dict(ts.pop("optimizer"))
     except ValueError as e:  # e.g. weight decay switched on or off: parameter groups differ
         raise MtError(
-            f"{path}: its optimizer state does not fit this run's optimizer ({e}); resume with the "
-            "settings "
-            "the run was started with, or use a new run folder"
+            f"{path}: its optimizer state does not fit this run's optimizer ({e}); "
+            "resume with the settings the run was started with, or use a new run folder"
         ) from None
     rng, ranks = ts.pop("rng"), ts.pop("rng_ranks", None)
     if rank == 0:
@@ -166,9 +165,8 @@ def check_data(
     if changed:
         role = changed[0]
         raise MtError(
-            f"{names[role]}: not the {role} data that {last} was trained on (its contents "
-            "changed); "
-            "restore it, or train into a new run folder"
+            f"{names[role]}: not the {role} data that {last} was trained on "
+            "(its contents changed); restore it, or train into a new run folder"
         )
     return now
 

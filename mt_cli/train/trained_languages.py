@@ -60,10 +60,8 @@ def direction(tokenizer: Tokenizer, given: ModelConfig, train: Source) -> Langua
     src, tgt = _languages(train)
     src, tgt = given.source_langs or src, given.target_langs or tgt
     if len(src) > 1 or len(tgt) > 1:
-        raise MtError(
-            f"model.source_langs {src} / target_langs {tgt}: name one of each for the direction "
-            "trained"
-        )
+        named = f"model.source_langs {src} / target_langs {tgt}"
+        raise MtError(f"{named}: name one of each for the direction trained")
     if told_sources and not (src and tgt):
         raise MtError(
             "the model is told its languages (M2M100, NLLB): name the data's with files named by "
