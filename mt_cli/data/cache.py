@@ -122,9 +122,8 @@ def _encoded(
 def cache_key(data_fingerprint: str, tokenizer: Encoder) -> str:
     state = tokenizer.to_state()
 
-    def digest(
-        v: Any,
-    ) -> str:  # model bytes; an imported vocabulary's lists and files, as canonical JSON
+    # model bytes; an imported vocabulary's lists and files, as canonical JSON
+    def digest(v: Any) -> str:
         if isinstance(v, bytes):
             return hashlib.sha256(v).hexdigest()
         return hashlib.sha256(json.dumps(v, sort_keys=True, default=digest).encode()).hexdigest()

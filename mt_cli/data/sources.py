@@ -230,9 +230,8 @@ class _Tabular(Source):
             return datasets.load_dataset(builder, *args, **options)
         except MtError:
             raise
-        except (
-            Exception
-        ) as e:  # `datasets` raises many types; the user needs the source and the reason
+        # `datasets` raises many types; the user needs the source and the reason
+        except Exception as e:
             raise MtError(
                 f"{self.describe()}: could not load ({type(e).__name__}: {str(e)[:300]})"
             ) from None

@@ -39,7 +39,6 @@ class Yielding:
         self.before()
         return self.model.decode(tgt, memory, src_mask, cache, vocab)
 
-    def __getattr__(
-        self, name: str
-    ) -> Any:  # cfg, start_token, training, parameters(), eval(), ...
+    # cfg, start_token, training, parameters(), eval(), ...
+    def __getattr__(self, name: str) -> Any:
         return getattr(self.model, name)

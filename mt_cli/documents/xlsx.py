@@ -42,9 +42,8 @@ def translate_xlsx(
     shared, sheets = _parts(package)
     strings = [p for name in shared for p in package.xml(name).getroot().iter(SHEET.paragraph)]
     translate_paragraphs(engine, strings, SHEET, lang, protector)
-    for (
-        name
-    ) in sheets:  # inline strings are rare: a sheet is parsed (and rewritten) only when it has them
+    # inline strings are rare: a sheet is parsed (and rewritten) only when it has them
+    for name in sheets:
         if b"inlineStr" in package.data[name]:
             cells = list(package.xml(name).getroot().iter(INLINE_SHEET.paragraph))
             translate_paragraphs(engine, cells, INLINE_SHEET, lang, protector)

@@ -156,9 +156,8 @@ class Pipeline:
                 ) from None
             try:
                 return await asyncio.wrap_future(future)
-            except (
-                MtError
-            ) as e:  # a document that does not parse, a target the model has no token for
+            # a document that does not parse, a target the model has no token for
+            except MtError as e:
                 raise ApiError(422, str(e), kind="invalid") from None
             except Exception as e:  # noqa: BLE001 - this batch failed; the server goes on
                 raise ApiError(

@@ -80,9 +80,8 @@ def process_group(d: Dist, device: torch.device) -> Iterator[None]:
         yield
     except MtError:
         raise
-    except (
-        RuntimeError
-    ) as e:  # dist.DistError is one; gloo's transport errors are plain RuntimeErrors
+    # dist.DistError is one; gloo's transport errors are plain RuntimeErrors
+    except RuntimeError as e:
         if not _lost_contact(e):
             raise
         raise MtError(

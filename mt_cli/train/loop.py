@@ -78,9 +78,8 @@ def train(data: DataSpec, out: Path, cfg: Config, log: Log = print) -> TrainStat
     #    precision checked and its step compiled. Outside the process group: it runs no collective
     #    and may take minutes, and a rank that left the group while rank 0 was still in it aborted.
     if dist.main:
-        with RunLog(
-            paths.log, board, state.step + 1
-        ) as record:  # + 1: the final validation's events stay
+        # its events after step + 1: the final validation's events stay
+        with RunLog(paths.log, board, state.step + 1) as record:
             finish(run, record, log)
     return state
 

@@ -71,9 +71,8 @@ def train_step(run: Run, batch: Batch, spent: float = 0.0, stop: bool = False) -
     t, d = run.cfg.train, run.dist
     try:
         loss_sum = _forward_backward(run, batch)
-    except (
-        Exception
-    ) as e:  # compiled code fails in many types, in the forward or (lazily) the backward pass
+    # compiled code fails in many types, in the forward or (lazily) the backward pass
+    except Exception as e:
         ddp_wrapped = isinstance(run.objective, torch.nn.parallel.DistributedDataParallel)
         compiled = run.objective.module if ddp_wrapped else run.objective
         if not (isinstance(compiled, CompiledOrEager) and compiled.give_up(e)):
