@@ -105,7 +105,7 @@ def test_compile_auto_trains_eagerly_on_a_cpu_and_true_compiles(
     corpus_files, tmp_path, monkeypatch
 ):
     with monkeypatch.context() as m:
-        # not even called: its first call imports the compiler, a large part of a short run's start
+        # not even called: what it builds would go unused
         m.setattr(torch, "compile", lambda *a, **k: pytest.fail("torch.compile called"))
         auto = prepared_run(corpus_files, tmp_path / "a", compile="auto")
     assert not isinstance(auto.objective, CompiledOrEager) and auto.state.compiled == "false"

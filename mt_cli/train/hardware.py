@@ -329,8 +329,7 @@ def resolve_compile(
     elif ctx.device.type != "cuda" or t.deterministic:
         state.compiled = "false"
     if state.compiled == "false":
-        # before torch.compile is called: its first call imports the compiler, a large part of a
-        # short run's start
+        # decided before torch.compile is called: what it would build is never used
         return objective
     compiled = CompiledOrEager(objective, ctx.log)  # compiles lazily, at its first batch
     if not state.compiled:
