@@ -129,10 +129,9 @@ def data_spec(args: argparse.Namespace, train: Path, valid: Path) -> tuple[DataS
     extra = []
     for pair in args.also:
         src, _, tgt = pair.partition("-")
-        files = [train.with_suffix(f".{lang}") for lang in (src, tgt)]
-        if not all(f.is_file() for f in files):
-            sys.exit(f"--also {pair}: {files[0]} and {files[1]} must both exist")
-        extra.append(PairSpec(TextPair(*files), None, src, tgt))
+        # TextPair says which file is missing
+        files = TextPair(train.with_suffix(f".{src}"), train.with_suffix(f".{tgt}"))
+        extra.append(PairSpec(files, None, src, tgt))
     several = len({args.tgt, *(p.target_lang for p in extra)}) > 1
     return DataSpec.with_extra(main, extra), LineInputs(target_lang=args.tgt if several else None)
 

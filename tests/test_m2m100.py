@@ -518,14 +518,13 @@ def test_fine_tuning_an_imported_model_reads_its_language_tokens_and_its_scores_
 
 
 @pytest.mark.skipif(shutil.which(os.environ.get("CXX", "g++")) is None, reason="no C++ compiler")
+# One decoder for both flavours; NLLB's also has rows past its tokenizer. A compile takes ~15 s,
+# so NLLB's alone is compiled.
+@pytest.mark.parametrize("imported", ["nllb"], indirect=True)
 def test_the_compiled_step_translates_an_imported_model_as_the_eager_one(imported, tmp_path):
     from mt_cli.decode import compiled
 
     _, out, src, tgt = imported
-    if src == "de":
-        # One decoder for both flavours; NLLB's run also has rows past its tokenizer. A compile
-        # takes ~15 s, so one flavour is compiled.
-        pytest.skip("compiled for NLLB, whose decoder M2M100 shares")
     path = tmp_path / "model.pt"
     shutil.copy(out, path)
     compiled.compile_checkpoint(path, "fp32")
